@@ -1,0 +1,39 @@
+# The two commands of the README: `make demo` and `make test`. Everything they need is
+# installed here, into .venv/ in the repository root.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+# The one place torch is pinned: 2.13.0 is a CPU wheel on the build machines' disk;
+# any other spec would download a multi-GB CUDA build there.
+TORCH_SPEC := torch==2.13.0
+EXTRAS ?= test
+STAMP := $(VENV)/.installed-$(EXTRAS)
+
+.PHONY: setup test demo bench lint clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
+	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
+	touch $@
+
+test: setup
+	$(PY) -m pytest -q
+
+lint: setup
+	$(VENV)/bin/ruff check elegantpod tests benchmarks
+	$(VENV)/bin/ruff format --check elegantpod tests benchmarks
+
+demo: setup
+	$(PY) -m elegantpod.cli demo
+
+bench:
+	$(MAKE) setup EXTRAS=test,bench
+	$(PY) benchmarks/env_throughput.py
+	$(PY) benchmarks/time_to_solve.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,125 @@
+"""The thin protocol every learner follows, and what is common to all of them."""
+
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import gymnasium
+import torch
+
+from elegantpod.config import replace_checked
+from elegantpod.types import Batch
+
+Tensor = torch.Tensor
+
+
+class Learner(ABC):
+    """An RL algorithm: acts, learns from a :class:`Batch`, saves and loads its state.
+
+    Subclasses set ``name`` and ``config_cls`` and list their optimizers in
+    ``self.optimizers`` (name -> optimizer) so that learning rates can be changed live
+    and optimizer moments travel with checkpoints.
+    """
+
+    name: ClassVar[str]
+    config_cls: ClassVar[type]
+    is_on_policy: ClassVar[bool]
+
+    def __init__(self, observation_space, action_space, config, device="cpu", seed: int = 0):
+        self.check_spaces(observation_space, action_space)
+        self.config = config if config is not None else self.config_cls()
+        self.config.validate()
+        self.observation_space, self.action_space = observation_space, action_space
+        self.device = torch.device(device)
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(int(seed))
+        self.obs_shape = tuple(observation_space.shape)
+        self.is_discrete = isinstance(action_space, gymnasium.spaces.Discrete)
+        self.optimizers: dict[str, torch.optim.Optimizer] = {}
+        self.modules: dict[str, torch.nn.Module] = {}
+
+    # -- action spaces ----------------------------------------------------------------
+    @classmethod
+    def check_spaces(cls, observation_space, action_space) -> None:
+        """Raise ``ValueError`` when this algorithm cannot handle the spaces."""
+        if not isinstance(observation_space, gymnasium.spaces.Box) or len(observation_space.shape) != 1:
+            raise ValueError(
+                f"{cls.name} needs a flat Box observation space, got {observation_space!r}"
+            )
+        if not isinstance(action_space, cls.supported_action_spaces()):
+            kinds = " or ".join(t.__name__ for t in cls.supported_action_spaces())
+            raise ValueError(
+                f"{cls.name} cannot handle action space {action_space!r}: it needs {kinds} actions"
+            )
+
+    @classmethod
+    def supported_action_spaces(cls) -> tuple[type, ...]:
+        return (gymnasium.spaces.Discrete, gymnasium.spaces.Box)
+
+    # -- the protocol ---------------------------------------------------------------
+    @abstractmethod
+    def explore(self, obs: Tensor) -> tuple[Tensor, Tensor]:
+        """Sample for training: ``(action to store, action to send to the env)``."""
+
+    @abstractmethod
+    def act(self, obs: Tensor, deterministic: bool = True) -> Tensor:
+        """Env-ready actions for ``(N, obs_dim)`` observations."""
+
+    @abstractmethod
+    def update(self, batch: Batch) -> dict[str, float]:
+        """Learn from a time-major rollout; return namespaced scalar statistics."""
+
+    def random_action(self, n: int) -> Tensor:
+        """Uniform actions (for warm-up), as stored in buffers."""
+        raise NotImplementedError
+
+    # -- hyperparameters ----------------------------------------------------------------
+    def get_hparams(self) -> dict[str, Any]:
+        """Hyperparameters by name."""
+        return dataclasses.asdict(self.config)
+
+    def set_hparams(self, **changes: Any) -> None:
+        """Change hyperparameters live, by name; learning rates reach the optimizers.
+
+        Raises ``ValueError`` naming an unknown key or a value of the wrong type, and
+        leaves the learner unchanged in that case.
+        """
+        new = replace_checked(self.config, changes)
+        frozen = getattr(self, "structural_hparams", ())
+        for key in changes:
+            if key in frozen and getattr(new, key) != getattr(self.config, key):
+                raise ValueError(f"{key!r} fixes the network or buffer shapes; it cannot change live")
+        self.config = new
+        self._apply_lr()
+
+    def _apply_lr(self) -> None:
+        for opt_name, opt in self.optimizers.items():
+            lr = getattr(self.config, f"{opt_name}_lr", None) or getattr(self.config, "lr", None)
+            if lr is not None:
+                for group in opt.param_groups:
+                    group["lr"] = lr
+
+    # -- state ----------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Networks, optimizers and extras: plain tensors and numbers only (weights_only-safe)."""
+        return {
+            "modules": {k: m.state_dict() for k, m in self.modules.items()},
+            "optimizers": {k: o.state_dict() for k, o in self.optimizers.items()},
+            "generator": self.generator.get_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Load what :meth:`state_dict` produced; raises on a mismatched architecture."""
+        missing = set(self.modules) - set(state.get("modules", {}))
+        if missing:
+            raise ValueError(f"state has no weights for {sorted(missing)}")
+        for k, m in self.modules.items():
+            m.load_state_dict(state["modules"][k])
+        for k, o in self.optimizers.items():
+            if k in state.get("optimizers", {}):
+                o.load_state_dict(state["optimizers"][k])
+        if "generator" in state:
+            self.generator.set_state(state["generator"])
+        self._apply_lr()

@@ -1,0 +1,190 @@
+"""Frozen, keyword-only specs and the one way to override their fields from strings.
+
+A spec is the whole recipe of a run: with the same spec (seeds included) a pod repeats
+itself, and a tournament records specs as lineage. Mutating a spec is
+``dataclasses.replace``; every spec round-trips through JSON.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def _field_type(cls: type, name: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    return hints[name]
+
+
+def _coerce(value: Any, tp: Any, name: str) -> Any:
+    """Convert ``value`` (often a CLI string) to the declared type ``tp`` or raise."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if type(None) in args and (value is None or (isinstance(value, str) and value.lower() in ("none", "null"))):
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(value, arg, name)
+            except ValueError as exc:
+                errors.append(str(exc))
+        raise ValueError(errors[0] if errors else f"bad value {value!r} for {name}")
+    if origin is tuple:
+        (inner, *_rest) = typing.get_args(tp)
+        if isinstance(value, str):
+            value = [v for v in value.replace("(", "").replace(")", "").split(",") if v.strip()]
+        return tuple(_coerce(v, inner, name) for v in value)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "1", "yes", "on"):
+            return True
+        if isinstance(value, str) and value.lower() in ("false", "0", "no", "off"):
+            return False
+        raise ValueError(f"{name} must be a boolean (true/false), got {value!r}")
+    if tp is int:
+        if isinstance(value, bool):
+            raise ValueError(f"{name} must be an integer, got {value!r}")
+        if isinstance(value, int):
+            return value
+        try:
+            f = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be an integer, got {value!r}") from None
+        if not f.is_integer():
+            raise ValueError(f"{name} must be an integer, got {value!r}")
+        return int(f)
+    if tp is float:
+        if isinstance(value, bool):
+            raise ValueError(f"{name} must be a number, got {value!r}")
+        try:
+            f = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be a number, got {value!r}") from None
+        if math.isnan(f):
+            raise ValueError(f"{name} must be a number, got {value!r}")
+        return f
+    if tp is str:
+        return str(value)
+    return value
+
+
+def replace_checked(cfg: Any, overrides: dict[str, Any]) -> Any:
+    """``dataclasses.replace`` with names checked and values converted to field types.
+
+    Raises
+    ------
+    ValueError
+        Naming the unknown key (with the valid ones) or the value of the wrong type.
+    """
+    names = {f.name for f in dataclasses.fields(cfg)}
+    changes = {}
+    for key, value in overrides.items():
+        if key not in names:
+            raise ValueError(
+                f"unknown hyperparameter {key!r} for {type(cfg).__name__}; "
+                f"valid keys: {', '.join(sorted(names))}"
+            )
+        changes[key] = _coerce(value, _field_type(type(cfg), key), key)
+    new = dataclasses.replace(cfg, **changes)
+    validate = getattr(new, "validate", None)
+    if validate is not None:
+        validate()
+    return new
+
+
+def parse_assignments(items: list[str] | None) -> dict[str, str]:
+    """Parse ``["lr=1e-3", "gamma=0.98"]`` (from ``--set``) into a dict of strings."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--set expects key=value, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def positive(name: str, value: float | int | None, *, allow_none: bool = False) -> None:
+    """Raise ``ValueError`` naming ``name`` unless ``value`` is > 0."""
+    if value is None and allow_none:
+        return
+    if value is None or isinstance(value, bool) or not value > 0:
+        raise ValueError(f"{name} must be > 0, got {value!r}")
+
+
+def in_range(name: str, value: float, low: float, high: float) -> None:
+    """Raise ``ValueError`` naming ``name`` unless ``low <= value <= high``."""
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be in [{low}, {high}], got {value!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PodSpec:
+    """Everything a pod needs to train: env, algorithm and its hyperparameters, budget."""
+
+    env_id: str
+    """Native or gymnasium env id."""
+    algo: str
+    """Algorithm name: ``"ppo"`` or ``"sac"``."""
+    hparams: Any = None
+    """The algorithm's frozen config (``PPOConfig`` / ``SACConfig``); ``None``: defaults."""
+    seed: int = 0
+    """Seeds torch, the envs and the evaluator."""
+    device: str = "cpu"
+    """Torch device of envs, buffers and networks."""
+    max_steps: int | None = None
+    """Env-step budget (over all sub-envs); ``None``: the algorithm's default budget."""
+    max_seconds: float | None = None
+    """Wall-clock budget in seconds; ``None``: none."""
+    target_reward: float | None = None
+    """Stop at the first evaluation whose mean return reaches this."""
+    eval_episodes: int = 10
+    """Deterministic episodes per evaluation, run in parallel on a separate env."""
+    eval_every_steps: int | None = None
+    """Env steps between evaluations; ``None``: the algorithm's default."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Free-form metadata carried into checkpoints (tournament lineage, notes)."""
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` naming the first bad field."""
+        positive("max_steps", self.max_steps, allow_none=True)
+        positive("max_seconds", self.max_seconds, allow_none=True)
+        positive("eval_episodes", self.eval_episodes)
+        positive("eval_every_steps", self.eval_every_steps, allow_none=True)
+        if self.target_reward is not None and math.isnan(self.target_reward):
+            raise ValueError("target_reward must be a number, got nan")
+        if self.hparams is not None:
+            self.hparams.validate()
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d["hparams"] = dataclasses.asdict(self.hparams) if self.hparams is not None else None
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PodSpec:
+        from elegantpod.agents import get_algo
+
+        d = dict(d)
+        hp = d.get("hparams")
+        if hp is not None:
+            config_cls = get_algo(d["algo"]).config_cls
+            tuples = {f.name for f in dataclasses.fields(config_cls) if "tuple" in str(f.type)}
+            hp = {k: tuple(v) if k in tuples else v for k, v in hp.items()}
+            d["hparams"] = config_cls(**hp)
+        return cls(**d)
+
+    @classmethod
+    def from_json(cls, text: str) -> PodSpec:
+        return cls.from_dict(json.loads(text))

@@ -1,0 +1,243 @@
+"""A pod: worker (rollouts), learner (updates) and evaluator (deterministic episodes).
+
+The pod is the unit a tournament schedules. It trains for a budget of env steps and/or
+seconds, or until an evaluation reaches a target return, reporting :class:`Progress`
+after each evaluation, and it checkpoints so that a resumed pod continues from its step
+count with identical weights, optimizer moments and RNG streams.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from elegantpod.agents import get_algo
+from elegantpod.agents.base import Learner
+from elegantpod.buffers import RolloutBuffer
+from elegantpod.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from elegantpod.config import PodSpec
+from elegantpod.envs import make_env
+from elegantpod.envs.base import VecEnv
+from elegantpod.types import EvalResult, Progress, TrainResult
+
+Tensor = torch.Tensor
+
+
+class Worker:
+    """Steps a batched env with a learner's exploration policy into a rollout buffer."""
+
+    def __init__(self, env: VecEnv, learner: Learner, horizon: int, seed: int):
+        self.env, self.learner, self.horizon = env, learner, int(horizon)
+        self.buffer = RolloutBuffer(
+            horizon, env.num_envs, learner.obs_shape, learner.action_shape,
+            learner.action_dtype, env.device,
+        )
+        self.obs = env.reset(seed=seed)
+        # Finished-episode statistics stay on the device: no host sync per step.
+        self.return_sum = torch.zeros((), device=env.device, dtype=torch.float64)
+        self.episodes = torch.zeros((), device=env.device, dtype=torch.int64)
+
+    @torch.inference_mode()
+    def rollout(self):
+        """Collect ``horizon`` vector steps; returns the time-major :class:`Batch`."""
+        obs = self.obs
+        for t in range(self.horizon):
+            stored, env_action = self.learner.explore(obs)
+            next_obs, reward, terminated, truncated, info = self.env.step(env_action)
+            self.buffer.write(t, obs, stored, reward, info["final_obs"], terminated, truncated)
+            done = terminated | truncated
+            self.return_sum += (info["episode_return"] * done).sum()
+            self.episodes += done.sum()
+            obs = next_obs
+        self.obs = obs
+        return self.buffer.batch()
+
+    def pop_train_return(self) -> float:
+        """Mean return of training episodes finished since the last call (NaN if none)."""
+        n = int(self.episodes)
+        mean = float(self.return_sum) / n if n else math.nan
+        self.return_sum.zero_()
+        self.episodes.zero_()
+        return mean
+
+
+class Evaluator:
+    """Runs ``episodes`` deterministic episodes in parallel on a separate env."""
+
+    def __init__(self, env_id: str, episodes: int, device, seed: int):
+        self.env = make_env(env_id, num_envs=episodes, device=device, seed=seed)
+        self.episodes, self.seed, self.count = int(episodes), int(seed), 0
+
+    @torch.inference_mode()
+    def evaluate(self, learner: Learner) -> EvalResult:
+        """One episode per sub-env; fresh, reproducible start states on each call."""
+        self.count += 1
+        obs = self.env.reset(seed=self.seed + 7919 * self.count)
+        n = self.episodes
+        finished = torch.zeros(n, dtype=torch.bool, device=self.env.device)
+        returns = torch.zeros(n, dtype=torch.float64, device=self.env.device)
+        lengths = torch.zeros(n, dtype=torch.int64, device=self.env.device)
+        limit = self.env.max_episode_steps or 100_000
+        for step in range(limit + 1):
+            obs, _, terminated, truncated, info = self.env.step(learner.act(obs, deterministic=True))
+            done = (terminated | truncated) & ~finished
+            returns = torch.where(done, info["episode_return"].double(), returns)
+            lengths = torch.where(done, info["episode_length"], lengths)
+            finished |= done
+            if step % 16 == 15 and bool(finished.all()):
+                break
+        if not bool(finished.all()):
+            raise RuntimeError(f"evaluation did not finish {n} episodes within {limit} steps")
+        return EvalResult(tuple(returns.tolist()), tuple(int(x) for x in lengths.tolist()))
+
+
+class Pod:
+    """Worker + learner + evaluator for one :class:`PodSpec`.
+
+    Parameters
+    ----------
+    spec
+        What to train and for how long.
+    out_dir
+        Where ``checkpoint.pt`` goes (``None``: no checkpoints).
+    resume
+        Load ``out_dir/checkpoint.pt`` first and continue from its step count.
+    """
+
+    def __init__(self, spec: PodSpec, out_dir: str | Path | None = None, resume: bool = False):
+        spec.validate()
+        algo = get_algo(spec.algo)
+        hparams = spec.hparams if spec.hparams is not None else algo.config_cls()
+        self.spec = spec if spec.hparams is not None else _replace(spec, hparams=hparams)
+        self.out_dir = Path(out_dir) if out_dir is not None else None
+        torch.manual_seed(spec.seed)
+        self.env = make_env(spec.env_id, num_envs=hparams.num_envs, device=spec.device, seed=spec.seed)
+        self.learner: Learner = algo(
+            self.env.observation_space, self.env.action_space, hparams, spec.device, spec.seed
+        )
+        horizon = hparams.horizon
+        self.worker = Worker(self.env, self.learner, horizon, spec.seed)
+        self.evaluator = Evaluator(spec.env_id, spec.eval_episodes, spec.device, spec.seed + 1_000_003)
+        self.env_steps = 0
+        self.curve: list[Progress] = []
+        self.last_eval: EvalResult | None = None
+        if resume:
+            if self.out_dir is None:
+                raise ValueError("resume=True needs out_dir")
+            self.load(self.checkpoint_path)
+
+    @property
+    def checkpoint_path(self) -> Path | None:
+        return None if self.out_dir is None else self.out_dir / "checkpoint.pt"
+
+    # -- training ---------------------------------------------------------------------
+    def run(self, callback: Callable[[Progress], bool | None] | None = None) -> TrainResult:
+        """Train until the target, the step budget or the time budget is reached.
+
+        ``callback(progress)`` is called after each evaluation; returning ``False`` stops.
+        ``wall_seconds`` counts from here (envs and networks already built) to the end of
+        the evaluation that first met the target, or to the end of training.
+        """
+        spec, learner = self.spec, self.learner
+        max_steps = spec.max_steps or (None if spec.max_seconds else learner.default_max_steps)
+        eval_every = spec.eval_every_steps or learner.default_eval_every()
+        next_eval = (self.env_steps // eval_every + 1) * eval_every
+        start = time.perf_counter()
+        solved, stats = False, {}
+        per_rollout = self.env.num_envs * self.worker.horizon
+        while True:
+            batch = self.worker.rollout()
+            stats = learner.update(batch) or stats
+            self.env_steps += per_rollout
+            elapsed = time.perf_counter() - start
+            out_of_steps = max_steps is not None and self.env_steps >= max_steps
+            out_of_time = spec.max_seconds is not None and elapsed >= spec.max_seconds
+            if self.env_steps >= next_eval or out_of_steps or out_of_time:
+                next_eval += eval_every
+                progress = self._evaluate(start, stats)
+                solved = spec.target_reward is not None and progress.eval_return_mean >= spec.target_reward
+                if callback is not None and callback(progress) is False:
+                    break
+            if solved or out_of_steps or out_of_time:
+                break
+        wall = time.perf_counter() - start
+        ckpt = self.save() if self.out_dir is not None else None
+        ev = self.last_eval
+        return TrainResult(
+            env=spec.env_id, algo=spec.algo, seed=spec.seed, solved=solved,
+            eval_return_mean=ev.mean if ev else math.nan, eval_return_std=ev.std if ev else math.nan,
+            env_steps=self.env_steps, wall_seconds=wall,
+            checkpoint=str(ckpt) if ckpt else None, curve=tuple(self.curve),
+        )
+
+    def _evaluate(self, start: float, stats: dict) -> Progress:
+        ev = self.evaluator.evaluate(self.learner)
+        self.last_eval = ev
+        p = Progress(
+            env_steps=self.env_steps, wall_seconds=time.perf_counter() - start,
+            eval_return_mean=ev.mean, eval_return_std=ev.std,
+            train_return_mean=self.worker.pop_train_return(), stats=dict(stats),
+        )
+        self.curve.append(p)
+        return p
+
+    def evaluate(self) -> EvalResult:
+        """A fresh deterministic evaluation of the current policy."""
+        return self.evaluator.evaluate(self.learner)
+
+    # -- checkpoints --------------------------------------------------------------------
+    def save(self, path: str | Path | None = None) -> Path:
+        """Write an atomic checkpoint (to ``out_dir/checkpoint.pt`` by default)."""
+        path = Path(path) if path is not None else self.checkpoint_path
+        if path is None:
+            raise ValueError("no checkpoint path: give one or construct the pod with out_dir")
+        return save_checkpoint(path, {
+            "spec": self.spec.to_json(),
+            "env_steps": self.env_steps,
+            "learner": self.learner.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "env_rng": self.env.generator.get_state() if hasattr(self.env, "generator") else None,
+        })
+
+    def load(self, path: str | Path) -> None:
+        """Restore learner, step count and RNG state from a checkpoint of the same architecture."""
+        data = load_checkpoint(path, map_location=self.spec.device)
+        saved = PodSpec.from_json(data["spec"])
+        if saved.algo != self.spec.algo or saved.env_id != self.spec.env_id:
+            raise CheckpointError(
+                f"checkpoint {str(path)!r} holds a {saved.algo!r} agent for {saved.env_id!r}, "
+                f"not {self.spec.algo!r} for {self.spec.env_id!r}"
+            )
+        try:
+            self.learner.load_state_dict(data["learner"])
+        except (RuntimeError, ValueError, KeyError) as exc:
+            first = str(exc).strip().splitlines()[0]
+            raise CheckpointError(
+                f"checkpoint {str(path)!r} does not fit this {self.spec.algo} network "
+                f"(hidden={self.learner.config.hidden}): {first}"
+            ) from exc
+        self.env_steps = int(data["env_steps"])
+        torch.set_rng_state(data["torch_rng"])
+        if data.get("env_rng") is not None and hasattr(self.env, "generator"):
+            self.env.generator.set_state(data["env_rng"])
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Path, device: str | None = None) -> Pod:
+        """Rebuild a pod (spec, weights, step count) from a checkpoint file alone."""
+        data = load_checkpoint(path)
+        spec = PodSpec.from_json(data["spec"])
+        if device is not None:
+            spec = _replace(spec, device=device)
+        pod = cls(spec)
+        pod.load(path)
+        return pod
+
+
+def _replace(spec: PodSpec, **changes) -> PodSpec:
+    import dataclasses
+
+    return dataclasses.replace(spec, **changes)

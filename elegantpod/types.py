@@ -1,0 +1,89 @@
+"""The data contract between env, worker, buffers and learners, and typed results."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import torch
+
+Tensor = torch.Tensor
+
+
+@dataclass
+class Batch:
+    """Transitions as device tensors; time-major ``(T, N, ...)`` from a worker, flat ``(B, ...)`` from a replay buffer.
+
+    ``next_obs`` is the true next observation (``info["final_obs"]`` of the env), so a
+    learner bootstraps a truncated episode from its real last state. ``terminated``
+    stops bootstrapping; ``truncated`` only ends the episode.
+    """
+
+    obs: Tensor
+    action: Tensor
+    reward: Tensor
+    next_obs: Tensor
+    terminated: Tensor
+    truncated: Tensor
+
+    @property
+    def done(self) -> Tensor:
+        """Episode ended, for whatever reason."""
+        return self.terminated | self.truncated
+
+    def flatten(self) -> Batch:
+        """Merge the leading time and env dimensions: ``(T, N, ...) -> (T*N, ...)``."""
+        return Batch(**{f.name: getattr(self, f.name).flatten(0, 1) for f in dataclasses.fields(self)})
+
+    def __len__(self) -> int:
+        return self.reward.numel()
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """Deterministic evaluation of a policy: one return per episode."""
+
+    returns: tuple[float, ...]
+    lengths: tuple[int, ...]
+
+    @property
+    def mean(self) -> float:
+        return float(torch.tensor(self.returns, dtype=torch.float64).mean())
+
+    @property
+    def std(self) -> float:
+        return float(torch.tensor(self.returns, dtype=torch.float64).std(unbiased=False))
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One point of a pod's learning curve, reported after each evaluation."""
+
+    env_steps: int
+    wall_seconds: float
+    eval_return_mean: float
+    eval_return_std: float
+    train_return_mean: float
+    stats: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What a finished pod run reports (and what ``elegantpod train --json`` prints)."""
+
+    env: str
+    algo: str
+    seed: int
+    solved: bool
+    eval_return_mean: float
+    eval_return_std: float
+    env_steps: int
+    wall_seconds: float
+    checkpoint: str | None
+    curve: tuple[Progress, ...] = ()
+
+    def to_dict(self, *, with_curve: bool = False) -> dict:
+        d = dataclasses.asdict(self)
+        if not with_curve:
+            d.pop("curve")
+        return d
