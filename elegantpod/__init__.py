@@ -1,1 +1,24 @@
-"""elegantpod."""
+"""elegantpod: Jupyter-first, cloud-native deep reinforcement learning.
+
+Batched torch environments, PPO and SAC learners, and pods (worker + learner +
+evaluator) that train, evaluate and checkpoint themselves.
+
+>>> import elegantpod
+>>> result = elegantpod.train("CartPole-v1", "ppo", target_reward=475)  # doctest: +SKIP
+"""
+
+from elegantpod.agents import ALGOS, PPO, SAC, PPOConfig, SACConfig, get_algo
+from elegantpod.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from elegantpod.config import PodSpec
+from elegantpod.envs import available_envs, make_env
+from elegantpod.pod import Evaluator, Pod, Worker
+from elegantpod.training import train
+from elegantpod.types import Batch, EvalResult, Progress, TrainResult
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ALGOS", "PPO", "SAC", "Batch", "CheckpointError", "EvalResult", "Evaluator", "Pod",
+    "PPOConfig", "PodSpec", "Progress", "SACConfig", "TrainResult", "Worker",
+    "available_envs", "get_algo", "load_checkpoint", "make_env", "save_checkpoint", "train",
+]

@@ -1,0 +1,188 @@
+"""``train()``: one pod, start to finish, with every input checked before any work."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from elegantpod.agents import get_algo
+from elegantpod.checkpoint import atomic_write_bytes
+from elegantpod.config import PodSpec, replace_checked
+from elegantpod.envs import check_env_id, make_env
+from elegantpod.types import Progress, TrainResult
+
+OUTPUT_FILES = ("checkpoint.pt", "result.json", "spec.json")
+
+
+def build_spec(
+    env: str,
+    algo: str = "ppo",
+    *,
+    seed: int = 0,
+    num_envs: int | None = None,
+    max_steps: int | None = None,
+    max_seconds: float | None = None,
+    target_reward: float | None = None,
+    device: str = "cpu",
+    eval_episodes: int = 10,
+    eval_every_steps: int | None = None,
+    hparams: dict[str, Any] | None = None,
+) -> PodSpec:
+    """Validate every input and return the :class:`PodSpec`; raises ``ValueError`` naming the bad value.
+
+    Cheap by design: it builds one single sub-env to read the spaces, never a network.
+    """
+    check_env_id(env)
+    learner_cls = get_algo(algo)
+    if num_envs is not None and (isinstance(num_envs, bool) or int(num_envs) < 1):
+        raise ValueError(f"num_envs must be >= 1, got {num_envs!r}")
+    overrides = dict(hparams or {})
+    if num_envs is not None:
+        overrides["num_envs"] = int(num_envs)
+    config = replace_checked(learner_cls.config_cls(), overrides)
+    import torch
+
+    try:
+        torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"unknown device {device!r}") from exc
+    probe = make_env(env, num_envs=1, device="cpu", seed=0)
+    try:
+        learner_cls.check_spaces(probe.observation_space, probe.action_space)
+    finally:
+        probe.close()
+    spec = PodSpec(
+        env_id=env, algo=learner_cls.name, hparams=config, seed=int(seed), device=str(device),
+        max_steps=max_steps, max_seconds=max_seconds, target_reward=target_reward,
+        eval_episodes=eval_episodes, eval_every_steps=eval_every_steps,
+    )
+    spec.validate()
+    return spec
+
+
+def prepare_out_dir(out: str | os.PathLike, *, overwrite: bool = False, resume: bool = False) -> Path:
+    """Create ``out`` and prove it is writable; refuse to clobber an earlier run's files."""
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"--out {str(path)!r} exists and is not a directory")
+    existing = [f for f in OUTPUT_FILES if (path / f).exists()]
+    if existing and not (overwrite or resume):
+        raise ValueError(
+            f"--out {str(path)!r} already holds a run ({', '.join(existing)}); "
+            "pass --overwrite to replace it or --resume to continue it"
+        )
+    if resume and not (path / "checkpoint.pt").exists():
+        raise ValueError(f"--resume: no checkpoint.pt in {str(path)!r}")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ValueError(f"--out {str(path)!r} is not writable: {exc.strerror or exc}") from exc
+    return path
+
+
+def _json_safe(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _json_safe(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_json_safe(v) for v in x]
+    return x
+
+
+def result_json(result: TrainResult) -> str:
+    """One-line JSON of a result (NaN becomes ``null``)."""
+    return json.dumps(_json_safe(result.to_dict()), sort_keys=True)
+
+
+def train(
+    env: str,
+    algo: str = "ppo",
+    *,
+    seed: int = 0,
+    num_envs: int | None = None,
+    max_steps: int | None = None,
+    max_seconds: float | None = None,
+    target_reward: float | None = None,
+    device: str = "cpu",
+    out: str | os.PathLike | None = None,
+    overwrite: bool = False,
+    resume: bool = False,
+    progress: bool = False,
+    eval_episodes: int = 10,
+    eval_every_steps: int | None = None,
+    **hparams: Any,
+) -> TrainResult:
+    """Train one pod and return its :class:`TrainResult`.
+
+    Parameters
+    ----------
+    env
+        Native or gymnasium env id, e.g. ``"CartPole-v1"``.
+    algo
+        ``"ppo"`` or ``"sac"``.
+    seed
+        Seeds envs, networks and sampling: same seed, same run.
+    num_envs
+        Sub-envs in the worker; ``None``: the algorithm's default.
+    max_steps, max_seconds
+        Budgets (env steps over all sub-envs; wall seconds). Without either, the
+        algorithm's default step budget applies.
+    target_reward
+        Stop at the first evaluation whose mean return reaches it.
+    device
+        Torch device (``"cpu"``, ``"cuda"``, ``"cuda:1"``...).
+    out
+        Directory for ``checkpoint.pt``, ``spec.json`` and ``result.json``.
+    overwrite, resume
+        What to do when ``out`` already holds a run: replace it or continue it.
+    progress
+        Show a tqdm progress bar on stderr.
+    **hparams
+        Algorithm hyperparameters by name (see ``PPOConfig`` / ``SACConfig``).
+
+    Raises
+    ------
+    ValueError
+        For any bad input, before anything is built or written.
+    """
+    from elegantpod.pod import Pod
+
+    spec = build_spec(
+        env, algo, seed=seed, num_envs=num_envs, max_steps=max_steps, max_seconds=max_seconds,
+        target_reward=target_reward, device=device, eval_episodes=eval_episodes,
+        eval_every_steps=eval_every_steps, hparams=hparams,
+    )
+    out_dir = prepare_out_dir(out, overwrite=overwrite, resume=resume) if out is not None else None
+    pod = Pod(spec, out_dir=out_dir, resume=resume)
+    if out_dir is not None:
+        atomic_write_bytes(out_dir / "spec.json", spec.to_json().encode())
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        total = spec.max_steps or (None if spec.max_seconds else pod.learner.default_max_steps)
+        bar = tqdm(total=total, unit="step", desc=f"{spec.algo} {spec.env_id}", file=sys.stderr,
+                   dynamic_ncols=True, initial=pod.env_steps)
+
+    def on_progress(p: Progress) -> None:
+        if bar is not None:
+            bar.update(p.env_steps - bar.n)
+            bar.set_postfix(eval=f"{p.eval_return_mean:.1f}", refresh=False)
+
+    try:
+        result = pod.run(callback=on_progress)
+    finally:
+        if bar is not None:
+            bar.close()
+    if out_dir is not None:
+        record = _json_safe(result.to_dict(with_curve=True))
+        atomic_write_bytes(out_dir / "result.json", json.dumps(record, indent=2).encode())
+    return result
