@@ -50,7 +50,7 @@ class SACConfig:
     """Uniform-random transitions collected before learning starts."""
     replay_ratio: float = 0.25
     """Gradient steps per collected transition."""
-    hidden: tuple[int, ...] = (128, 128)
+    hidden: tuple[int, ...] = (64, 64)
     """Hidden layer sizes of actor and critics."""
     init_alpha: float = 0.2
     """Initial entropy temperature."""
@@ -120,9 +120,9 @@ class SAC(Learner):
             "critic_target": self.critic_target, "alpha": self.alpha_holder,
         }
         self.optimizers = {
-            "actor": torch.optim.Adam(self.actor.parameters(), lr=c.lr),
-            "critic": torch.optim.Adam(self.critic.parameters(), lr=c.lr),
-            "alpha": torch.optim.Adam([self.log_alpha], lr=c.lr),
+            "actor": torch.optim.Adam(self.actor.parameters(), lr=c.lr, fused=True),
+            "critic": torch.optim.Adam(self.critic.parameters(), lr=c.lr, fused=True),
+            "alpha": torch.optim.Adam([self.log_alpha], lr=c.lr, fused=True),
         }
         self.replay = ReplayBuffer(c.buffer_size, self.obs_shape, self.action_shape, dev, self.generator)
         self.seen = 0
