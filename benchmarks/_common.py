@@ -6,6 +6,7 @@ module (``python benchmarks/NAME.py`` puts this folder first on ``sys.path``).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import importlib.metadata
 import json
@@ -61,7 +62,8 @@ def _git_revision() -> dict[str, Any]:
         return out.stdout.strip() if out.returncode == 0 else None
 
     status = git("status", "--porcelain", "--untracked-files=no")
-    return {"commit": git("rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None}
+    dirty = bool(status) if status is not None else None
+    return {"commit": git("rev-parse", "HEAD"), "dirty": dirty}
 
 
 def machine_info() -> dict[str, Any]:
@@ -174,10 +176,8 @@ def write_json_atomic(path: str | Path, data: dict[str, Any]) -> Path:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise
     return path
 

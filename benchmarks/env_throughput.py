@@ -120,8 +120,10 @@ def run(sizes: list[int], seeds: int, quick: bool, steps: int | None, warmup: in
                     ours.append(bench_ours(n, n_steps, warmup, s))
                 else:
                     peer.append(bench_gymnasium(n, n_steps, warmup, s))
-            log(f"N={n:>6} seed={s}: ours {ours[-1]:.3e}/s  gymnasium {peer[-1]:.3e}/s  "
-                f"({ours[-1] / peer[-1]:.2f}x)")
+            log(
+                f"N={n:>6} seed={s}: ours {ours[-1]:.3e}/s  gymnasium {peer[-1]:.3e}/s  "
+                f"({ours[-1] / peer[-1]:.2f}x)"
+            )
         o, p = summarize(ours), summarize(peer)
         ratio = safe_ratio(o["median"], p["median"])
         entry: dict[str, Any] = {
@@ -146,9 +148,9 @@ def run(sizes: list[int], seeds: int, quick: bool, steps: int | None, warmup: in
         "seeds": seeds,
         "unit": "sub-env steps per second (num_envs * vector steps / wall seconds)",
         "ours": f"elegantpod.envs.make_env({ENV_ID!r}, num_envs=N, device='cpu', seed=s), "
-                "int64 torch actions, torch.inference_mode()",
+        "int64 torch actions, torch.inference_mode()",
         "peer": f"gymnasium.make_vec({ENV_ID!r}, num_envs=N, "
-                "vectorization_mode='vector_entry_point'), int64 numpy actions",
+        "vectorization_mode='vector_entry_point'), int64 numpy actions",
         "target": {
             "description": f"ours >= {TARGET_SPEEDUP:g}x gymnasium at {TARGET_N} envs (medians)",
             "num_envs": TARGET_N,
@@ -164,44 +166,77 @@ def print_table(result: dict) -> None:
     rows = []
     for c in result["configs"]:
         met = c.get("target_met")
-        rows.append([
-            c["num_envs"],
-            c["timed_steps"],
-            fmt_range(c["ours_steps_per_s"], "{:.3e}"),
-            fmt_range(c["gymnasium_steps_per_s"], "{:.3e}"),
-            f"{c['ratio_ours_over_gymnasium']:.2f}x",
-            "-" if met is None else ("yes" if met else "NO"),
-        ])
-    headers = ["num_envs", "steps", "ours steps/s median [min, max]",
-               "gymnasium steps/s median [min, max]", "ours/gym", "target met"]
+        rows.append(
+            [
+                c["num_envs"],
+                c["timed_steps"],
+                fmt_range(c["ours_steps_per_s"], "{:.3e}"),
+                fmt_range(c["gymnasium_steps_per_s"], "{:.3e}"),
+                f"{c['ratio_ours_over_gymnasium']:.2f}x",
+                "-" if met is None else ("yes" if met else "NO"),
+            ]
+        )
+    headers = [
+        "num_envs",
+        "steps",
+        "ours steps/s median [min, max]",
+        "gymnasium steps/s median [min, max]",
+        "ours/gym",
+        "target met",
+    ]
     m = result["machine"]
-    print(f"\n{NAME}: {ENV_ID}, random actions, {result['seeds']} seed(s), "
-          f"torch threads {m['torch_num_threads']}, {m['cpu_count']} CPUs, {result['date']}")
+    print(
+        f"\n{NAME}: {ENV_ID}, random actions, {result['seeds']} seed(s), "
+        f"torch threads {m['torch_num_threads']}, {m['cpu_count']} CPUs, {result['date']}"
+    )
     print(format_table(headers, rows))
     t = result["target"]
     if t["ratio"] is not None:
-        print(f"target: {t['description']}: {t['ratio']:.2f}x -> "
-              f"{'MET' if t['met'] else 'NOT MET'}")
+        print(
+            f"target: {t['description']}: {t['ratio']:.2f}x -> {'MET' if t['met'] else 'NOT MET'}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seeds", type=int, default=None,
-                    help="repeats per size (default 3; 1 with --quick)")
-    ap.add_argument("--quick", action="store_true",
-                    help="smoke test: fewer steps, 1 seed, output under the temp dir")
-    ap.add_argument("--out", type=Path, default=None,
-                    help=f"JSON path (default benchmarks/results/{NAME}.json; "
-                         "/tmp/elegantpod-bench/ with --quick)")
-    ap.add_argument("--sizes", type=int, nargs="+", default=list(SIZES),
-                    help=f"num_envs values (default {' '.join(map(str, SIZES))})")
-    ap.add_argument("--steps", type=int, default=None,
-                    help=f"timed vector steps per repeat (default {STEPS}; fewer with --quick)")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--seeds", type=int, default=None, help="repeats per size (default 3; 1 with --quick)"
+    )
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke test: fewer steps, 1 seed, output under the temp dir",
+    )
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help=f"JSON path (default benchmarks/results/{NAME}.json; "
+        "/tmp/elegantpod-bench/ with --quick)",
+    )
+    ap.add_argument(
+        "--sizes",
+        type=int,
+        nargs="+",
+        default=list(SIZES),
+        help=f"num_envs values (default {' '.join(map(str, SIZES))})",
+    )
+    ap.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help=f"timed vector steps per repeat (default {STEPS}; fewer with --quick)",
+    )
     ap.add_argument("--warmup", type=int, default=WARMUP, help=f"untimed steps (default {WARMUP})")
-    ap.add_argument("--threads", type=int, default=None,
-                    help="torch.set_num_threads for our env (default: torch's own choice); "
-                         "gymnasium's numpy CartPole is single-threaded either way")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch.set_num_threads for our env (default: torch's own choice); "
+        "gymnasium's numpy CartPole is single-threaded either way",
+    )
     args = ap.parse_args(argv)
     seeds = args.seeds if args.seeds is not None else (1 if args.quick else 3)
     if seeds < 1 or any(n < 1 for n in args.sizes) or (args.steps is not None and args.steps < 1):

@@ -18,7 +18,24 @@ from elegantpod.types import Batch, EvalResult, Progress, TrainResult
 __version__ = "0.1.0"
 
 __all__ = [
-    "ALGOS", "PPO", "SAC", "Batch", "CheckpointError", "EvalResult", "Evaluator", "Pod",
-    "PPOConfig", "PodSpec", "Progress", "SACConfig", "TrainResult", "Worker",
-    "available_envs", "get_algo", "load_checkpoint", "make_env", "save_checkpoint", "train",
+    "ALGOS",
+    "PPO",
+    "SAC",
+    "Batch",
+    "CheckpointError",
+    "EvalResult",
+    "Evaluator",
+    "Pod",
+    "PPOConfig",
+    "PodSpec",
+    "Progress",
+    "SACConfig",
+    "TrainResult",
+    "Worker",
+    "available_envs",
+    "get_algo",
+    "load_checkpoint",
+    "make_env",
+    "save_checkpoint",
+    "train",
 ]

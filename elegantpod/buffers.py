@@ -41,7 +41,9 @@ class RolloutBuffer:
 
     def batch(self) -> Batch:
         """The stored rollout as a time-major :class:`Batch` (views, no copy)."""
-        return Batch(self.obs, self.action, self.reward, self.next_obs, self.terminated, self.truncated)
+        return Batch(
+            self.obs, self.action, self.reward, self.next_obs, self.terminated, self.truncated
+        )
 
 
 class ReplayBuffer:
@@ -59,8 +61,15 @@ class ReplayBuffer:
         Torch generator for sampling indices (seeded by the pod).
     """
 
-    def __init__(self, capacity: int, obs_shape, action_shape, device, generator=None,
-                 action_dtype=torch.float32):
+    def __init__(
+        self,
+        capacity: int,
+        obs_shape,
+        action_shape,
+        device,
+        generator=None,
+        action_dtype=torch.float32,
+    ):
         if int(capacity) < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity!r}")
         C = int(capacity)
@@ -81,7 +90,7 @@ class ReplayBuffer:
         """Append a flat batch, wrapping around the end of the ring."""
         n = len(batch)
         if n > self.capacity:  # only the newest `capacity` rows can survive
-            batch = Batch(*(getattr(batch, k)[n - self.capacity:] for k in _FIELDS))
+            batch = Batch(*(getattr(batch, k)[n - self.capacity :] for k in _FIELDS))
             n = self.capacity
         first = min(n, self.capacity - self.ptr)
         for k in _FIELDS:
@@ -96,7 +105,9 @@ class ReplayBuffer:
         """Draw ``batch_size`` stored transitions uniformly with replacement."""
         if self.size == 0:
             raise RuntimeError("cannot sample from an empty replay buffer")
-        idx = torch.randint(0, self.size, (int(batch_size),), device=self.device, generator=self.generator)
+        idx = torch.randint(
+            0, self.size, (int(batch_size),), device=self.device, generator=self.generator
+        )
         return Batch(*(getattr(self, k)[idx] for k in _FIELDS))
 
 

@@ -47,7 +47,9 @@ def save_checkpoint(path: str | os.PathLike, payload: dict[str, Any]) -> Path:
     return Path(path)
 
 
-def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+def load_checkpoint(
+    path: str | os.PathLike, map_location: str | torch.device = "cpu"
+) -> dict[str, Any]:
     """Load a checkpoint safely (``weights_only=True``).
 
     Raises

@@ -18,7 +18,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--max-steps", type=int, default=None, help="env-step budget")
     t.add_argument("--max-seconds", type=float, default=None, help="wall-clock budget")
-    t.add_argument("--target-reward", type=float, default=None, help="stop when eval mean reaches it")
+    t.add_argument(
+        "--target-reward", type=float, default=None, help="stop when eval mean reaches it"
+    )
     t.add_argument("--set", action="append", metavar="KEY=VALUE", default=[], help="hyperparameter")
     t.add_argument("--device", default="cpu")
     t.add_argument("--out", default=None, help="directory for checkpoint, spec and result")
@@ -36,9 +38,18 @@ def _train(args) -> int:
 
     hparams = parse_assignments(args.set)
     result = train(
-        args.env, args.algo, seed=args.seed, num_envs=args.num_envs, max_steps=args.max_steps,
-        max_seconds=args.max_seconds, target_reward=args.target_reward, device=args.device,
-        out=args.out, overwrite=args.overwrite, resume=args.resume, progress=not args.quiet,
+        args.env,
+        args.algo,
+        seed=args.seed,
+        num_envs=args.num_envs,
+        max_steps=args.max_steps,
+        max_seconds=args.max_seconds,
+        target_reward=args.target_reward,
+        device=args.device,
+        out=args.out,
+        overwrite=args.overwrite,
+        resume=args.resume,
+        progress=not args.quiet,
         **hparams,
     )
     if args.json:

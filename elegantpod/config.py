@@ -26,7 +26,9 @@ def _coerce(value: Any, tp: Any, name: str) -> Any:
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         args = typing.get_args(tp)
-        if type(None) in args and (value is None or (isinstance(value, str) and value.lower() in ("none", "null"))):
+        if type(None) in args and (
+            value is None or (isinstance(value, str) and value.lower() in ("none", "null"))
+        ):
             return None
         errors = []
         for arg in args:

@@ -33,8 +33,12 @@ class Worker:
     def __init__(self, env: VecEnv, learner: Learner, horizon: int, seed: int):
         self.env, self.learner, self.horizon = env, learner, int(horizon)
         self.buffer = RolloutBuffer(
-            horizon, env.num_envs, learner.obs_shape, learner.action_shape,
-            learner.action_dtype, env.device,
+            horizon,
+            env.num_envs,
+            learner.obs_shape,
+            learner.action_shape,
+            learner.action_dtype,
+            env.device,
         )
         self.obs = env.reset(seed=seed)
         # Finished-episode statistics stay on the device: no host sync per step.
@@ -83,7 +87,9 @@ class Evaluator:
         lengths = torch.zeros(n, dtype=torch.int64, device=self.env.device)
         limit = self.env.max_episode_steps or 100_000
         for step in range(limit + 1):
-            obs, _, terminated, truncated, info = self.env.step(learner.act(obs, deterministic=True))
+            obs, _, terminated, truncated, info = self.env.step(
+                learner.act(obs, deterministic=True)
+            )
             done = (terminated | truncated) & ~finished
             returns = torch.where(done, info["episode_return"].double(), returns)
             lengths = torch.where(done, info["episode_length"], lengths)
@@ -115,13 +121,17 @@ class Pod:
         self.spec = spec if spec.hparams is not None else _replace(spec, hparams=hparams)
         self.out_dir = Path(out_dir) if out_dir is not None else None
         torch.manual_seed(spec.seed)
-        self.env = make_env(spec.env_id, num_envs=hparams.num_envs, device=spec.device, seed=spec.seed)
+        self.env = make_env(
+            spec.env_id, num_envs=hparams.num_envs, device=spec.device, seed=spec.seed
+        )
         self.learner: Learner = algo(
             self.env.observation_space, self.env.action_space, hparams, spec.device, spec.seed
         )
         horizon = hparams.horizon
         self.worker = Worker(self.env, self.learner, horizon, spec.seed)
-        self.evaluator = Evaluator(spec.env_id, spec.eval_episodes, spec.device, spec.seed + 1_000_003)
+        self.evaluator = Evaluator(
+            spec.env_id, spec.eval_episodes, spec.device, spec.seed + 1_000_003
+        )
         self.env_steps = 0
         self.curve: list[Progress] = []
         self.last_eval: EvalResult | None = None
@@ -159,7 +169,10 @@ class Pod:
             if self.env_steps >= next_eval or out_of_steps or out_of_time:
                 next_eval += eval_every
                 progress = self._evaluate(start, stats)
-                solved = spec.target_reward is not None and progress.eval_return_mean >= spec.target_reward
+                solved = (
+                    spec.target_reward is not None
+                    and progress.eval_return_mean >= spec.target_reward
+                )
                 if callback is not None and callback(progress) is False:
                     break
             if solved or out_of_steps or out_of_time:
@@ -168,19 +181,28 @@ class Pod:
         ckpt = self.save() if self.out_dir is not None else None
         ev = self.last_eval
         return TrainResult(
-            env=spec.env_id, algo=spec.algo, seed=spec.seed, solved=solved,
-            eval_return_mean=ev.mean if ev else math.nan, eval_return_std=ev.std if ev else math.nan,
-            env_steps=self.env_steps, wall_seconds=wall,
-            checkpoint=str(ckpt) if ckpt else None, curve=tuple(self.curve),
+            env=spec.env_id,
+            algo=spec.algo,
+            seed=spec.seed,
+            solved=solved,
+            eval_return_mean=ev.mean if ev else math.nan,
+            eval_return_std=ev.std if ev else math.nan,
+            env_steps=self.env_steps,
+            wall_seconds=wall,
+            checkpoint=str(ckpt) if ckpt else None,
+            curve=tuple(self.curve),
         )
 
     def _evaluate(self, start: float, stats: dict) -> Progress:
         ev = self.evaluator.evaluate(self.learner)
         self.last_eval = ev
         p = Progress(
-            env_steps=self.env_steps, wall_seconds=time.perf_counter() - start,
-            eval_return_mean=ev.mean, eval_return_std=ev.std,
-            train_return_mean=self.worker.pop_train_return(), stats=dict(stats),
+            env_steps=self.env_steps,
+            wall_seconds=time.perf_counter() - start,
+            eval_return_mean=ev.mean,
+            eval_return_std=ev.std,
+            train_return_mean=self.worker.pop_train_return(),
+            stats=dict(stats),
         )
         self.curve.append(p)
         return p
@@ -195,13 +217,18 @@ class Pod:
         path = Path(path) if path is not None else self.checkpoint_path
         if path is None:
             raise ValueError("no checkpoint path: give one or construct the pod with out_dir")
-        return save_checkpoint(path, {
-            "spec": self.spec.to_json(),
-            "env_steps": self.env_steps,
-            "learner": self.learner.state_dict(),
-            "torch_rng": torch.get_rng_state(),
-            "env_rng": self.env.generator.get_state() if hasattr(self.env, "generator") else None,
-        })
+        return save_checkpoint(
+            path,
+            {
+                "spec": self.spec.to_json(),
+                "env_steps": self.env_steps,
+                "learner": self.learner.state_dict(),
+                "torch_rng": torch.get_rng_state(),
+                "env_rng": self.env.generator.get_state()
+                if hasattr(self.env, "generator")
+                else None,
+            },
+        )
 
     def load(self, path: str | Path) -> None:
         """Restore learner, step count and RNG state from a checkpoint of the same architecture."""

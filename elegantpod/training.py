@@ -32,7 +32,7 @@ def build_spec(
     eval_every_steps: int | None = None,
     hparams: dict[str, Any] | None = None,
 ) -> PodSpec:
-    """Validate every input and return the :class:`PodSpec`; raises ``ValueError`` naming the bad value.
+    """Check every input and return the :class:`PodSpec`; ``ValueError`` names a bad value.
 
     Cheap by design: it builds one single sub-env to read the spaces, never a network.
     """
@@ -56,15 +56,24 @@ def build_spec(
     finally:
         probe.close()
     spec = PodSpec(
-        env_id=env, algo=learner_cls.name, hparams=config, seed=int(seed), device=str(device),
-        max_steps=max_steps, max_seconds=max_seconds, target_reward=target_reward,
-        eval_episodes=eval_episodes, eval_every_steps=eval_every_steps,
+        env_id=env,
+        algo=learner_cls.name,
+        hparams=config,
+        seed=int(seed),
+        device=str(device),
+        max_steps=max_steps,
+        max_seconds=max_seconds,
+        target_reward=target_reward,
+        eval_episodes=eval_episodes,
+        eval_every_steps=eval_every_steps,
     )
     spec.validate()
     return spec
 
 
-def prepare_out_dir(out: str | os.PathLike, *, overwrite: bool = False, resume: bool = False) -> Path:
+def prepare_out_dir(
+    out: str | os.PathLike, *, overwrite: bool = False, resume: bool = False
+) -> Path:
     """Create ``out`` and prove it is writable; refuse to clobber an earlier run's files."""
     path = Path(out)
     if path.exists() and not path.is_dir():
@@ -156,9 +165,17 @@ def train(
     from elegantpod.pod import Pod
 
     spec = build_spec(
-        env, algo, seed=seed, num_envs=num_envs, max_steps=max_steps, max_seconds=max_seconds,
-        target_reward=target_reward, device=device, eval_episodes=eval_episodes,
-        eval_every_steps=eval_every_steps, hparams=hparams,
+        env,
+        algo,
+        seed=seed,
+        num_envs=num_envs,
+        max_steps=max_steps,
+        max_seconds=max_seconds,
+        target_reward=target_reward,
+        device=device,
+        eval_episodes=eval_episodes,
+        eval_every_steps=eval_every_steps,
+        hparams=hparams,
     )
     out_dir = prepare_out_dir(out, overwrite=overwrite, resume=resume) if out is not None else None
     pod = Pod(spec, out_dir=out_dir, resume=resume)
@@ -169,8 +186,14 @@ def train(
         from tqdm.auto import tqdm
 
         total = spec.max_steps or (None if spec.max_seconds else pod.learner.default_max_steps)
-        bar = tqdm(total=total, unit="step", desc=f"{spec.algo} {spec.env_id}", file=sys.stderr,
-                   dynamic_ncols=True, initial=pod.env_steps)
+        bar = tqdm(
+            total=total,
+            unit="step",
+            desc=f"{spec.algo} {spec.env_id}",
+            file=sys.stderr,
+            dynamic_ncols=True,
+            initial=pod.env_steps,
+        )
 
     def on_progress(p: Progress) -> None:
         if bar is not None:

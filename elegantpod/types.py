@@ -12,7 +12,9 @@ Tensor = torch.Tensor
 
 @dataclass
 class Batch:
-    """Transitions as device tensors; time-major ``(T, N, ...)`` from a worker, flat ``(B, ...)`` from a replay buffer.
+    """Transitions as device tensors.
+
+    Time-major ``(T, N, ...)`` from a worker, flat ``(B, ...)`` from a replay buffer.
 
     ``next_obs`` is the true next observation (``info["final_obs"]`` of the env), so a
     learner bootstraps a truncated episode from its real last state. ``terminated``
@@ -33,7 +35,9 @@ class Batch:
 
     def flatten(self) -> Batch:
         """Merge the leading time and env dimensions: ``(T, N, ...) -> (T*N, ...)``."""
-        return Batch(**{f.name: getattr(self, f.name).flatten(0, 1) for f in dataclasses.fields(self)})
+        return Batch(
+            **{f.name: getattr(self, f.name).flatten(0, 1) for f in dataclasses.fields(self)}
+        )
 
     def __len__(self) -> int:
         return self.reward.numel()

@@ -1,4 +1,4 @@
-"""Learners, one algorithm per module, all on the :class:`~elegantpod.agents.base.Learner` protocol."""
+"""Learners, one algorithm per module, all on the ``Learner`` protocol."""
 
 from elegantpod.agents.base import Learner
 from elegantpod.agents.ppo import PPO, PPOConfig
@@ -12,7 +12,9 @@ def get_algo(name: str) -> type[Learner]:
     try:
         return ALGOS[str(name).lower()]
     except KeyError:
-        raise ValueError(f"unknown algorithm {name!r}; choose one of {', '.join(sorted(ALGOS))}") from None
+        raise ValueError(
+            f"unknown algorithm {name!r}; choose one of {', '.join(sorted(ALGOS))}"
+        ) from None
 
 
 __all__ = ["ALGOS", "PPO", "SAC", "Learner", "PPOConfig", "SACConfig", "get_algo"]

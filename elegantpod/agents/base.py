@@ -44,7 +44,10 @@ class Learner(ABC):
     @classmethod
     def check_spaces(cls, observation_space, action_space) -> None:
         """Raise ``ValueError`` when this algorithm cannot handle the spaces."""
-        if not isinstance(observation_space, gymnasium.spaces.Box) or len(observation_space.shape) != 1:
+        if (
+            not isinstance(observation_space, gymnasium.spaces.Box)
+            or len(observation_space.shape) != 1
+        ):
             raise ValueError(
                 f"{cls.name} needs a flat Box observation space, got {observation_space!r}"
             )
@@ -90,7 +93,9 @@ class Learner(ABC):
         frozen = getattr(self, "structural_hparams", ())
         for key in changes:
             if key in frozen and getattr(new, key) != getattr(self.config, key):
-                raise ValueError(f"{key!r} fixes the network or buffer shapes; it cannot change live")
+                raise ValueError(
+                    f"{key!r} fixes the network or buffer shapes; it cannot change live"
+                )
         self.config = new
         self._apply_lr()
 

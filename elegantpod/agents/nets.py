@@ -10,7 +10,9 @@ from torch import nn
 Tensor = torch.Tensor
 
 
-def mlp(sizes: list[int], activation: type[nn.Module] = nn.Tanh, out_gain: float = 1.0) -> nn.Sequential:
+def mlp(
+    sizes: list[int], activation: type[nn.Module] = nn.Tanh, out_gain: float = 1.0
+) -> nn.Sequential:
     """A multilayer perceptron with orthogonal init (the PPO-paper recipe)."""
     layers: list[nn.Module] = []
     for i in range(len(sizes) - 1):

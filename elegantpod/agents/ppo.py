@@ -70,8 +70,13 @@ class PPOConfig:
 
 
 def gae(
-    reward: Tensor, value: Tensor, next_value: Tensor, terminated: Tensor, done: Tensor,
-    gamma: float, lam: float,
+    reward: Tensor,
+    value: Tensor,
+    next_value: Tensor,
+    terminated: Tensor,
+    done: Tensor,
+    gamma: float,
+    lam: float,
 ) -> tuple[Tensor, Tensor]:
     """Generalized advantage estimation over a time-major ``(T, N)`` rollout.
 
@@ -153,7 +158,9 @@ class PPO(Learner):
 
     def random_action(self, n: int) -> Tensor:
         if self.is_discrete:
-            return torch.randint(0, self.act_dim, (n,), device=self.device, generator=self.generator)
+            return torch.randint(
+                0, self.act_dim, (n,), device=self.device, generator=self.generator
+            )
         u = torch.rand(n, self.act_dim, device=self.device, generator=self.generator)
         return self.low + u * (self.high - self.low)
 
@@ -216,7 +223,13 @@ class PPO(Learner):
                     sums += torch.stack((-l_clip.mean(), l_vf, s, approx_kl, clipfrac))
                 steps += 1
         sums = (sums / max(steps, 1)).tolist()
-        keys = ("losses/policy", "losses/value", "losses/entropy", "losses/approx_kl", "losses/clipfrac")
+        keys = (
+            "losses/policy",
+            "losses/value",
+            "losses/entropy",
+            "losses/approx_kl",
+            "losses/clipfrac",
+        )
         return dict(zip(keys, sums, strict=True))
 
 

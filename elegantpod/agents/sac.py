@@ -58,7 +58,15 @@ class SACConfig:
     """Entropy target; ``None``: ``-action_dim``."""
 
     def validate(self) -> None:
-        for name in ("num_envs", "horizon", "lr", "batch_size", "buffer_size", "replay_ratio", "init_alpha"):
+        for name in (
+            "num_envs",
+            "horizon",
+            "lr",
+            "batch_size",
+            "buffer_size",
+            "replay_ratio",
+            "init_alpha",
+        ):
             positive(name, getattr(self, name))
         in_range("gamma", self.gamma, 0.0, 1.0)
         in_range("tau", self.tau, 0.0, 1.0)
@@ -116,15 +124,19 @@ class SAC(Learner):
         self.alpha_holder = nn.Module()
         self.alpha_holder.log_alpha = self.log_alpha
         self.modules = {
-            "actor": self.actor, "critic": self.critic,
-            "critic_target": self.critic_target, "alpha": self.alpha_holder,
+            "actor": self.actor,
+            "critic": self.critic,
+            "critic_target": self.critic_target,
+            "alpha": self.alpha_holder,
         }
         self.optimizers = {
             "actor": torch.optim.Adam(self.actor.parameters(), lr=c.lr, fused=True),
             "critic": torch.optim.Adam(self.critic.parameters(), lr=c.lr, fused=True),
             "alpha": torch.optim.Adam([self.log_alpha], lr=c.lr, fused=True),
         }
-        self.replay = ReplayBuffer(c.buffer_size, self.obs_shape, self.action_shape, dev, self.generator)
+        self.replay = ReplayBuffer(
+            c.buffer_size, self.obs_shape, self.action_shape, dev, self.generator
+        )
         self.seen = 0
         self._update_debt = 0.0
 
@@ -192,7 +204,11 @@ class SAC(Learner):
         if n_updates == 0:
             return {}
         vals = (sums / n_updates).tolist()
-        return dict(zip(("losses/critic", "losses/actor", "losses/alpha", "charts/alpha"), vals, strict=True))
+        return dict(
+            zip(
+                ("losses/critic", "losses/actor", "losses/alpha", "charts/alpha"), vals, strict=True
+            )
+        )
 
     def state_dict(self):
         state = super().state_dict()

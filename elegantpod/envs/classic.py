@@ -99,9 +99,10 @@ class Pendulum(_UniformReset, TorchVecEnv):
         u = action.reshape(-1).to(state.dtype).clamp(-self.max_torque, self.max_torque)
         th_norm = torch.remainder(th + math.pi, 2 * math.pi) - math.pi
         cost = th_norm * th_norm + 0.1 * thdot * thdot + 0.001 * u * u
-        new_thdot = thdot + (
-            3 * self.g / (2 * self.l) * torch.sin(th) + 3.0 / (self.m * self.l**2) * u
-        ) * self.dt
+        new_thdot = (
+            thdot
+            + (3 * self.g / (2 * self.l) * torch.sin(th) + 3.0 / (self.m * self.l**2) * u) * self.dt
+        )
         new_thdot = new_thdot.clamp(-self.max_speed, self.max_speed)
         new_th = th + new_thdot * self.dt
         return torch.stack((new_th, new_thdot)), -cost, self._never
@@ -161,7 +162,14 @@ class Acrobot(_UniformReset, TorchVecEnv):
 
     def _dsdt(self, s: Tensor, torque: Tensor) -> Tensor:
         m1, m2, l1, lc1, lc2, i1, i2, g = (
-            self.m1, self.m2, self.l1, self.lc1, self.lc2, self.moi, self.moi, self.g
+            self.m1,
+            self.m2,
+            self.l1,
+            self.lc1,
+            self.lc2,
+            self.moi,
+            self.moi,
+            self.g,
         )
         theta1, theta2, dtheta1, dtheta2 = s[0], s[1], s[2], s[3]
         d1 = m1 * lc1**2 + m2 * (l1**2 + lc2**2 + 2 * l1 * lc2 * torch.cos(theta2)) + i1 + i2

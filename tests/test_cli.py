@@ -1,0 +1,140 @@
+"""The CLI as a user runs it: a real subprocess, stdout/stderr and exit codes."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+CLI = [sys.executable, "-m", "elegantpod.cli"]
+REQUIRED = {
+    "env",
+    "algo",
+    "seed",
+    "solved",
+    "eval_return_mean",
+    "eval_return_std",
+    "env_steps",
+    "wall_seconds",
+    "checkpoint",
+}
+
+
+def run(*args, timeout=300):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def test_train_json_contract(tmp_path):
+    out = tmp_path / "ppo"
+    p = run(
+        "train",
+        "--env",
+        "CartPole-v1",
+        "--algo",
+        "ppo",
+        "--seed",
+        "1",
+        "--max-steps",
+        "300000",
+        "--target-reward",
+        "475",
+        "--set",
+        "lr=3e-3",
+        "--out",
+        str(out),
+        "--json",
+    )
+    assert p.returncode == 0, p.stderr
+    last = json.loads(p.stdout.strip().splitlines()[-1])
+    assert set(last) >= REQUIRED
+    assert last["solved"] is True and last["eval_return_mean"] >= 475
+    assert last["env"] == "CartPole-v1" and last["algo"] == "ppo" and last["seed"] == 1
+    assert 0 < last["wall_seconds"] < 120 and last["env_steps"] > 0
+    assert os.path.isfile(last["checkpoint"])
+    assert {"checkpoint.pt", "spec.json", "result.json"} <= set(os.listdir(out))
+    assert "%|" in p.stderr  # tqdm progress bar went to stderr, not stdout
+    # resume continues from the saved step count
+    p2 = run(
+        "train",
+        "--env",
+        "CartPole-v1",
+        "--algo",
+        "ppo",
+        "--seed",
+        "1",
+        "--out",
+        str(out),
+        "--resume",
+        "--max-steps",
+        str(last["env_steps"] + 4096),
+        "--json",
+        "--quiet",
+    )
+    assert p2.returncode == 0, p2.stderr
+    assert json.loads(p2.stdout.strip().splitlines()[-1])["env_steps"] == last["env_steps"] + 4096
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--env", "CartPool-v1", "--algo", "ppo"], "unknown env id 'CartPool-v1'"),
+        (["--env", "CartPole-v1", "--algo", "sac"], "sac cannot handle action space Discrete(2)"),
+        (
+            ["--env", "CartPole-v1", "--algo", "ppo", "--num-envs", "0"],
+            "num_envs must be >= 1, got 0",
+        ),
+        (
+            ["--env", "CartPole-v1", "--algo", "ppo", "--set", "learning_rate=1"],
+            "unknown hyperparameter 'learning_rate'",
+        ),
+        (
+            ["--env", "CartPole-v1", "--algo", "ppo", "--set", "epochs=many"],
+            "epochs must be an integer, got 'many'",
+        ),
+        (["--env", "CartPole-v1", "--algo", "ppo", "--set", "lr"], "key=value, got 'lr'"),
+        (["--env", "CartPole-v1", "--algo", "xyz"], "unknown algorithm 'xyz'"),
+        (["--env", "CartPole-v1", "--algo", "ppo", "--max-steps", "-5"], "max_steps must be > 0"),
+    ],
+)
+def test_bad_input_is_one_clear_error_before_training(args, message, tmp_path):
+    p = run("train", *args, "--out", str(tmp_path / "o"), "--quiet")
+    assert p.returncode == 2
+    lines = [line for line in p.stderr.strip().splitlines() if line]
+    assert len(lines) == 1 and lines[0].startswith("elegantpod: error:"), p.stderr
+    assert message in lines[0]
+    assert not (tmp_path / "o").exists()  # nothing was created: the error came first
+
+
+def test_unwritable_out_and_existing_run_are_refused(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    p = run("train", "--env", "CartPole-v1", "--algo", "ppo", "--out", str(blocker / "sub"))
+    assert p.returncode == 2 and "is not writable" in p.stderr and str(blocker) in p.stderr
+    if os.geteuid() != 0:  # root ignores permission bits
+        ro = tmp_path / "ro"
+        ro.mkdir(mode=0o500)
+        p = run("train", "--env", "CartPole-v1", "--algo", "ppo", "--out", str(ro / "x"))
+        assert p.returncode == 2 and "not writable" in p.stderr
+    done = tmp_path / "done"
+    done.mkdir()
+    (done / "result.json").write_text('{"precious": true}')
+    p = run(
+        "train", "--env", "CartPole-v1", "--algo", "ppo", "--out", str(done), "--max-steps", "10"
+    )
+    assert p.returncode == 2 and "--overwrite" in p.stderr
+    assert (done / "result.json").read_text() == '{"precious": true}'
+    p = run("train", "--env", "CartPole-v1", "--algo", "ppo", "--out", str(done), "--resume")
+    assert p.returncode == 2 and "no checkpoint.pt" in p.stderr
+
+
+def test_python_api_mirrors_cli(tmp_path):
+    import elegantpod
+
+    r = elegantpod.train(
+        "Pendulum-v1", "sac", max_steps=2048, seed=0, out=tmp_path / "s", learning_starts=1024
+    )
+    assert r.env_steps == 2048 and r.checkpoint.endswith("checkpoint.pt")
+    with pytest.raises(ValueError, match="unknown hyperparameter 'lr_actor'"):
+        elegantpod.train("Pendulum-v1", "sac", lr_actor=1e-3)

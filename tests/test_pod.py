@@ -1,0 +1,70 @@
+import math
+
+import pytest
+import torch
+
+from elegantpod.config import PodSpec
+from elegantpod.pod import Evaluator, Pod
+
+
+def test_budget_in_steps_and_progress_callback():
+    seen = []
+    pod = Pod(PodSpec(env_id="CartPole-v1", algo="ppo", max_steps=8192, eval_every_steps=2048))
+    result = pod.run(callback=seen.append)
+    assert result.env_steps == 8192 and not result.solved
+    assert [p.env_steps for p in seen] == [2048, 4096, 6144, 8192]
+    assert all(p.wall_seconds > 0 for p in seen)
+    assert "losses/policy" in seen[-1].stats
+
+
+def test_callback_false_stops_and_time_budget():
+    pod = Pod(PodSpec(env_id="CartPole-v1", algo="ppo", max_steps=10**7, eval_every_steps=2048))
+    result = pod.run(callback=lambda p: False)
+    assert result.env_steps == 2048
+    pod = Pod(PodSpec(env_id="CartPole-v1", algo="ppo", max_seconds=0.5))
+    result = pod.run()
+    assert 0.5 <= result.wall_seconds < 5
+    assert math.isfinite(result.eval_return_mean)
+
+
+def test_evaluator_runs_at_least_ten_deterministic_episodes():
+    pod = Pod(PodSpec(env_id="Pendulum-v1", algo="sac"))
+    ev = Evaluator("Pendulum-v1", 12, "cpu", seed=0)
+    res = ev.evaluate(pod.learner)
+    assert len(res.returns) == 12 and all(n == 200 for n in res.lengths)
+    assert res.std > 0  # different start states
+    again = Evaluator("Pendulum-v1", 12, "cpu", seed=0).evaluate(pod.learner)
+    assert res.returns == again.returns  # reproducible
+
+
+def test_same_seed_same_run():
+    spec = PodSpec(env_id="CartPole-v1", algo="ppo", seed=7, max_steps=4096, eval_every_steps=4096)
+    a, b = Pod(spec).run(), Pod(spec).run()
+    assert a.eval_return_mean == b.eval_return_mean
+
+
+def test_gymnasium_env_through_the_adapter_in_a_pod():
+    from elegantpod.agents import PPOConfig
+
+    pod = Pod(
+        PodSpec(
+            env_id="MountainCar-v0",
+            algo="ppo",
+            max_steps=1024,
+            eval_episodes=2,
+            eval_every_steps=1024,
+            hparams=PPOConfig(num_envs=8, horizon=64),
+        )
+    )
+    result = pod.run()
+    assert result.env_steps == 1024 and result.eval_return_mean == pytest.approx(-200.0)
+
+
+def test_bad_spec_values_are_named():
+    with pytest.raises(ValueError, match="eval_episodes must be > 0, got 0"):
+        Pod(PodSpec(env_id="CartPole-v1", algo="ppo", eval_episodes=0))
+    with pytest.raises(ValueError, match="max_seconds must be > 0"):
+        Pod(PodSpec(env_id="CartPole-v1", algo="ppo", max_seconds=-1))
+    with pytest.raises(ValueError, match="unknown algorithm"):
+        Pod(PodSpec(env_id="CartPole-v1", algo="a3c"))
+    assert torch.get_num_threads() >= 1
