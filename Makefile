@@ -3,9 +3,10 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-# The one place torch is pinned: 2.13.0 is a CPU wheel on the build machines' disk;
-# any other spec would download a multi-GB CUDA build there.
-TORCH_SPEC := torch==2.13.0
+# torch is pinned in one place, requirements/torch.txt (environment.yml reads it too):
+# 2.13.0 is a CPU wheel on the build machines' disk; any other spec there would
+# download a multi-GB CUDA build. It goes in first so the package's range is satisfied.
+TORCH_REQ := requirements/torch.txt
 EXTRAS ?= test
 STAMP := $(VENV)/.installed-$(EXTRAS)
 
@@ -13,10 +14,10 @@ STAMP := $(VENV)/.installed-$(EXTRAS)
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml Makefile $(TORCH_REQ)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
+	$(PY) -m pip install --quiet -r $(TORCH_REQ)
 	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
 	touch $@
 

@@ -100,8 +100,13 @@ class TorchVecEnv:
         """Return ``n`` fresh initial states, ``(state_dim, n)``, drawn with ``self.generator``."""
         raise NotImplementedError
 
-    def _dynamics(self, state: Tensor, action: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """Advance ``state`` by one step: return ``(next_state, reward, terminated)``."""
+    @classmethod
+    def dynamics(cls, state: Tensor, action: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Advance ``state`` by one step: return ``(next_state, reward, terminated)``.
+
+        A pure function of its inputs (constants come from the class), so that it can be
+        compiled once per class and checked against gymnasium in isolation.
+        """
         raise NotImplementedError
 
     def _observe(self, state: Tensor) -> Tensor:
@@ -125,7 +130,7 @@ class TorchVecEnv:
         """Advance all sub-envs; finished ones restart in the same step."""
         if self._needs_reset:
             raise RuntimeError(f"{self.env_id}: call reset() before step()")
-        next_state, reward, terminated = self._dynamics(self.state, action)
+        next_state, reward, terminated = self.dynamics(self.state, action)
         elapsed = self.elapsed + 1
         episode_return = self.episode_return + reward
         if self.max_episode_steps is not None:

@@ -54,28 +54,27 @@ class CartPole(_UniformReset, TorchVecEnv):
         )
         self.observation_space = spaces.Box(-high, high, dtype=np.float32)
         self.action_space = spaces.Discrete(2)
-        self._ones = torch.ones(self.num_envs, device=self.device)
-        self._thresholds = torch.tensor(
-            [[self.x_threshold], [self.theta_threshold]], device=self.device
-        )
 
-    def _dynamics(self, state, action):
+    @classmethod
+    def dynamics(cls, state, action):
         # Same equations as gymnasium's CartPoleEnv.step (Euler integration), with the
         # constants folded so that each line is one fused tensor op.
         x_dot, theta, theta_dot = state[1], state[2], state[3]
-        m, pml = self.total_mass, self.polemass_length
+        m, pml = cls.total_mass, cls.polemass_length
         cos, sin = torch.cos(theta), torch.sin(theta)
-        force = action.reshape(-1).to(state.dtype).mul(2 * self.force_mag / m)
-        temp = force.sub_(self.force_mag / m).addcmul_(theta_dot * theta_dot, sin, value=pml / m)
-        denominator = (cos * cos).mul_(-self.length * self.masspole / m)
-        denominator.add_(self.length * 4.0 / 3.0)
-        theta_acc = torch.addcmul(sin.mul_(self.gravity), cos, temp, value=-1.0)
+        force = action.reshape(-1).to(state.dtype).mul(2 * cls.force_mag / m)
+        temp = force.sub_(cls.force_mag / m).addcmul_(theta_dot * theta_dot, sin, value=pml / m)
+        denominator = (cos * cos).mul_(-cls.length * cls.masspole / m)
+        denominator.add_(cls.length * 4.0 / 3.0)
+        theta_acc = torch.addcmul(sin.mul_(cls.gravity), cos, temp, value=-1.0)
         theta_acc.div_(denominator)
         x_acc = torch.addcmul(temp, theta_acc, cos, value=-pml / m)
         rates = torch.stack((x_dot, x_acc, theta_dot, theta_acc))
-        next_state = torch.add(state, rates, alpha=self.tau)
-        terminated = (next_state[0::2].abs() > self._thresholds).any(0)
-        return next_state, self._ones, terminated
+        next_state = torch.add(state, rates, alpha=cls.tau)
+        terminated = (next_state[0].abs() > cls.x_threshold) | (
+            next_state[2].abs() > cls.theta_threshold
+        )
+        return next_state, torch.ones_like(theta), terminated
 
 
 class Pendulum(_UniformReset, TorchVecEnv):
@@ -92,20 +91,20 @@ class Pendulum(_UniformReset, TorchVecEnv):
         high = np.array([1.0, 1.0, self.max_speed], dtype=np.float32)
         self.observation_space = spaces.Box(-high, high, dtype=np.float32)
         self.action_space = spaces.Box(-self.max_torque, self.max_torque, (1,), np.float32)
-        self._never = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
 
-    def _dynamics(self, state, action):
+    @classmethod
+    def dynamics(cls, state, action):
         th, thdot = state[0], state[1]
-        u = action.reshape(-1).to(state.dtype).clamp(-self.max_torque, self.max_torque)
+        u = action.reshape(-1).to(state.dtype).clamp(-cls.max_torque, cls.max_torque)
         th_norm = torch.remainder(th + math.pi, 2 * math.pi) - math.pi
         cost = th_norm * th_norm + 0.1 * thdot * thdot + 0.001 * u * u
         new_thdot = (
             thdot
-            + (3 * self.g / (2 * self.l) * torch.sin(th) + 3.0 / (self.m * self.l**2) * u) * self.dt
+            + (3 * cls.g / (2 * cls.l) * torch.sin(th) + 3.0 / (cls.m * cls.l**2) * u) * cls.dt
         )
-        new_thdot = new_thdot.clamp(-self.max_speed, self.max_speed)
-        new_th = th + new_thdot * self.dt
-        return torch.stack((new_th, new_thdot)), -cost, self._never
+        new_thdot = new_thdot.clamp(-cls.max_speed, cls.max_speed)
+        new_th = th + new_thdot * cls.dt
+        return torch.stack((new_th, new_thdot)), -cost, torch.zeros_like(th, dtype=torch.bool)
 
     def _observe(self, state):
         th, thdot = state[0], state[1]
@@ -128,17 +127,18 @@ class MountainCarContinuous(_UniformReset, TorchVecEnv):
         self.observation_space = spaces.Box(low, high, dtype=np.float32)
         self.action_space = spaces.Box(-1.0, 1.0, (1,), np.float32)
 
-    def _dynamics(self, state, action):
+    @classmethod
+    def dynamics(cls, state, action):
         position, velocity = state[0], state[1]
         a = action.reshape(-1).to(state.dtype)
         force = a.clamp(-1.0, 1.0)
-        velocity = velocity + force * self.power - 0.0025 * torch.cos(3 * position)
-        velocity = velocity.clamp(-self.max_speed, self.max_speed)
-        position = (position + velocity).clamp(self.min_position, self.max_position)
+        velocity = velocity + force * cls.power - 0.0025 * torch.cos(3 * position)
+        velocity = velocity.clamp(-cls.max_speed, cls.max_speed)
+        position = (position + velocity).clamp(cls.min_position, cls.max_position)
         velocity = torch.where(
-            (position == self.min_position) & (velocity < 0), torch.zeros_like(velocity), velocity
+            (position == cls.min_position) & (velocity < 0), torch.zeros_like(velocity), velocity
         )
-        terminated = (position >= self.goal_position) & (velocity >= 0.0)
+        terminated = (position >= cls.goal_position) & (velocity >= 0.0)
         reward = terminated.to(state.dtype) * 100.0 - 0.1 * a * a
         return torch.stack((position, velocity)), reward, terminated
 
@@ -160,16 +160,17 @@ class Acrobot(_UniformReset, TorchVecEnv):
         self.observation_space = spaces.Box(-high, high, dtype=np.float32)
         self.action_space = spaces.Discrete(3)
 
-    def _dsdt(self, s: Tensor, torque: Tensor) -> Tensor:
+    @classmethod
+    def _dsdt(cls, s: Tensor, torque: Tensor) -> Tensor:
         m1, m2, l1, lc1, lc2, i1, i2, g = (
-            self.m1,
-            self.m2,
-            self.l1,
-            self.lc1,
-            self.lc2,
-            self.moi,
-            self.moi,
-            self.g,
+            cls.m1,
+            cls.m2,
+            cls.l1,
+            cls.lc1,
+            cls.lc2,
+            cls.moi,
+            cls.moi,
+            cls.g,
         )
         theta1, theta2, dtheta1, dtheta2 = s[0], s[1], s[2], s[3]
         d1 = m1 * lc1**2 + m2 * (l1**2 + lc2**2 + 2 * l1 * lc2 * torch.cos(theta2)) + i1 + i2
@@ -187,13 +188,14 @@ class Acrobot(_UniformReset, TorchVecEnv):
         ddtheta1 = -(d2 * ddtheta2 + phi1) / d1
         return torch.stack((dtheta1, dtheta2, ddtheta1, ddtheta2))
 
-    def _dynamics(self, state, action):
+    @classmethod
+    def dynamics(cls, state, action):
         torque = action.reshape(-1).to(state.dtype) - 1.0  # {0, 1, 2} -> {-1, 0, +1}
-        h = self.dt
-        k1 = self._dsdt(state, torque)
-        k2 = self._dsdt(state + h / 2 * k1, torque)
-        k3 = self._dsdt(state + h / 2 * k2, torque)
-        k4 = self._dsdt(state + h * k3, torque)
+        h = cls.dt
+        k1 = cls._dsdt(state, torque)
+        k2 = cls._dsdt(state + h / 2 * k1, torque)
+        k3 = cls._dsdt(state + h / 2 * k2, torque)
+        k4 = cls._dsdt(state + h * k3, torque)
         ns = state + h / 6.0 * (k1 + 2 * k2 + 2 * k3 + k4)
         # gymnasium's wrap() shifts by whole turns into [-pi, pi]; remainder does the same.
         angles = ns[:2]
@@ -205,8 +207,8 @@ class Acrobot(_UniformReset, TorchVecEnv):
         ns = torch.cat(
             (
                 wrapped,
-                ns[2:3].clamp(-self.max_vel_1, self.max_vel_1),
-                ns[3:4].clamp(-self.max_vel_2, self.max_vel_2),
+                ns[2:3].clamp(-cls.max_vel_1, cls.max_vel_1),
+                ns[3:4].clamp(-cls.max_vel_2, cls.max_vel_2),
             )
         )
         terminated = -torch.cos(ns[0]) - torch.cos(ns[1] + ns[0]) > 1.0
