@@ -40,7 +40,7 @@ class PPOConfig:
     """GAE lambda: bias/variance trade-off of the advantage estimate."""
     clip_coef: float = 0.2
     """Surrogate clipping epsilon."""
-    epochs: int = 6
+    epochs: int = 4
     """Passes over each rollout."""
     minibatch_size: int = 512
     """Transitions per gradient step."""
