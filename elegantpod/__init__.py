@@ -9,9 +9,11 @@ evaluator) that train, evaluate and checkpoint themselves.
 
 from elegantpod.agents import ALGOS, PPO, SAC, PPOConfig, SACConfig, get_algo
 from elegantpod.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from elegantpod.cluster import cluster
 from elegantpod.config import PodSpec
 from elegantpod.envs import available_envs, make_env
 from elegantpod.pod import Evaluator, Pod, Worker
+from elegantpod.tournament import Tournament, TournamentSpec
 from elegantpod.training import train
 from elegantpod.types import Batch, EvalResult, Progress, TrainResult
 
@@ -32,7 +34,10 @@ __all__ = [
     "SACConfig",
     "TrainResult",
     "Worker",
+    "Tournament",
+    "TournamentSpec",
     "available_envs",
+    "cluster",
     "get_algo",
     "load_checkpoint",
     "make_env",

@@ -101,6 +101,21 @@ class ReplayBuffer:
         self.ptr = (self.ptr + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
 
+    def contents(self) -> dict[str, Tensor]:
+        """The stored transitions, oldest first (copies; for checkpoints)."""
+        if self.size < self.capacity:
+            order = slice(0, self.size)
+            return {k: getattr(self, k)[order].clone() for k in _FIELDS}
+        idx = (torch.arange(self.capacity, device=self.device) + self.ptr) % self.capacity
+        return {k: getattr(self, k)[idx] for k in _FIELDS}
+
+    def restore(self, contents: dict[str, Tensor]) -> None:
+        """Replace the stored transitions with ``contents`` (as from :meth:`contents`)."""
+        self.ptr, self.size = 0, 0
+        batch = Batch(*(contents[k].to(self.device) for k in _FIELDS))
+        if len(batch):
+            self.extend(batch)
+
     def sample(self, batch_size: int) -> Batch:
         """Draw ``batch_size`` stored transitions uniformly with replacement."""
         if self.size == 0:

@@ -6,6 +6,7 @@ A checkpoint is a plain dict of tensors, numbers and strings (the pod spec as JS
 
 from __future__ import annotations
 
+import io
 import os
 import tempfile
 from pathlib import Path
@@ -37,14 +38,26 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         raise
 
 
-def save_checkpoint(path: str | os.PathLike, payload: dict[str, Any]) -> Path:
-    """Save ``payload`` atomically: a reader sees the old file or the new one, never half."""
-    import io
+def _is_url(path: str | os.PathLike) -> bool:
+    s = os.fspath(path)
+    return "://" in s and not s.startswith("file://")
 
+
+def save_checkpoint(path: str | os.PathLike, payload: dict[str, Any]) -> str:
+    """Save ``payload`` atomically: a reader sees the old file or the new one, never half.
+
+    ``path`` is a local path or an fsspec URL (object stores write one object at once).
+    """
     buf = io.BytesIO()
     torch.save({"format": FORMAT, "version": VERSION, **payload}, buf)
+    if _is_url(path):
+        import fsspec
+
+        fs, p = fsspec.core.url_to_fs(os.fspath(path))
+        fs.pipe_file(p, buf.getvalue())
+        return os.fspath(path)
     atomic_write_bytes(path, buf.getvalue())
-    return Path(path)
+    return os.fspath(path)
 
 
 def load_checkpoint(
@@ -57,11 +70,20 @@ def load_checkpoint(
     CheckpointError
         If the file is missing, corrupt, or not an elegantpod checkpoint.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint {str(path)!r} does not exist")
+    if _is_url(path):
+        import fsspec
+
+        fs, p = fsspec.core.url_to_fs(os.fspath(path))
+        if not fs.exists(p):
+            raise CheckpointError(f"checkpoint {os.fspath(path)!r} does not exist")
+        source: Any = io.BytesIO(fs.cat_file(p))
+    else:
+        path = Path(path)
+        if not path.is_file():
+            raise CheckpointError(f"checkpoint {str(path)!r} does not exist")
+        source = path
     try:
-        data = torch.load(path, map_location=map_location, weights_only=True)
+        data = torch.load(source, map_location=map_location, weights_only=True)
     except Exception as exc:  # torch raises several types for truncated/garbage files
         raise CheckpointError(
             f"checkpoint {str(path)!r} is corrupt or not a torch file: {type(exc).__name__}: "

@@ -28,6 +28,22 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--resume", action="store_true", help="continue the run in --out")
     t.add_argument("--json", action="store_true", help="print the result as one JSON line")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
+    r = sub.add_parser("tournament", help="run a tournament of pods on Dask")
+    r.add_argument("--env", required=True, help="native or gymnasium env id")
+    r.add_argument("--algos", default="ppo", help="comma-separated algorithms, e.g. ppo,sac")
+    r.add_argument("--pods", type=int, default=4, help="population size")
+    where = r.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=int, default=None, help="local worker processes")
+    where.add_argument("--address", default=None, help="existing Dask scheduler address")
+    r.add_argument("--target-reward", type=float, default=None)
+    r.add_argument("--max-seconds", type=float, default=None)
+    r.add_argument("--max-steps", type=int, default=None, help="env steps over all pods")
+    r.add_argument("--segment-steps", type=int, default=None, help="env steps per segment")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--store", required=True, help="directory or fsspec URL of the tournament")
+    r.add_argument("--resume", action="store_true", help="continue the tournament in --store")
+    r.add_argument("--json", action="store_true", help="print the summary as one JSON line")
+    r.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     d = sub.add_parser("demo", help="the showcase run on the embedded default")
     d.add_argument("--seed", type=int, default=0)
     return p
@@ -65,12 +81,76 @@ def _train(args) -> int:
     return 0
 
 
+def _tournament(args) -> int:
+    import json
+    import time
+
+    from elegantpod.cluster import cluster
+    from elegantpod.tournament import Tournament
+    from elegantpod.training import _json_safe
+
+    budget = {
+        "target_reward": args.target_reward,
+        "max_seconds": args.max_seconds,
+        "max_steps": args.max_steps,
+    }
+    if args.resume:
+        overrides = {k: v for k, v in budget.items() if v is not None}
+        t = Tournament.resume(args.store, **overrides)
+    else:
+        if args.target_reward is None and args.max_seconds is None and args.max_steps is None:
+            raise ValueError(
+                "give at least one end condition: --target-reward, --max-seconds or --max-steps"
+            )
+        t = Tournament(
+            args.env,
+            args.algos,
+            args.pods,
+            store=args.store,
+            seed=args.seed,
+            segment_steps=args.segment_steps,
+            **budget,
+        )
+    # All input is checked; only now start (or reach) a cluster.
+    t.client = cluster(args.address, n_workers=args.workers)
+    t._own_client = True
+    t.start()
+    last = 0.0
+    while t.status == "running":
+        time.sleep(0.5)
+        if not args.quiet and time.monotonic() - last > 2.0:
+            last = time.monotonic()
+            s = t.summary()
+            best = "-" if s["best_score"] is None else f"{s['best_score']:.1f} ({s['best_pod']})"
+            print(
+                f"[{s['wall_seconds']:6.1f}s] best {best}  in flight {t.pods_in_flight}  "
+                f"env steps {s['env_steps_total']}",
+                file=sys.stderr,
+                flush=True,
+            )
+    summary = t.wait()
+    if not args.quiet:
+        cols = ["rank", "pod", "algo", "score_mean", "score_std", "env_steps", "status", "parent"]
+        print(t.leaderboard[cols].to_string(index=False), file=sys.stderr)
+    if args.json:
+        print(json.dumps(_json_safe(summary), sort_keys=True), flush=True)
+    else:
+        print(
+            f"tournament {summary['status']}: solved={summary['solved']} best "
+            f"{summary['best_score']} by {summary['best_pod']} in "
+            f"{summary['wall_seconds']:.1f}s; store {summary['store']}"
+        )
+    return 0 if summary["status"] == "finished" else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; bad input prints one ``error:`` line and exits with status 2."""
     args = _parser().parse_args(argv)
     try:
         if args.command == "train":
             return _train(args)
+        if args.command == "tournament":
+            return _tournament(args)
         from elegantpod.demo import run_demo
 
         return run_demo(seed=args.seed)

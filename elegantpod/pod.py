@@ -145,10 +145,17 @@ class Pod:
         return None if self.out_dir is None else self.out_dir / "checkpoint.pt"
 
     # -- training ---------------------------------------------------------------------
-    def run(self, callback: Callable[[Progress], bool | None] | None = None) -> TrainResult:
+    def run(
+        self,
+        callback: Callable[[Progress], bool | None] | None = None,
+        on_iteration: Callable[[Pod, dict[str, float]], bool | None] | None = None,
+    ) -> TrainResult:
         """Train until the target, the step budget or the time budget is reached.
 
-        ``callback(progress)`` is called after each evaluation; returning ``False`` stops.
+        ``callback(progress)`` is called after each evaluation and
+        ``on_iteration(pod, stats)`` after each learner update (this is where a
+        tournament polls its controls and publishes progress); either returning
+        ``False`` stops the run.
         ``wall_seconds`` counts from here (envs and networks already built) to the end of
         the evaluation that first met the target, or to the end of training.
         """
@@ -163,6 +170,8 @@ class Pod:
             batch = self.worker.rollout()
             stats = learner.update(batch) or stats
             self.env_steps += per_rollout
+            if on_iteration is not None and on_iteration(self, stats) is False:
+                break
             elapsed = time.perf_counter() - start
             out_of_steps = max_steps is not None and self.env_steps >= max_steps
             out_of_time = spec.max_seconds is not None and elapsed >= spec.max_seconds
@@ -230,8 +239,12 @@ class Pod:
             },
         )
 
-    def load(self, path: str | Path) -> None:
-        """Restore learner, step count and RNG state from a checkpoint of the same architecture."""
+    def load(self, path: str | Path, *, restore_rng: bool = True) -> None:
+        """Restore learner, step count and RNG state from a checkpoint of the same architecture.
+
+        ``restore_rng=False`` keeps this pod's own random streams: a child pod copies its
+        parent's networks and optimizer state but explores on its own seed.
+        """
         data = load_checkpoint(path, map_location=self.spec.device)
         saved = PodSpec.from_json(data["spec"])
         if saved.algo != self.spec.algo or saved.env_id != self.spec.env_id:
@@ -248,6 +261,9 @@ class Pod:
                 f"(hidden={self.learner.config.hidden}): {first}"
             ) from exc
         self.env_steps = int(data["env_steps"])
+        if not restore_rng:
+            self.learner.generator.manual_seed(self.spec.seed)
+            return
         torch.set_rng_state(data["torch_rng"])
         if data.get("env_rng") is not None and hasattr(self.env, "generator"):
             self.env.generator.set_state(data["env_rng"])

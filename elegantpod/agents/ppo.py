@@ -104,6 +104,8 @@ class PPO(Learner):
     is_on_policy = True
     structural_hparams = ("num_envs", "horizon", "hidden", "normalize_obs")
     default_max_steps: ClassVar[int] = 2_000_000
+    default_segment_steps: ClassVar[int] = 32_768
+    """Env steps per tournament segment: a few seconds of training on one CPU core."""
 
     def __init__(self, observation_space, action_space, config=None, device="cpu", seed=0):
         super().__init__(observation_space, action_space, config, device, seed)

@@ -104,6 +104,8 @@ class SAC(Learner):
     is_on_policy = False
     structural_hparams = ("num_envs", "hidden", "buffer_size")
     default_max_steps: ClassVar[int] = 200_000
+    default_segment_steps: ClassVar[int] = 4_000
+    """Env steps per tournament segment: a few seconds of training on one CPU core."""
 
     @classmethod
     def supported_action_spaces(cls):
@@ -163,7 +165,11 @@ class SAC(Learner):
         self.replay.extend(batch.flatten())
         n_new = len(batch)
         self.seen += n_new
-        if self.seen < c.learning_starts:
+        # After a resume the replay starts empty (it is not checkpointed): wait until it
+        # holds a few batches again rather than overfit the first transitions.
+        if self.seen < c.learning_starts or len(self.replay) < min(
+            c.learning_starts, 4 * c.batch_size
+        ):
             return {}
         self._update_debt += n_new * c.replay_ratio
         n_updates = int(self._update_debt)
@@ -211,10 +217,18 @@ class SAC(Learner):
         )
 
     def state_dict(self):
+        """Networks, optimizers and the filled part of the replay buffer (oldest first).
+
+        Keeping the replay makes a tournament segment boundary (or a worker death)
+        invisible to SAC: the next segment learns from the same data.
+        """
         state = super().state_dict()
         state["seen"] = self.seen
+        state["replay"] = self.replay.contents()
         return state
 
     def load_state_dict(self, state):
         super().load_state_dict(state)
         self.seen = int(state.get("seen", self.seen))
+        if state.get("replay") is not None:
+            self.replay.restore(state["replay"])

@@ -1,0 +1,162 @@
+"""The generator: choose a parent, mutate its hyperparameters, keep algorithms mixed.
+
+Exploit/explore as in population-based training: a new pod copies the networks and
+optimizer state of a leaderboard entry (the parent) and perturbs its hyperparameters,
+either by a factor (x0.8 / x1.2) or by a fresh draw within declared bounds. All functions
+are pure given a seeded :class:`random.Random`, so they are tested exactly.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from elegantpod.config import in_range
+from elegantpod.tournament.leaderboard import Entry, rank, threshold
+
+
+@dataclass(frozen=True)
+class Bound:
+    """Where a hyperparameter may go under mutation."""
+
+    low: float
+    high: float
+    log: bool = False
+    """Sample and perturb on a log scale (learning rates, rates in general)."""
+    integer: bool = False
+    """Round to an integer (epochs, batch sizes)."""
+
+    def clip(self, x: float) -> float | int:
+        x = min(max(x, self.low), self.high)
+        return int(round(x)) if self.integer else float(x)
+
+    def sample(self, rng: random.Random) -> float | int:
+        if self.log:
+            x = math.exp(rng.uniform(math.log(self.low), math.log(self.high)))
+        else:
+            x = rng.uniform(self.low, self.high)
+        return self.clip(x)
+
+
+SEARCH_SPACES: dict[str, dict[str, Bound]] = {
+    "ppo": {
+        "lr": Bound(1e-4, 1e-2, log=True),
+        "clip_coef": Bound(0.1, 0.4),
+        "ent_coef": Bound(0.0, 0.02),
+        "gae_lambda": Bound(0.8, 0.99),
+        "gamma": Bound(0.95, 0.999),
+        "epochs": Bound(2, 10, integer=True),
+    },
+    "sac": {
+        "lr": Bound(1e-4, 3e-3, log=True),
+        "tau": Bound(0.002, 0.05, log=True),
+        "gamma": Bound(0.95, 0.999),
+        "replay_ratio": Bound(0.1, 1.0, log=True),
+        "batch_size": Bound(64, 512, integer=True, log=True),
+    },
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class GeneratorConfig:
+    """How the generator picks parents and mutates."""
+
+    selection: str = "truncation"
+    """``"truncation"``: uniform among the top fraction; ``"softmax"``: weights
+    ``exp(z / temperature)`` over z-scored leaderboard scores."""
+    truncation: float = 0.5
+    """Fraction of the leaderboard that parents come from, and below which a pod is
+    replaced by a new one at the end of its segment."""
+    temperature: float = 1.0
+    """Softmax temperature (lower: greedier)."""
+    perturb_factors: tuple[float, float] = (0.8, 1.2)
+    """Multiplicative perturbation choices."""
+    resample_prob: float = 0.25
+    """Probability of redrawing a hyperparameter within its bounds instead of perturbing."""
+    ready_segments: int = 2
+    """Segments a pod trains before it may be replaced (PBT's "ready" criterion): young
+    pods are not judged on their first, noisiest evaluations."""
+
+    def validate(self) -> None:
+        if self.selection not in ("truncation", "softmax"):
+            raise ValueError(f"selection must be 'truncation' or 'softmax', got {self.selection!r}")
+        in_range("truncation", self.truncation, 1e-9, 1.0)
+        in_range("resample_prob", self.resample_prob, 0.0, 1.0)
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature!r}")
+
+
+def choose_parent(entries: list[Entry], rng: random.Random, cfg: GeneratorConfig) -> Entry:
+    """Pick a parent from ``entries`` (at least one) by the configured selection."""
+    if not entries:
+        raise ValueError("cannot choose a parent from an empty leaderboard")
+    ranked = rank(entries)
+    if cfg.selection == "truncation":
+        n_top = max(1, math.ceil(len(ranked) * cfg.truncation))
+        return ranked[rng.randrange(n_top)]
+    scores = [e.score_mean for e in ranked]
+    mean = sum(scores) / len(scores)
+    std = math.sqrt(sum((s - mean) ** 2 for s in scores) / len(scores))
+    z = [(s - mean) / std if std > 0 else 0.0 for s in scores]
+    top = max(z)
+    weights = [math.exp((zi - top) / cfg.temperature) for zi in z]
+    return rng.choices(ranked, weights=weights, k=1)[0]
+
+
+def mutate(
+    hparams: dict[str, Any], space: dict[str, Bound], rng: random.Random, cfg: GeneratorConfig
+) -> tuple[dict[str, Any], dict[str, list]]:
+    """Perturb every hyperparameter of ``space`` present in ``hparams``.
+
+    Returns the new hyperparameters and the mutation ``{name: [old, new]}`` (only the
+    names whose value changed).
+    """
+    new = dict(hparams)
+    mutation: dict[str, list] = {}
+    for name in sorted(space):
+        if name not in hparams:
+            continue
+        bound, old = space[name], hparams[name]
+        if rng.random() < cfg.resample_prob:
+            value = bound.sample(rng)
+        else:
+            factor = rng.choice(cfg.perturb_factors)
+            value = bound.clip(old * factor) if old != 0 else bound.sample(rng)
+            if bound.integer and value == old:  # x1.2 of a small integer rounds back
+                value = bound.clip(old + (1 if factor > 1 else -1))
+        if value != old:
+            new[name] = value
+            mutation[name] = [old, value]
+    return new, mutation
+
+
+def choose_algo(algos: list[str], counts: Counter | dict[str, int], rng: random.Random) -> str:
+    """Keep the ensemble mixed: the least represented configured algorithm (ties at random)."""
+    if not algos:
+        raise ValueError("no algorithms configured")
+    fewest = min(counts.get(a, 0) for a in algos)
+    return rng.choice([a for a in algos if counts.get(a, 0) == fewest])
+
+
+def should_replace(
+    score: float, entries: list[Entry], cfg: GeneratorConfig, segments_done: int
+) -> bool:
+    """Exploit: a ready pod whose segment scored below the top fraction is replaced.
+
+    Parameters
+    ----------
+    score
+        The pod's latest segment score (NaN: replace, once ready).
+    entries
+        The leaderboard; with fewer than two entries nothing is replaced.
+    segments_done
+        Segments the pod has completed; see ``GeneratorConfig.ready_segments``.
+    """
+    if len(entries) < 2 or segments_done < cfg.ready_segments:
+        return False
+    if not math.isfinite(score):
+        return True
+    return score < threshold(entries, cfg.truncation)

@@ -1,0 +1,233 @@
+"""What runs on a Dask worker: one segment of one pod, controllable and idempotent.
+
+A segment is the unit of scheduling, retry, elasticity and exploit/explore. It starts
+from the pod's latest checkpoint (or its parent's, for a new child), trains for a step or
+time budget, checkpoints into the store and returns a :class:`SegmentResult`. If the
+worker dies, Dask runs the same task again elsewhere and it simply resumes from that
+same latest checkpoint: at most one segment of work is lost, never the pod's history.
+
+While it runs, the segment polls its control :class:`distributed.Variable` (pause,
+resume, stop, new hyperparameters) and publishes progress with ``log_event``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from elegantpod.checkpoint import CheckpointError, load_checkpoint
+from elegantpod.config import PodSpec
+
+POLL_SECONDS = 0.1
+"""How often a running segment reads its control variable (a read costs ~0.5 ms)."""
+EVENT_SECONDS = 0.2
+"""Minimum interval between two progress events of one pod."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SegmentTask:
+    """Everything a worker needs to run one segment (pickled to the worker)."""
+
+    tournament_id: str
+    pod_id: str
+    segment: int
+    spec_json: str
+    """The pod's :class:`PodSpec` as JSON, current hyperparameters included."""
+    checkpoint: str
+    """Where this segment writes its checkpoint."""
+    resume_from: str | None = None
+    """The pod's latest checkpoint (continue it), or ``None``."""
+    parent_checkpoint: str | None = None
+    """For a new child: the parent's checkpoint whose networks and optimizers it copies."""
+    segment_steps: int | None = None
+    segment_seconds: float | None = None
+    control: str | None = None
+    """Name of the control Variable; ``None`` runs uncontrolled (in-process use)."""
+    topic: str | None = None
+    """log_event topic for progress; ``None``: no events."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SegmentResult:
+    """What a finished segment reports to the orchestrator."""
+
+    pod_id: str
+    segment: int
+    env_steps: int
+    env_steps_delta: int
+    wall_seconds: float
+    score_mean: float
+    score_std: float
+    checkpoint: str
+    solved: bool
+    stopped: bool
+    steps_per_second: float
+    events_sent: int
+    hparams: dict[str, Any] = field(default_factory=dict)
+    worker: str = ""
+
+
+class _Control:
+    """Reads a pod's control Variable; returns what the pod should do now."""
+
+    def __init__(self, name: str | None):
+        self.name, self.var, self.last_poll, self.version = name, None, 0.0, -1
+        if name is not None:
+            from distributed import Variable
+
+            self.var = Variable(name)
+
+    def poll(self, force: bool = False) -> dict | None:
+        if self.var is None:
+            return None
+        now = time.monotonic()
+        if not force and now - self.last_poll < POLL_SECONDS:
+            return None
+        self.last_poll = now
+        try:
+            return self.var.get(timeout=1)
+        except Exception:  # unset, or scheduler briefly unreachable: keep running
+            return None
+
+
+class _Events:
+    def __init__(self, topic: str | None, pod_id: str, segment: int):
+        self.topic, self.pod_id, self.segment, self.sent, self.last = topic, pod_id, segment, 0, 0.0
+        self.worker = None
+        if topic is not None:
+            from distributed import get_worker
+
+            self.worker = get_worker()
+
+    def publish(self, msg: dict, force: bool = False) -> None:
+        if self.worker is None:
+            return
+        now = time.monotonic()
+        if not force and now - self.last < EVENT_SECONDS:
+            return
+        self.last = now
+        self.sent += 1
+        self.worker.log_event(
+            self.topic,
+            {
+                "pod": self.pod_id,
+                "segment": self.segment,
+                "seq": self.sent,
+                "time": time.time(),
+                "worker": self.worker.address,
+                **msg,
+            },
+        )
+
+
+def _finite(x: float) -> float | None:
+    return x if isinstance(x, float) and math.isfinite(x) else None
+
+
+def run_segment(task: SegmentTask) -> SegmentResult:
+    """Run one segment (the function submitted to Dask)."""
+    from elegantpod.pod import Pod
+
+    torch.set_num_threads(1)  # one torch thread per Dask worker thread
+    spec = PodSpec.from_json(task.spec_json)
+    pod = Pod(spec)
+    start_wall = time.perf_counter()
+    try:
+        # Idempotent: a re-run of a segment that already wrote its checkpoint reuses it.
+        load_checkpoint(task.checkpoint)
+        pod.load(task.checkpoint)
+        done_already = True
+    except CheckpointError:
+        done_already = False
+    if not done_already:
+        if task.resume_from:
+            pod.load(task.resume_from)
+        elif task.parent_checkpoint:
+            pod.load(task.parent_checkpoint, restore_rng=False)
+    # The learner was built from the spec, so the spec's (possibly mutated) hyperparameters
+    # are in force; the checkpoint only brought weights, optimizer moments and step count.
+    hp = dataclasses.asdict(pod.learner.config)
+    start_steps = pod.env_steps
+    control = _Control(task.control)
+    events = _Events(task.topic, task.pod_id, task.segment)
+    stopped = False
+    applied_version = -1
+
+    def on_iteration(p: Pod, stats: dict[str, float]) -> bool | None:
+        nonlocal stopped, applied_version
+        cmd = control.poll()
+        while cmd is not None:
+            if cmd.get("version", -1) != applied_version and cmd.get("hparams"):
+                p.learner.set_hparams(**cmd["hparams"])
+                applied_version = cmd.get("version", -1)
+            if cmd.get("state") == "stopped" or cmd.get("tournament") == "stopped":
+                stopped = True
+                return False
+            if cmd.get("state") != "paused":
+                break
+            events.publish({"type": "status", "status": "paused", "env_steps": p.env_steps})
+            time.sleep(POLL_SECONDS)
+            cmd = control.poll(force=True)
+        elapsed = time.perf_counter() - start_wall
+        events.publish(
+            {
+                "type": "progress",
+                "status": "running",
+                "env_steps": p.env_steps,
+                "steps_per_second": (p.env_steps - start_steps) / max(elapsed, 1e-9),
+                "train_return": _finite(p.worker.pop_train_return()),
+                "eval_return": p.curve[-1].eval_return_mean if p.curve else None,
+                "losses": {k: v for k, v in stats.items() if math.isfinite(v)},
+                "hparams_version": applied_version,
+                "lr": p.learner.config.lr,
+            }
+        )
+        return None
+
+    if not done_already:
+        budget_steps = start_steps + task.segment_steps if task.segment_steps else None
+        pod.spec = dataclasses.replace(
+            spec, max_steps=budget_steps, max_seconds=task.segment_seconds
+        )
+        pod.run(on_iteration=on_iteration)
+        ev = (
+            pod.last_eval
+            if pod.last_eval is not None and pod.curve and pod.curve[-1].env_steps == pod.env_steps
+            else pod.evaluate()
+        )
+        pod.save(task.checkpoint)
+    else:
+        ev = pod.evaluate()
+    wall = time.perf_counter() - start_wall
+    target = spec.target_reward
+    events.publish(
+        {
+            "type": "segment_end",
+            "status": "stopped" if stopped else "finished",
+            "env_steps": pod.env_steps,
+            "eval_return": ev.mean,
+        },
+        force=True,
+    )
+    worker_name = events.worker.address if events.worker is not None else ""
+    return SegmentResult(
+        pod_id=task.pod_id,
+        segment=task.segment,
+        env_steps=pod.env_steps,
+        env_steps_delta=pod.env_steps - start_steps,
+        wall_seconds=wall,
+        score_mean=ev.mean,
+        score_std=ev.std,
+        checkpoint=task.checkpoint,
+        solved=target is not None and ev.mean >= target,
+        stopped=stopped,
+        steps_per_second=(pod.env_steps - start_steps) / max(wall, 1e-9),
+        events_sent=events.sent,
+        hparams=hp,
+        worker=worker_name,
+    )

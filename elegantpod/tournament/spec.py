@@ -1,0 +1,118 @@
+"""``TournamentSpec``: the recipe of a tournament, and a pod's record in it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from elegantpod.config import positive
+from elegantpod.tournament.generator import GeneratorConfig
+
+
+@dataclass(frozen=True, kw_only=True)
+class TournamentSpec:
+    """What a tournament trains, for how long, and how it breeds pods."""
+
+    env_id: str
+    """Env every pod trains on."""
+    algos: tuple[str, ...] = ("ppo",)
+    """Algorithms in the population; the generator keeps them mixed."""
+    pods: int = 4
+    """Population size: pods alive at once (those in flight follow the workers)."""
+    target_reward: float | None = None
+    """End when a segment's evaluation reaches it."""
+    max_seconds: float | None = None
+    """Wall-clock budget of the whole tournament (across resumes)."""
+    max_steps: int | None = None
+    """Budget of env steps simulated by all pods together."""
+    segment_steps: int | None = None
+    """Env steps per segment; ``None``: the algorithm's default."""
+    segment_seconds: float | None = None
+    """Wall seconds per segment (whichever budget ends first)."""
+    leaderboard_size: int = 8
+    """Entries the leaderboard keeps (k)."""
+    seed: int = 0
+    """Seeds pods (each gets its own) and the generator."""
+    device: str = "cpu"
+    """Torch device inside each pod (``"cuda"`` on GPU workers)."""
+    eval_episodes: int = 10
+    """Deterministic episodes that score a segment."""
+    hparams: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Base hyperparameters per algorithm, e.g. ``{"sac": {"lr": 3e-4}}``."""
+    generator: GeneratorConfig = field(default_factory=GeneratorConfig)
+    """Parent selection and mutation."""
+    max_retries: int = 3
+    """Resubmissions of a segment after Dask gives up on it (``KilledWorker``)."""
+
+    def validate(self) -> None:
+        positive("pods", self.pods)
+        positive("leaderboard_size", self.leaderboard_size)
+        positive("eval_episodes", self.eval_episodes)
+        for name in ("max_seconds", "max_steps", "segment_steps", "segment_seconds"):
+            positive(name, getattr(self, name), allow_none=True)
+        if self.target_reward is not None and math.isnan(self.target_reward):
+            raise ValueError("target_reward must be a number, got nan")
+        if not self.algos:
+            raise ValueError("algos must name at least one algorithm")
+        if self.max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {self.max_retries!r}")
+        self.generator.validate()
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["algos"] = list(self.algos)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TournamentSpec:
+        d = dict(d)
+        d["algos"] = tuple(d.get("algos", ("ppo",)))
+        g = dict(d.get("generator") or {})
+        if "perturb_factors" in g:
+            g["perturb_factors"] = tuple(g["perturb_factors"])
+        d["generator"] = GeneratorConfig(**g)
+        return cls(**d)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+
+@dataclass
+class PodRecord:
+    """The orchestrator's view of one pod (mutable; saved in ``pods.json``)."""
+
+    pod_id: str
+    algo: str
+    hparams: dict[str, Any]
+    seed: int
+    parent: str | None = None
+    mutation: dict[str, Any] = field(default_factory=dict)
+    parent_checkpoint: str | None = None
+    status: str = "queued"
+    """queued, running, paused, finished, stopped, replaced or failed."""
+    segment: int = 0
+    """Segments completed."""
+    env_steps: int = 0
+    latest_checkpoint: str | None = None
+    score_mean: float | None = None
+    score_std: float | None = None
+    wall_seconds: float = 0.0
+    steps_per_second: float | None = None
+    retries: int = 0
+    error: str | None = None
+    stop_requested: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        for k in ("score_mean", "score_std", "steps_per_second"):
+            if isinstance(d[k], float) and not math.isfinite(d[k]):
+                d[k] = None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PodRecord:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})

@@ -1,0 +1,126 @@
+import random
+from collections import Counter
+
+import pytest
+
+from elegantpod.tournament.generator import (
+    SEARCH_SPACES,
+    Bound,
+    GeneratorConfig,
+    choose_algo,
+    choose_parent,
+    mutate,
+    should_replace,
+)
+from elegantpod.tournament.leaderboard import Entry
+
+
+def e(pod, score, algo="ppo"):
+    return Entry(
+        pod_id=pod,
+        algo=algo,
+        hparams={},
+        score_mean=score,
+        score_std=0.0,
+        env_steps=0,
+        wall_seconds=0.0,
+        checkpoint="",
+    )
+
+
+BOARD = [e("a", 10), e("b", 8), e("c", 5), e("d", 1)]
+
+
+def test_truncation_selection_draws_only_from_the_top_fraction():
+    rng = random.Random(0)
+    picks = Counter(
+        choose_parent(BOARD, rng, GeneratorConfig(truncation=0.5)).pod_id for _ in range(2000)
+    )
+    assert set(picks) == {"a", "b"}
+    assert abs(picks["a"] - picks["b"]) < 200
+
+
+def test_softmax_selection_prefers_better_scores_and_is_seeded():
+    cfg = GeneratorConfig(selection="softmax", temperature=0.5)
+    picks = Counter(choose_parent(BOARD, random.Random(1), cfg).pod_id for _ in range(1))
+    again = Counter(choose_parent(BOARD, random.Random(1), cfg).pod_id for _ in range(1))
+    assert picks == again
+    rng = random.Random(2)
+    many = Counter(choose_parent(BOARD, rng, cfg).pod_id for _ in range(4000))
+    assert many["a"] > many["b"] > many["c"] > many["d"] > 0
+    # exact softmax weights over z-scores: mean 6, std sqrt(11.5)
+    import math
+
+    z = [(s - 6) / math.sqrt(11.5) for s in (10, 8, 5, 1)]
+    w = [math.exp((zi - z[0]) / 0.5) for zi in z]
+    assert many["a"] / 4000 == pytest.approx(w[0] / sum(w), abs=0.03)
+
+
+def test_choose_parent_empty():
+    with pytest.raises(ValueError, match="empty leaderboard"):
+        choose_parent([], random.Random(0), GeneratorConfig())
+
+
+def test_mutate_perturbs_within_bounds_and_records_lineage():
+    space = {
+        "lr": Bound(1e-4, 1e-2, log=True),
+        "epochs": Bound(2, 10, integer=True),
+        "gamma": Bound(0.9, 0.999),
+    }
+    hp = {"lr": 1e-3, "epochs": 4, "gamma": 0.99, "hidden": (64, 64)}
+    cfg = GeneratorConfig(resample_prob=0.0)
+    new, mutation = mutate(hp, space, random.Random(3), cfg)
+    assert new["hidden"] == (64, 64)
+    assert new["lr"] in (pytest.approx(8e-4), pytest.approx(1.2e-3))
+    assert new["epochs"] in (3, 5) and isinstance(new["epochs"], int)
+    assert new["gamma"] in (pytest.approx(0.9), pytest.approx(0.999))  # 0.99*0.8 / *1.2 clip
+    assert all(mutation[k] == [hp[k], new[k]] for k in mutation)
+    assert mutate(hp, space, random.Random(3), cfg) == (new, mutation)  # seeded: exact
+
+
+def test_mutate_resample_stays_in_bounds_for_all_spaces():
+    rng = random.Random(0)
+    cfg = GeneratorConfig(resample_prob=0.5)
+    for algo, space in SEARCH_SPACES.items():
+        hp = {
+            name: (b.low + b.high) / 2 if not b.integer else int(b.low) for name, b in space.items()
+        }
+        for _ in range(200):
+            hp, _ = mutate(hp, space, rng, cfg)
+            for name, b in space.items():
+                assert b.low <= hp[name] <= b.high, (algo, name, hp[name])
+                assert not b.integer or isinstance(hp[name], int)
+
+
+def test_choose_algo_keeps_the_mix():
+    rng = random.Random(0)
+    assert choose_algo(["ppo", "sac"], Counter({"ppo": 3, "sac": 1}), rng) == "sac"
+    assert choose_algo(["ppo", "sac"], Counter({"ppo": 2, "sac": 2}), random.Random(5)) in (
+        "ppo",
+        "sac",
+    )
+    assert choose_algo(["ppo"], {}, rng) == "ppo"
+    with pytest.raises(ValueError):
+        choose_algo([], {}, rng)
+
+
+def test_should_replace_only_ready_pods_below_the_top_fraction():
+    cfg = GeneratorConfig(truncation=0.5, ready_segments=2)
+    assert not should_replace(0.0, BOARD, cfg, segments_done=1)  # not ready yet
+    assert should_replace(5.0, BOARD, cfg, segments_done=2)
+    assert not should_replace(8.0, BOARD, cfg, segments_done=2)
+    assert should_replace(float("nan"), BOARD, cfg, segments_done=2)
+    assert not should_replace(0.0, BOARD[:1], cfg, segments_done=5)
+
+
+@pytest.mark.parametrize(
+    ("kw", "msg"),
+    [
+        ({"selection": "roulette"}, "selection must be"),
+        ({"truncation": 0.0}, "truncation must be in"),
+        ({"temperature": 0.0}, "temperature must be > 0"),
+    ],
+)
+def test_generator_config_validation(kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        GeneratorConfig(**kw).validate()

@@ -1,0 +1,273 @@
+"""Tournaments on a real Dask LocalCluster (worker processes); no mocks of Dask."""
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from distributed import Client
+
+from elegantpod import Pod, Tournament, cluster
+from elegantpod.checkpoint import load_checkpoint
+
+TINY_PPO = {"ppo": {"num_envs": 8, "horizon": 16}}
+
+
+def wait_until(cond, timeout=30.0, every=0.05):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(every)
+    return False
+
+
+def latest_steps(t, pod):
+    events = [m for m in t.curves(pod) if "env_steps" in m]
+    return events[-1]["env_steps"] if events else None
+
+
+def check_store_intact(store):
+    root = Path(store)
+    for name in ("tournament.json", "leaderboard.json", "pods.json", "state.json"):
+        json.loads((root / name).read_text())
+    for ckpt in root.glob("pods/*/seg-*.pt"):
+        load_checkpoint(ckpt)
+    assert not list(root.rglob("*.tmp"))
+
+
+@pytest.mark.slow
+def test_mixed_tournament_finishes_with_sorted_loadable_leaderboard(client, tmp_path):
+    t = Tournament(
+        env="Pendulum-v1",
+        algos=["ppo", "sac"],
+        pods=4,
+        target_reward=-200,
+        max_seconds=120,
+        store=tmp_path / "s",
+        client=client,
+        seed=1,
+    )
+    t.start()
+    summary = t.wait(timeout=200)
+    assert summary["status"] == "finished" and summary["pods_failed"] == 0
+    board = t.leaderboard
+    assert len(board) >= 2 and list(board["rank"]) == list(range(1, len(board) + 1))
+    assert list(board["score_mean"]) == sorted(board["score_mean"], reverse=True)
+    assert set(board["algo"]) <= {"ppo", "sac"}
+    assert set(t.pods["algo"]) == {"ppo", "sac"}
+    for ckpt in board["checkpoint"]:
+        Pod.from_checkpoint(ckpt)
+    best = t.best()
+    assert best.spec.env_id == "Pendulum-v1"
+    if summary["solved"]:
+        assert summary["best_score"] >= -200
+    check_store_intact(tmp_path / "s")
+    assert (
+        json.loads((tmp_path / "s" / "leaderboard.json").read_text())[0]["pod_id"]
+        == summary["best_pod"]
+    )
+
+
+@pytest.mark.slow
+def test_pause_resume_mutate_stop_reach_a_running_pod(client, tmp_path):
+    t = Tournament(
+        env="CartPole-v1",
+        algos=["ppo"],
+        pods=2,
+        max_seconds=120,
+        segment_steps=10**8,
+        store=tmp_path / "s",
+        client=client,
+    )
+    t.start()
+    try:
+        assert wait_until(lambda: latest_steps(t, "p000") is not None, 30)
+        t.pause("p000")
+        assert t.pod("p000")["status"] == "paused"
+        assert wait_until(lambda: t.curves("p000")[-1].get("status") == "paused", 5)
+        s1 = latest_steps(t, "p000")
+        time.sleep(1.0)
+        assert latest_steps(t, "p000") == s1  # paused: the step count does not grow
+        other = latest_steps(t, "p001")
+        assert wait_until(lambda: latest_steps(t, "p001") > other, 5)  # p001 keeps going
+        t.resume("p000")
+        assert wait_until(lambda: latest_steps(t, "p000") > s1, 5)
+        assert t.pod("p000")["status"] == "running"
+
+        with pytest.raises(ValueError, match="unknown hyperparameter 'learning_rate'"):
+            t.mutate("p000", learning_rate=1e-4)
+        with pytest.raises(ValueError, match="lr must be a number"):
+            t.mutate("p000", lr="fast")
+        with pytest.raises(ValueError, match="unknown pod 'p999'"):
+            t.pause("p999")
+        with pytest.raises(ValueError, match="'hidden' fixes the network"):
+            t.mutate("p000", hidden=(8,))
+        assert t.pod("p000")["hparams"]["lr"] == 3e-3  # untouched by the bad calls
+        t.mutate("p000", lr=1e-4)
+        assert wait_until(lambda: t.curves("p000")[-1].get("lr") == pytest.approx(1e-4), 5)
+
+        t.stop("p000")
+        assert wait_until(lambda: t.pod("p000")["status"] == "stopped", 10)
+        assert t.pod("p001")["status"] == "running"
+    finally:
+        t.stop()
+        t.wait(60)
+    assert t.status == "finished"
+    assert t.pod("p000")["latest_checkpoint"] is not None  # a stopped pod checkpointed
+    check_store_intact(tmp_path / "s")
+
+
+@pytest.mark.slow
+def test_killed_worker_costs_at_most_one_segment(tmp_path):
+    c = cluster(n_workers=2, dashboard_address=None)
+    try:
+        seg = 16384
+        t = Tournament(
+            env="CartPole-v1",
+            algos=["ppo"],
+            pods=2,
+            max_steps=8 * seg,
+            segment_steps=seg,
+            store=tmp_path / "s",
+            client=c,
+        )
+        t.start()
+        assert wait_until(lambda: t.pod("p000")["segment"] >= 1, 60)
+        before = t.pod("p000")
+        nxt = before["segment"] + 1
+        assert wait_until(lambda: any(m["segment"] == nxt for m in t.curves("p000")), 30)
+        victim = next(m["worker"] for m in t.curves("p000") if m["segment"] == nxt)
+        pid = c.run(os.getpid, workers=[victim])[victim]
+        os.kill(pid, signal.SIGKILL)
+        summary = t.wait(timeout=180)
+        assert summary["status"] == "finished" and summary["pods_failed"] == 0
+        assert summary["worker_deaths_survived"] >= 1
+        rerun = load_checkpoint(tmp_path / "s" / "pods" / "p000" / f"seg-{nxt:05d}.pt")
+        # the re-run resumed from the previous checkpoint: the count continues, not from 0
+        assert rerun["env_steps"] == before["env_steps"] + seg
+        check_store_intact(tmp_path / "s")
+    finally:
+        cl = c.cluster
+        c.close()
+        cl.close()
+
+
+@pytest.mark.slow
+def test_pods_in_flight_follow_the_workers(tmp_path):
+    c = cluster(n_workers=1, dashboard_address=None)
+    try:
+        t = Tournament(
+            env="CartPole-v1", algos=["ppo"], pods=3, max_seconds=90, store=tmp_path / "s", client=c
+        )
+        t.start()
+        assert wait_until(lambda: t.pods_in_flight == 1, 30)
+        time.sleep(1.0)
+        assert t.pods_in_flight == 1
+        c.cluster.scale(2)
+        assert wait_until(lambda: t.pods_in_flight == 2, 60)
+        t.stop()
+        t.wait(60)
+    finally:
+        cl = c.cluster
+        c.close()
+        cl.close()
+
+
+@pytest.mark.slow
+def test_resume_after_the_client_is_gone(client, tmp_path):
+    store = tmp_path / "s"
+    first = Client(client.cluster)
+    t = Tournament(
+        env="CartPole-v1", algos=["ppo"], pods=2, max_steps=65536, store=store, client=first
+    )
+    t.start()
+    s1 = t.wait(120)
+    board1 = t.leaderboard
+    segments1 = {r["pod_id"]: r["segment"] for r in json.loads((store / "pods.json").read_text())}
+    first.close()
+    second = Client(client.cluster)
+    try:
+        t2 = Tournament.resume(store, client=second, max_steps=4 * 65536)
+        assert list(t2.leaderboard["pod"]) == list(board1["pod"])  # loaded before start
+        t2.start()
+        s2 = t2.wait(180)
+        assert s2["status"] == "finished"
+        assert s2["env_steps_total"] > s1["env_steps_total"] >= 65536
+        assert s2["best_score"] >= s1["best_score"]
+        assert any(t2.pod(p)["segment"] > n for p, n in segments1.items())
+        with pytest.raises(ValueError, match="already holds a tournament"):
+            Tournament(env="CartPole-v1", algos=["ppo"], pods=2, max_steps=10, store=store)
+    finally:
+        second.close()
+
+
+@pytest.mark.slow
+def test_32_tiny_pods_no_lost_events_and_a_responsive_client(client, tmp_path):
+    t = Tournament(
+        env="CartPole-v1",
+        algos=["ppo"],
+        pods=32,
+        segment_steps=256,
+        max_steps=32 * 256 * 2,
+        eval_episodes=2,
+        hparams=TINY_PPO,
+        store=tmp_path / "s",
+        client=client,
+    )
+    t.start()
+    slowest = 0.0
+    while t.status == "running":
+        t0 = time.perf_counter()
+        assert t.leaderboard is not None
+        t.summary()
+        slowest = max(slowest, time.perf_counter() - t0)
+        time.sleep(0.05)
+    summary = t.wait(300)
+    assert summary["status"] == "finished" and summary["pods_failed"] == 0
+    pods = t.pods
+    assert (pods[pods["pod_id"].isin([f"p{i:03d}" for i in range(32)])]["segment"] >= 1).all()
+    assert t.events_sent > 32
+    assert wait_until(lambda: sum(t.events_received.values()) >= t.events_sent, 15)
+    assert sum(t.events_received.values()) == t.events_sent
+    assert slowest < 0.5, f"client calls blocked for {slowest:.2f}s"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"algos": ["ppo", "a2c"]}, "unknown algorithm 'a2c'"),
+        ({"algos": ["sac"]}, "sac cannot handle action space Discrete"),
+        ({"pods": 0}, "pods must be > 0, got 0"),
+        ({"pods": 2.5}, "pods must be an integer"),
+        ({"env": "CartPol-v1"}, "unknown env id 'CartPol-v1'"),
+        ({"hparams": {"ppo": {"lrr": 1}}}, "unknown hyperparameter 'lrr'"),
+        ({"hparams": {"sac": {"lr": 1}}}, "not in algos"),
+        ({"max_seconds": -1}, "max_seconds must be > 0"),
+    ],
+)
+def test_bad_input_fails_before_any_cluster_work(tmp_path, kwargs, message):
+    args = {
+        "env": "CartPole-v1",
+        "algos": ["ppo"],
+        "pods": 2,
+        "store": tmp_path / "s",
+        "max_seconds": 10,
+        **kwargs,
+    }
+    with pytest.raises(ValueError, match=message):
+        Tournament(**args)
+    assert not (tmp_path / "s").exists()
+
+
+def test_store_of_another_env_is_refused_and_untouched(tmp_path):
+    store = tmp_path / "s"
+    store.mkdir()
+    (store / "tournament.json").write_text('{"env_id": "Pendulum-v1"}')
+    with pytest.raises(ValueError, match="belongs to a tournament on 'Pendulum-v1'"):
+        Tournament(env="CartPole-v1", algos=["ppo"], pods=2, store=store, max_seconds=5)
+    assert (store / "tournament.json").read_text() == '{"env_id": "Pendulum-v1"}'
+    with pytest.raises(ValueError, match="holds no tournament"):
+        Tournament.resume(tmp_path / "empty")
