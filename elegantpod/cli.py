@@ -46,6 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     d = sub.add_parser("demo", help="the showcase run on the embedded default")
     d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--max-seconds", type=float, default=180.0)
     return p
 
 
@@ -153,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
             return _tournament(args)
         from elegantpod.demo import run_demo
 
-        return run_demo(seed=args.seed)
+        return run_demo(seed=args.seed, max_seconds=args.max_seconds)
     except ValueError as exc:  # CheckpointError is a ValueError too
         print(f"elegantpod: error: {exc}", file=sys.stderr)
         return 2

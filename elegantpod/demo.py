@@ -1,39 +1,57 @@
-"""``make demo``: the showcase on the embedded default (a tournament in later releases)."""
+"""``make demo``: a small tournament with PPO and SAC on the embedded Dask cluster."""
 
 from __future__ import annotations
 
+import sys
 import tempfile
+import time
 
 
-def run_demo(seed: int = 0) -> int:
-    """Train a PPO pod on CartPole-v1 and a SAC pod on Pendulum-v1; print a results table."""
-    from elegantpod.training import train
+def run_demo(seed: int = 0, max_seconds: float = 180.0) -> int:
+    """Run a 4-pod PPO + SAC tournament on Pendulum-v1 and print its leaderboard.
 
-    runs = [
-        ("CartPole-v1", "ppo", 475.0, 300_000),
-        ("Pendulum-v1", "sac", -200.0, 40_000),
-    ]
-    out_root = tempfile.mkdtemp(prefix="elegantpod-demo-")
-    rows = []
-    for env, algo, target, budget in runs:
-        r = train(
-            env,
-            algo,
-            seed=seed,
-            target_reward=target,
-            max_steps=budget,
-            out=f"{out_root}/{algo}-{env}",
-            progress=True,
-        )
-        rows.append(r)
-    header = (
-        f"{'env':<14}{'algo':<6}{'solved':<8}{'eval return':>18}{'env steps':>11}{'seconds':>9}"
+    The embedded default is a ``LocalCluster`` with one worker process per CPU core,
+    bound to 127.0.0.1; the store is a fresh temporary directory.
+    """
+    from elegantpod.cluster import cluster
+    from elegantpod.tournament import Tournament
+
+    store = tempfile.mkdtemp(prefix="elegantpod-demo-")
+    t = Tournament(
+        env="Pendulum-v1",
+        algos=["ppo", "sac"],
+        pods=4,
+        target_reward=-200.0,
+        max_seconds=max_seconds,
+        store=store,
+        seed=seed,
     )
-    print("\n" + header + "\n" + "-" * len(header))
-    for r in rows:
-        ret = f"{r.eval_return_mean:.1f} +- {r.eval_return_std:.1f}"
-        print(
-            f"{r.env:<14}{r.algo:<6}{str(r.solved):<8}{ret:>18}{r.env_steps:>11}{r.wall_seconds:>9.1f}"
-        )
-    print(f"\ncheckpoints under {out_root}")
-    return 0 if all(r.solved for r in rows) else 1
+    client = cluster()
+    t.client, t._own_client = client, True
+    print(f"Dask cluster: {client}\ndashboard: {client.dashboard_link}", file=sys.stderr)
+    t.start()
+    last = 0.0
+    while t.status == "running":
+        time.sleep(0.5)
+        if time.monotonic() - last > 5:
+            last = time.monotonic()
+            s = t.summary()
+            best = "-" if s["best_score"] is None else f"{s['best_score']:.1f} ({s['best_pod']})"
+            print(
+                f"[{s['wall_seconds']:5.1f}s] best {best}, pods in flight {t.pods_in_flight}, "
+                f"env steps {s['env_steps_total']}",
+                file=sys.stderr,
+                flush=True,
+            )
+    s = t.wait()
+    board = t.leaderboard
+    cols = ["rank", "pod", "algo", "score_mean", "score_std", "env_steps", "status", "parent"]
+    print("\nLeaderboard")
+    print(board[cols].fillna("-").to_string(index=False, float_format=lambda x: f"{x:.1f}"))
+    print(
+        f"\nsolved={s['solved']} best={s['best_score']:.1f} by {s['best_pod']} in "
+        f"{s['wall_seconds']:.1f}s, {s['env_steps_total']} env steps, "
+        f"{s['pods_total']} pods ({s['pods_failed']} failed)"
+    )
+    print(f"store: {store}")
+    return 0 if s["status"] == "finished" and s["pods_failed"] == 0 else 1

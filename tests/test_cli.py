@@ -138,3 +138,74 @@ def test_python_api_mirrors_cli(tmp_path):
     assert r.env_steps == 2048 and r.checkpoint.endswith("checkpoint.pt")
     with pytest.raises(ValueError, match="unknown hyperparameter 'lr_actor'"):
         elegantpod.train("Pendulum-v1", "sac", lr_actor=1e-3)
+
+
+TOURNAMENT_KEYS = {
+    "solved",
+    "best_score",
+    "best_pod",
+    "wall_seconds",
+    "env_steps_total",
+    "pods_finished",
+    "pods_failed",
+    "worker_deaths_survived",
+}
+
+
+@pytest.mark.slow
+def test_tournament_json_contract(tmp_path):
+    store = tmp_path / "t"
+    p = run(
+        "tournament",
+        "--env",
+        "CartPole-v1",
+        "--algos",
+        "ppo",
+        "--pods",
+        "2",
+        "--workers",
+        "2",
+        "--target-reward",
+        "475",
+        "--max-seconds",
+        "120",
+        "--store",
+        str(store),
+        "--json",
+    )
+    assert p.returncode == 0, p.stderr
+    last = json.loads(p.stdout.strip().splitlines()[-1])
+    assert set(last) >= TOURNAMENT_KEYS
+    assert last["pods_failed"] == 0 and last["env_steps_total"] > 0
+    assert last["best_pod"] in last["best_checkpoint"]
+    assert "rank" in p.stderr  # the leaderboard is printed on stderr
+    board = json.loads((store / "leaderboard.json").read_text())
+    assert board[0]["pod_id"] == last["best_pod"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--algos", "ppo,dqn9"], "unknown algorithm 'dqn9'"),
+        (["--pods", "0"], "pods must be > 0, got 0"),
+        (["--address", "tcp://127.0.0.1:9"], "no Dask scheduler reachable at 'tcp://127.0.0.1:9'"),
+    ],
+)
+def test_tournament_bad_input(args, message, tmp_path):
+    p = run(
+        "tournament",
+        "--env",
+        "CartPole-v1",
+        "--max-seconds",
+        "5",
+        "--store",
+        str(tmp_path / "t"),
+        *args,
+    )
+    assert p.returncode == 2, p.stderr
+    assert message in p.stderr
+
+
+def test_tournament_needs_an_end_condition(tmp_path):
+    p = run("tournament", "--env", "CartPole-v1", "--store", str(tmp_path / "t"))
+    assert p.returncode == 2 and "end condition" in p.stderr

@@ -1,0 +1,184 @@
+"""What running a pod as a Dask task costs: env steps/s in a tournament vs in-process.
+
+Why: the tournament's promise is that Dask only schedules and never slows the pods. The
+same PPO pod (CartPole-v1, default hyperparameters) runs the same ``--segments``
+segments of ``--segment-steps`` env steps twice, side by side in one run:
+
+* **in-process**: ``run_segment`` called in a loop in this process (one torch thread),
+  with no Dask at all;
+* **tournament**: a one-pod ``Tournament`` on a ``LocalCluster`` with one worker
+  process and one thread, with control polling and progress events on.
+
+Two ratios are reported: env steps per second of segment wall time (what Dask costs
+the pod while it runs: control polls and progress events included) and end-to-end env
+steps per wall second over all segments (what it costs including submission, scheduling
+and result handling between segments). The
+generator is switched off (a pod is never replaced) so both sides run the same work.
+Target: the tournament keeps >= 95% of in-process throughput. Medians over ``--seeds``.
+
+Usage::
+
+    python benchmarks/dask_overhead.py [--seeds 3] [--segments 6] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from _common import (
+    default_out,
+    fmt_range,
+    format_table,
+    loadavg,
+    log,
+    machine_info,
+    now_iso,
+    safe_ratio,
+    summarize,
+    write_json_atomic,
+)
+
+from elegantpod import Tournament, cluster
+from elegantpod.agents import PPOConfig
+from elegantpod.config import PodSpec
+from elegantpod.tournament import GeneratorConfig
+from elegantpod.tournament.segment import SegmentTask, run_segment
+
+NAME = "dask_overhead"
+ENV = "CartPole-v1"
+
+
+def in_process(seed: int, segments: int, seg_steps: int, root: Path) -> tuple[float, float]:
+    torch.set_num_threads(1)
+    spec = PodSpec(env_id=ENV, algo="ppo", hparams=PPOConfig(), seed=seed)
+    latest, seg_wall, steps = None, 0.0, 0
+    t0 = time.perf_counter()
+    for k in range(1, segments + 1):
+        ckpt = str(root / f"seg-{k:05d}.pt")
+        res = run_segment(
+            SegmentTask(
+                tournament_id="bench",
+                pod_id="p000",
+                segment=k,
+                spec_json=spec.to_json(),
+                checkpoint=ckpt,
+                resume_from=latest,
+                segment_steps=seg_steps,
+            )
+        )
+        latest = ckpt
+        seg_wall += res.wall_seconds
+        steps += res.env_steps_delta
+    return steps / seg_wall, steps / (time.perf_counter() - t0)
+
+
+def in_tournament(client, seed: int, segments: int, seg_steps: int, root: Path):
+    t = Tournament(
+        env=ENV,
+        algos=["ppo"],
+        pods=1,
+        max_steps=segments * seg_steps,
+        segment_steps=seg_steps,
+        store=root,
+        client=client,
+        seed=seed,
+        generator=GeneratorConfig(ready_segments=10**9),
+    )
+    t0 = time.perf_counter()
+    t.start()
+    s = t.wait()
+    wall = time.perf_counter() - t0
+    seg_wall = t.pod("p000")["wall_seconds"]  # sum of the segments' own wall times
+    return s["env_steps_total"] / seg_wall, s["env_steps_total"] / wall
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--segments", type=int, default=6)
+    p.add_argument("--segment-steps", type=int, default=32768)
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--out", default=None)
+    a = p.parse_args()
+    if a.quick:
+        a.seeds, a.segments, a.segment_steps = 1, 2, 8192
+    out = Path(a.out) if a.out else default_out(NAME, a.quick)
+    info = machine_info()
+    client = cluster(n_workers=1, threads_per_worker=1, dashboard_address=None)
+    rows = {"inproc_inner": [], "dask_inner": [], "inproc_e2e": [], "dask_e2e": []}
+    try:
+        # warm both sides (first torch import, first env build) outside the timing
+        with tempfile.TemporaryDirectory() as d:
+            in_tournament(client, 99, 1, 2048, Path(d) / "s")
+            in_process(99, 1, 2048, Path(d))
+        for seed in range(a.seeds):
+            with tempfile.TemporaryDirectory() as d:
+                i_inner, i_e2e = in_process(seed, a.segments, a.segment_steps, Path(d))
+            with tempfile.TemporaryDirectory() as d:
+                d_inner, d_e2e = in_tournament(
+                    client, seed, a.segments, a.segment_steps, Path(d) / "s"
+                )
+            log(
+                f"seed {seed}: in-process {i_inner:.0f}/{i_e2e:.0f} steps/s, "
+                f"tournament {d_inner:.0f}/{d_e2e:.0f} steps/s (inner/end-to-end)"
+            )
+            rows["inproc_inner"].append(i_inner)
+            rows["dask_inner"].append(d_inner)
+            rows["inproc_e2e"].append(i_e2e)
+            rows["dask_e2e"].append(d_e2e)
+    finally:
+        cl = client.cluster
+        client.close()
+        cl.close()
+    res = {k: summarize(v) for k, v in rows.items()}
+    ratio_inner = safe_ratio(res["dask_inner"]["median"], res["inproc_inner"]["median"])
+    ratio_e2e = safe_ratio(res["dask_e2e"]["median"], res["inproc_e2e"]["median"])
+    info["loadavg_at_end"] = loadavg()
+    data = {
+        "benchmark": NAME,
+        "machine": info,
+        "date": now_iso(),
+        "quick": a.quick,
+        "env_id": ENV,
+        "algo": "ppo",
+        "seeds": a.seeds,
+        "segments": a.segments,
+        "segment_steps": a.segment_steps,
+        "unit": "env steps per second",
+        "results": res,
+        "ratio_inner": ratio_inner,
+        "ratio_end_to_end": ratio_e2e,
+        "target": {
+            "description": "tournament >= 0.95x in-process (end to end)",
+            "met": ratio_e2e >= 0.95,
+        },
+    }
+    write_json_atomic(out, data)
+    print(
+        format_table(
+            ["measure", "in-process", "tournament (Dask)", "ratio"],
+            [
+                [
+                    "pod steps/s within segments",
+                    fmt_range(res["inproc_inner"]),
+                    fmt_range(res["dask_inner"]),
+                    f"{ratio_inner:.3f}",
+                ],
+                [
+                    "end-to-end env steps / wall s",
+                    fmt_range(res["inproc_e2e"]),
+                    fmt_range(res["dask_e2e"]),
+                    f"{ratio_e2e:.3f}",
+                ],
+            ],
+        )
+    )
+    print(f"target >= 0.95 end to end: {'met' if ratio_e2e >= 0.95 else 'NOT met'}; wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
