@@ -35,6 +35,8 @@ bench:
 	$(MAKE) setup EXTRAS=test,bench
 	$(PY) benchmarks/env_throughput.py
 	$(PY) benchmarks/time_to_solve.py
+	$(PY) benchmarks/dask_overhead.py
+	$(PY) benchmarks/tournament_vs_sweep.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
