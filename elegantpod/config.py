@@ -71,8 +71,8 @@ def _coerce(value: Any, tp: Any, name: str) -> Any:
             f = float(value)
         except (TypeError, ValueError):
             raise ValueError(f"{name} must be a number, got {value!r}") from None
-        if math.isnan(f):
-            raise ValueError(f"{name} must be a number, got {value!r}")
+        if not math.isfinite(f):
+            raise ValueError(f"{name} must be a finite number, got {value!r}")
         return f
     if tp is str:
         return str(value)
@@ -118,8 +118,12 @@ def positive(name: str, value: float | int | None, *, allow_none: bool = False) 
     """Raise ``ValueError`` naming ``name`` unless ``value`` is > 0."""
     if value is None and allow_none:
         return
-    if value is None or isinstance(value, bool) or not value > 0:
+    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{name} must be a number > 0, got {value!r}")
+    if not value > 0:
         raise ValueError(f"{name} must be > 0, got {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value!r}")
 
 
 def in_range(name: str, value: float, low: float, high: float) -> None:
@@ -161,8 +165,8 @@ class PodSpec:
         positive("max_seconds", self.max_seconds, allow_none=True)
         positive("eval_episodes", self.eval_episodes)
         positive("eval_every_steps", self.eval_every_steps, allow_none=True)
-        if self.target_reward is not None and math.isnan(self.target_reward):
-            raise ValueError("target_reward must be a number, got nan")
+        if self.target_reward is not None and not math.isfinite(self.target_reward):
+            raise ValueError(f"target_reward must be a finite number, got {self.target_reward!r}")
         if self.hparams is not None:
             self.hparams.validate()
 

@@ -221,9 +221,13 @@ class Pod:
         return self.evaluator.evaluate(self.learner)
 
     # -- checkpoints --------------------------------------------------------------------
-    def save(self, path: str | Path | None = None) -> Path:
-        """Write an atomic checkpoint (to ``out_dir/checkpoint.pt`` by default)."""
-        path = Path(path) if path is not None else self.checkpoint_path
+    def save(self, path: str | Path | None = None) -> str:
+        """Write an atomic checkpoint (to ``out_dir/checkpoint.pt`` by default).
+
+        ``path`` may be a local path or an fsspec URL (``s3://...``); it is passed on as
+        given, since ``Path`` would mangle a URL's ``//``.
+        """
+        path = path if path is not None else self.checkpoint_path
         if path is None:
             raise ValueError("no checkpoint path: give one or construct the pod with out_dir")
         return save_checkpoint(
@@ -264,9 +268,9 @@ class Pod:
         if not restore_rng:
             self.learner.generator.manual_seed(self.spec.seed)
             return
-        torch.set_rng_state(data["torch_rng"])
+        torch.set_rng_state(data["torch_rng"].cpu())  # RNG states are CPU byte tensors
         if data.get("env_rng") is not None and hasattr(self.env, "generator"):
-            self.env.generator.set_state(data["env_rng"])
+            self.env.generator.set_state(data["env_rng"].cpu())
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, device: str | None = None) -> Pod:

@@ -22,7 +22,8 @@ def test_replace_checked_coerces_strings_to_field_types():
         ({"lr": "fast"}, "lr must be a number, got 'fast'"),
         ({"normalize_obs": "maybe"}, "normalize_obs must be a boolean"),
         ({"lr": "-1"}, "lr must be > 0, got -1.0"),
-        ({"gamma": "nan"}, "gamma must be a number"),
+        ({"gamma": "nan"}, "gamma must be a finite number"),
+        ({"lr": "inf"}, "lr must be a finite number"),
     ],
 )
 def test_replace_checked_names_bad_values(overrides, message):

@@ -126,5 +126,5 @@ class Learner(ABC):
             if k in state.get("optimizers", {}):
                 o.load_state_dict(state["optimizers"][k])
         if "generator" in state:
-            self.generator.set_state(state["generator"])
+            self.generator.set_state(state["generator"].cpu())
         self._apply_lr()

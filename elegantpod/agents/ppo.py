@@ -185,7 +185,8 @@ class PPO(Learner):
         c = self.config
         T, N = batch.reward.shape
         with torch.no_grad():
-            self.obs_norm.update(batch.obs)
+            # Normalize with the statistics the rollout was collected under, so that
+            # old_logp is the behaviour policy's; the statistics move after the epochs.
             obs = self.obs_norm(batch.obs.reshape(T * N, -1))
             next_obs = self.obs_norm(batch.next_obs.reshape(T * N, -1))
             value = self.critic(obs).view(T, N)
@@ -209,7 +210,7 @@ class PPO(Learner):
                 ratio = log_ratio.exp()
                 adv = advantage[idx]
                 if c.normalize_advantage:
-                    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                    adv = (adv - adv.mean()) / (adv.std(unbiased=False) + 1e-8)
                 l_clip = torch.min(ratio * adv, ratio.clamp(1 - c.clip_coef, 1 + c.clip_coef) * adv)
                 l_vf = 0.5 * (self.critic(obs[idx]).squeeze(-1) - ret[idx]).square().mean()
                 s = entropy.mean()
@@ -224,6 +225,7 @@ class PPO(Learner):
                     clipfrac = ((ratio - 1).abs() > c.clip_coef).float().mean()
                     sums += torch.stack((-l_clip.mean(), l_vf, s, approx_kl, clipfrac))
                 steps += 1
+        self.obs_norm.update(batch.obs)
         sums = (sums / max(steps, 1)).tolist()
         keys = (
             "losses/policy",

@@ -57,6 +57,16 @@ class _HybridMethod:
 
 
 LOOP_SECONDS = 0.1
+MAX_TRANSIENT_FAILURES = 20
+
+
+def _transient_errors() -> tuple[type[BaseException], ...]:
+    from distributed.comm.core import CommClosedError
+
+    return (OSError, CommClosedError)
+
+
+TRANSIENT_ERRORS = _transient_errors()
 
 
 class Tournament:
@@ -107,6 +117,9 @@ class Tournament:
             options["generator"] = GeneratorConfig(**options["generator"])
         if isinstance(pods, bool) or not isinstance(pods, int):
             raise ValueError(f"pods must be an integer >= 1, got {pods!r}")
+        algos = tuple(get_algo(a).name for a in algos)  # "PPO" -> "ppo", unknown -> error
+        if isinstance(options.get("hparams"), dict):
+            options["hparams"] = {get_algo(k).name: dict(v) for k, v in options["hparams"].items()}
         spec = TournamentSpec(
             env_id=env,
             algos=tuple(algos),
@@ -171,7 +184,10 @@ class Tournament:
         saved = s.read_json("tournament.json")
         if saved is None:
             raise ValueError(f"store {s.url!r} holds no tournament (no tournament.json)")
-        spec = dataclasses.replace(TournamentSpec.from_dict(saved), **overrides)
+        try:
+            spec = dataclasses.replace(TournamentSpec.from_dict(saved), **overrides)
+        except TypeError as exc:
+            raise ValueError(f"bad resume override: {exc}") from exc
         opts = {
             f.name: getattr(spec, f.name)
             for f in dataclasses.fields(spec)
@@ -193,13 +209,15 @@ class Tournament:
         state = s.read_json("state.json", {})
         t._records = {d["pod_id"]: PodRecord.from_dict(d) for d in s.read_json("pods.json", [])}
         for rec in t._records.values():
-            if rec.status == "running":
+            if rec.status in ("running", "idle"):
                 rec.status = "queued"
         t._entries = [lb.Entry.from_dict(d) for d in s.read_json("leaderboard.json", [])]
         t._total_steps = int(state.get("total_steps", 0))
         t._elapsed_before = float(state.get("elapsed_seconds", 0.0))
         t.worker_deaths_survived = int(state.get("worker_deaths_survived", 0))
-        t._next_index = int(state.get("next_index", len(t._records)))
+        # pods.json is written before state.json: never reuse an id that a record holds
+        highest = max((int(p[1:]) for p in t._records if p[1:].isdigit()), default=-1)
+        t._next_index = max(int(state.get("next_index", 0)), highest + 1)
         t._rng.seed(f"{spec.seed}-{t._next_index}")
         return t
 
@@ -280,7 +298,8 @@ class Tournament:
             learner = get_algo(rec.algo)
             new = replace_checked(learner.config_cls(**_tuples(learner, rec.hparams)), hparams)
             for key in hparams:
-                if key in learner.structural_hparams and getattr(new, key) != rec.hparams.get(key):
+                old = _tuples(learner, rec.hparams).get(key)
+                if key in learner.structural_hparams and getattr(new, key) != old:
                     raise ValueError(
                         f"{key!r} fixes the network or buffer shapes of pod "
                         f"{pod!r}; it cannot change live"
@@ -311,8 +330,8 @@ class Tournament:
                         pod_id=pid,
                         algo=r.algo,
                         hparams=r.hparams,
-                        score_mean=r.score_mean or math.nan,
-                        score_std=r.score_std or math.nan,
+                        score_mean=math.nan if r.score_mean is None else r.score_mean,
+                        score_std=math.nan if r.score_std is None else r.score_std,
                         env_steps=r.env_steps,
                         wall_seconds=r.wall_seconds,
                         checkpoint=r.latest_checkpoint,
@@ -456,7 +475,9 @@ class Tournament:
                 "wall_seconds": self._elapsed(),
                 "env_steps_total": self._total_steps,
                 "pods_total": len(self._records),
-                "pods_finished": sum(statuses[s] for s in ("finished", "stopped", "replaced")),
+                "pods_finished": sum(
+                    1 for r in self._records.values() if r.segment >= 1 and r.status != "failed"
+                ),
                 "pods_failed": statuses["failed"],
                 "worker_deaths_survived": self.worker_deaths_survived,
                 "store": self.store.url,
@@ -609,46 +630,63 @@ class Tournament:
             rec.status = "running"
 
     def _loop(self) -> None:
-        from distributed import wait
-
+        failures = 0
         try:
             while True:
-                with self._lock:
-                    self._drain_events()
-                    if self._should_end():
-                        break
-                    capacity, uses_gpu = self._capacity()
-                    # Fair share: the pod with the fewest finished segments goes first, so a
-                    # population larger than the cluster trains round-robin.
-                    runnable = sorted(
-                        (
-                            r
-                            for r in self._records.values()
-                            if r.status == "queued" and not self._in_flight(r.pod_id)
-                        ),
-                        key=lambda r: (r.segment, r.pod_id),
-                    )
-                    for rec in runnable[: max(0, capacity - len(self._futures))]:
-                        self._submit(rec, uses_gpu)
-                    futures = list(self._futures)
-                if not futures:
-                    time.sleep(LOOP_SECONDS)
-                    continue
                 try:
-                    done = wait(futures, timeout=LOOP_SECONDS, return_when="FIRST_COMPLETED").done
-                except TimeoutError:
-                    continue
-                with self._lock:
-                    self._drain_events()
-                    for fut in done:
-                        self._handle(fut)
-                del done, futures
+                    if self._step():
+                        break
+                    failures = 0
+                except TRANSIENT_ERRORS as exc:
+                    # A scheduler hiccup or a slow store write must not end a tournament
+                    # of many hours: retry, and give up only if it persists.
+                    failures += 1
+                    self._error = f"transient ({failures}): {type(exc).__name__}: {exc}"
+                    if failures > MAX_TRANSIENT_FAILURES:
+                        raise
+                    time.sleep(min(5.0, 0.2 * failures))
+            self._error = None if self._status != "failed" else self._error
             self._finish()
         except Exception:
             self._error = traceback.format_exc()
             self._status = "failed"
             with contextlib.suppress(Exception):
                 self._finish()
+
+    def _step(self) -> bool:
+        """One round: submit what fits, handle what finished. True when it is time to end."""
+        from distributed import wait
+
+        with self._lock:
+            self._drain_events()
+            if self._should_end():
+                return True
+            capacity, uses_gpu = self._capacity()
+            # Fair share: the pod with the fewest finished segments goes first, so a
+            # population larger than the cluster trains round-robin.
+            runnable = sorted(
+                (
+                    r
+                    for r in self._records.values()
+                    if r.status == "queued" and not self._in_flight(r.pod_id)
+                ),
+                key=lambda r: (r.segment, r.pod_id),
+            )
+            for rec in runnable[: max(0, capacity - len(self._futures))]:
+                self._submit(rec, uses_gpu)
+            futures = list(self._futures)
+        if not futures:
+            time.sleep(LOOP_SECONDS)
+            return False
+        try:
+            done = wait(futures, timeout=LOOP_SECONDS, return_when="FIRST_COMPLETED").done
+        except TimeoutError:
+            return False
+        with self._lock:
+            self._drain_events()
+            for fut in done:
+                self._handle(fut)
+        return False
 
     def _should_end(self) -> bool:
         s = self.spec
@@ -681,8 +719,10 @@ class Tournament:
                     fut.cancel()
             self._futures.clear()
             for rec in self._records.values():
-                if rec.status in ACTIVE:
-                    rec.status = "stopped" if rec.stop_requested else "queued"
+                if rec.stop_requested and rec.status in ACTIVE:
+                    rec.status = "stopped"
+                elif rec.status in ("queued", "running"):
+                    rec.status = "idle"  # alive, not running: Tournament.resume continues it
             self._elapsed_before = self._elapsed()
             self._started_at = None
             if self._status != "failed":
@@ -698,6 +738,8 @@ class Tournament:
                     cl.close()
             except Exception:
                 pass
+            self.client = None  # a later start() makes a new one
+        self._variables.clear()
 
     def _handle(self, fut, ending: bool = False) -> None:
         from distributed.scheduler import KilledWorker
@@ -721,7 +763,11 @@ class Tournament:
         if isinstance(exc, KilledWorker) and rec.retries < self.spec.max_retries:
             rec.retries += 1
             self.worker_deaths_survived += 1
-            rec.status = "queued" if not rec.stop_requested else "stopped"
+            self._event_workers.pop((rec.pod_id, rec.segment + 1), None)  # counted here
+            if rec.stop_requested:
+                rec.status = "stopped"
+            elif rec.status != "paused":
+                rec.status = "queued"
         else:
             rec.status = "failed"
             rec.error = f"{type(exc).__name__}: {exc}"
@@ -732,13 +778,14 @@ class Tournament:
         if first_worker and res.worker and first_worker != res.worker:
             self.worker_deaths_survived += 1  # Dask re-ran the segment after a worker died
         self.events_sent += res.events_sent
+        # from the record, not the task: a re-run that found its checkpoint reports 0
+        self._total_steps += max(0, res.env_steps - rec.env_steps)
         rec.segment = res.segment
         rec.env_steps = res.env_steps
         rec.latest_checkpoint = res.checkpoint
         rec.score_mean, rec.score_std = res.score_mean, res.score_std
         rec.wall_seconds += res.wall_seconds
         rec.steps_per_second = res.steps_per_second
-        self._total_steps += res.env_steps_delta
         entry = lb.Entry(
             pod_id=rec.pod_id,
             algo=rec.algo,
@@ -757,10 +804,10 @@ class Tournament:
             self._solved = True
         if rec.stop_requested:
             rec.status = "stopped"
-        elif ending or self._solved or self._stop_requested:
-            rec.status = "finished"
         elif rec.status == "paused":
             pass  # stays paused and queued-off until resumed
+        elif ending or self._solved or self._stop_requested:
+            rec.status = "idle"
         elif should_replace(
             res.score_mean, self._entries, self.spec.generator, rec.segment
         ) and not any(e.pod_id == rec.pod_id for e in lb.rank(self._entries)[:1]):

@@ -204,6 +204,7 @@ def run_segment(task: SegmentTask) -> SegmentResult:
         pod.save(task.checkpoint)
     else:
         ev = pod.evaluate()
+    hp = dataclasses.asdict(pod.learner.config)  # live mutations included
     wall = time.perf_counter() - start_wall
     target = spec.target_reward
     events.publish(

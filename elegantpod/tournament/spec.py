@@ -53,8 +53,22 @@ class TournamentSpec:
         positive("eval_episodes", self.eval_episodes)
         for name in ("max_seconds", "max_steps", "segment_steps", "segment_seconds"):
             positive(name, getattr(self, name), allow_none=True)
-        if self.target_reward is not None and math.isnan(self.target_reward):
-            raise ValueError("target_reward must be a number, got nan")
+        if self.target_reward is not None and not math.isfinite(self.target_reward):
+            raise ValueError(f"target_reward must be a finite number, got {self.target_reward!r}")
+        for name in ("pods", "leaderboard_size", "eval_episodes", "seed", "max_retries"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{name} must be an integer, got {value!r}")
+        for name in ("max_steps", "segment_steps"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ValueError(f"{name} must be an integer, got {value!r}")
+        try:
+            import torch
+
+            torch.device(self.device)
+        except (RuntimeError, TypeError) as exc:
+            raise ValueError(f"unknown device {self.device!r}") from exc
         if not self.algos:
             raise ValueError("algos must name at least one algorithm")
         if self.max_retries < 0:
@@ -92,7 +106,7 @@ class PodRecord:
     mutation: dict[str, Any] = field(default_factory=dict)
     parent_checkpoint: str | None = None
     status: str = "queued"
-    """queued, running, paused, finished, stopped, replaced or failed."""
+    """queued, running, paused, idle (alive, tournament ended), stopped, replaced or failed."""
     segment: int = 0
     """Segments completed."""
     env_steps: int = 0

@@ -186,11 +186,13 @@ def test_resume_after_the_client_is_gone(client, tmp_path):
     t.start()
     s1 = t.wait(120)
     board1 = t.leaderboard
+    assert set(t.pods["status"]) <= {"idle", "replaced"}  # every live pod is resumable
     segments1 = {r["pod_id"]: r["segment"] for r in json.loads((store / "pods.json").read_text())}
     first.close()
     second = Client(client.cluster)
     try:
         t2 = Tournament.resume(store, client=second, max_steps=4 * 65536)
+        assert set(t2.pods["status"]) <= {"queued", "replaced"}
         assert list(t2.leaderboard["pod"]) == list(board1["pod"])  # loaded before start
         t2.start()
         s2 = t2.wait(180)
@@ -271,3 +273,33 @@ def test_store_of_another_env_is_refused_and_untouched(tmp_path):
     assert (store / "tournament.json").read_text() == '{"env_id": "Pendulum-v1"}'
     with pytest.raises(ValueError, match="holds no tournament"):
         Tournament.resume(tmp_path / "empty")
+
+
+def test_infinite_values_are_refused_up_front(tmp_path):
+    for kwargs, message in [
+        ({"max_seconds": float("inf")}, "max_seconds must be finite"),
+        ({"target_reward": float("inf")}, "target_reward must be a finite"),
+        ({"hparams": {"ppo": {"lr": float("inf")}}}, "lr must be a finite"),
+    ]:
+        args = {
+            "env": "CartPole-v1",
+            "algos": ["ppo"],
+            "pods": 2,
+            "store": tmp_path / "s",
+            "max_steps": 10,
+            **kwargs,
+        }
+        with pytest.raises(ValueError, match=message):
+            Tournament(**args)
+
+
+def test_algorithm_names_are_normalized(tmp_path):
+    t = Tournament(
+        env="Pendulum-v1",
+        algos="PPO, Sac",
+        pods=2,
+        max_steps=10,
+        store=tmp_path / "s",
+        hparams={"SAC": {"lr": 3e-4}},
+    )
+    assert t.spec.algos == ("ppo", "sac") and t.spec.hparams == {"sac": {"lr": 3e-4}}

@@ -1,0 +1,57 @@
+"""run_segment in-process (no Dask): the unit that workers run, on a URL store too."""
+
+from elegantpod.agents import PPOConfig
+from elegantpod.checkpoint import load_checkpoint
+from elegantpod.config import PodSpec
+from elegantpod.tournament.segment import SegmentTask, run_segment
+from elegantpod.tournament.store import Store
+
+SPEC = PodSpec(env_id="CartPole-v1", algo="ppo", hparams=PPOConfig(num_envs=8, horizon=32), seed=3)
+
+
+def task(store, seg, resume_from=None, **kw):
+    return SegmentTask(
+        tournament_id="t",
+        pod_id="p000",
+        segment=seg,
+        spec_json=SPEC.to_json(),
+        checkpoint=store.checkpoint("p000", seg),
+        resume_from=resume_from,
+        segment_steps=1024,
+        **kw,
+    )
+
+
+def test_segments_chain_through_an_fsspec_url_store():
+    store = Store("memory://elegantpod-segment-test/run")
+    store.ensure()
+    first = run_segment(task(store, 1))
+    assert first.checkpoint.startswith("memory://") and first.env_steps == 1024
+    second = run_segment(task(store, 2, resume_from=first.checkpoint))
+    assert second.env_steps == 2048 and second.env_steps_delta == 1024
+    assert load_checkpoint(second.checkpoint)["env_steps"] == 2048
+
+
+def test_a_rerun_of_a_finished_segment_reuses_its_checkpoint(tmp_path):
+    store = Store(tmp_path)
+    store.ensure()
+    first = run_segment(task(store, 1))
+    again = run_segment(task(store, 1))  # e.g. Dask re-ran it after a worker death
+    assert again.env_steps == first.env_steps and again.env_steps_delta == 0
+
+
+def test_child_copies_parent_weights_but_keeps_its_own_seed(tmp_path):
+    store = Store(tmp_path)
+    store.ensure()
+    parent = run_segment(task(store, 1))
+    child = SegmentTask(
+        tournament_id="t",
+        pod_id="p001",
+        segment=1,
+        spec_json=SPEC.to_json(),
+        checkpoint=store.checkpoint("p001", 1),
+        parent_checkpoint=parent.checkpoint,
+        segment_steps=1024,
+    )
+    res = run_segment(child)
+    assert res.env_steps == 2048  # the parent's experience is inherited
