@@ -494,6 +494,59 @@ class Tournament:
             best = lb.rank(self._entries)[0]
         return Pod.from_checkpoint(best.checkpoint, device=device)
 
+    def cluster_info(self) -> dict[str, Any]:
+        """Workers, threads, memory, GPUs, pods in flight and the Dask dashboard link."""
+        info: dict[str, Any] = {
+            "workers": 0,
+            "threads": 0,
+            "memory_bytes": 0,
+            "gpus": 0,
+            "pods_in_flight": self.pods_in_flight,
+            "dashboard": None,
+            "can_scale": False,
+        }
+        client = self.client
+        if client is None:
+            return info
+        workers = client.scheduler_info(n_workers=-1).get("workers", {})
+        info.update(
+            workers=len(workers),
+            threads=sum(int(w.get("nthreads", 0)) for w in workers.values()),
+            memory_bytes=sum(int(w.get("memory_limit") or 0) for w in workers.values()),
+            gpus=sum(int(w.get("resources", {}).get("GPU", 0)) for w in workers.values()),
+            dashboard=getattr(client, "dashboard_link", None),
+            can_scale=hasattr(getattr(client, "cluster", None), "scale"),
+        )
+        return info
+
+    def scale(self, n_workers: int) -> None:
+        """Ask the cluster for ``n_workers`` workers (LocalCluster, Gateway, Kubernetes...)."""
+        if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 0:
+            raise ValueError(f"n_workers must be an integer >= 0, got {n_workers!r}")
+        cluster = getattr(self.client, "cluster", None)
+        if cluster is None or not hasattr(cluster, "scale"):
+            raise ValueError("this client's cluster cannot be scaled from here")
+        cluster.scale(n_workers)
+
+    def dashboard(self, refresh_seconds: float = 1.0):
+        """The live ipywidgets dashboard bound to this tournament (needs ``ipywidgets``)."""
+        from elegantpod.widgets.dashboard import Dashboard
+
+        return Dashboard(self, refresh_seconds=refresh_seconds)
+
+    def _repr_html_(self) -> str:
+        from elegantpod.widgets.html import leaderboard_html
+
+        s = self.summary()
+        title = f"Tournament on {self.spec.env_id}: {s['status']}, {s['pods_total']} pods"
+        return leaderboard_html(self.leaderboard, title)
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        try:
+            return self.dashboard().widget._repr_mimebundle_(include=include, exclude=exclude)
+        except ImportError:
+            return {"text/html": self._repr_html_(), "text/plain": repr(self)}
+
     def __repr__(self) -> str:
         s = self.summary()
         return (

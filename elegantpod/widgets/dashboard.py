@@ -1,0 +1,316 @@
+"""The live dashboard: watch and steer a running tournament from Jupyter.
+
+A thin view: every button calls a public :class:`~elegantpod.tournament.Tournament`
+method (``pause``, ``resume``, ``stop``, ``mutate``, ``add_pod``, ``scale``) and every
+panel reads public views (``leaderboard``, ``pods``, ``curves``, ``lineage``,
+``cluster_info``, ``summary``). A daemon thread refreshes it about once a second without
+blocking the kernel; table cells are diffed, so only changed cells send messages.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+import time
+from typing import Any
+
+import ipywidgets as W
+
+from elegantpod.agents import get_algo
+from elegantpod.widgets.html import COLUMNS, fmt, leaderboard_rows
+
+
+def parse_hparams(text: str) -> dict[str, str]:
+    """``"lr=1e-3, gamma=0.98"`` -> ``{"lr": "1e-3", "gamma": "0.98"}`` (values checked later)."""
+    out = {}
+    for part in (p.strip() for p in text.replace(";", ",").split(",")):
+        if not part:
+            continue
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"expected name=value, got {part!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+class Dashboard:
+    """ipywidgets dashboard bound to a tournament; display ``dashboard.widget``.
+
+    Parameters
+    ----------
+    tournament
+        The tournament to watch and steer.
+    refresh_seconds
+        Interval of the background refresh (at least 0.2 s); ``0`` disables it (call
+        :meth:`refresh` yourself).
+    """
+
+    def __init__(self, tournament, refresh_seconds: float = 1.0):
+        self.t = tournament
+        self.refresh_seconds = refresh_seconds
+        self._cells: list[list[W.HTML]] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._curve_drawn_at = 0.0
+        self._curve_count = -1
+
+        self.header = W.HTML()
+        header_cells = [W.HTML(f"<b>{c}</b>") for c in COLUMNS]
+        self.table = W.GridBox(
+            header_cells,
+            layout=W.Layout(
+                grid_template_columns=f"repeat({len(COLUMNS)}, auto)", grid_gap="2px 12px"
+            ),
+        )
+        self.message = W.HTML()
+
+        self.pod_select = W.Dropdown(description="pod", options=[])
+        self.pause_button = W.Button(description="Pause", icon="pause")
+        self.resume_button = W.Button(description="Resume", icon="play")
+        self.stop_button = W.Button(description="Stop", icon="stop", button_style="danger")
+        self.hparam_select = W.Dropdown(description="hparam", options=[])
+        self.hparam_value = W.Text(description="value", placeholder="e.g. 3e-4")
+        self.mutate_button = W.Button(description="Mutate", icon="random")
+        self.pause_button.on_click(lambda _: self._act("pause", self.t.pause))
+        self.resume_button.on_click(lambda _: self._act("resume", self.t.resume))
+        self.stop_button.on_click(lambda _: self._act("stop", self.t.stop))
+        self.mutate_button.on_click(lambda _: self._mutate())
+        self.pod_select.observe(lambda _: self._fill_hparams(), names="value")
+
+        self.algo_select = W.Dropdown(description="algo", options=list(self.t.spec.algos))
+        self.parent_select = W.Dropdown(description="parent", options=[("none", None)])
+        self.new_hparams = W.Text(description="hparams", placeholder="lr=1e-3, gamma=0.98")
+        self.add_button = W.Button(description="Add pod", icon="plus", button_style="success")
+        self.add_button.on_click(lambda _: self._add())
+
+        self.curves = W.Output()
+        self.cluster = W.HTML()
+        self.scale_up = W.Button(description="+1 worker", icon="plus")
+        self.scale_down = W.Button(description="-1 worker", icon="minus")
+        self.scale_up.on_click(lambda _: self._scale(+1))
+        self.scale_down.on_click(lambda _: self._scale(-1))
+        self.lineage = W.HTML()
+
+        controls = W.VBox(
+            [
+                W.HBox([self.pod_select, self.pause_button, self.resume_button, self.stop_button]),
+                W.HBox([self.hparam_select, self.hparam_value, self.mutate_button]),
+                W.HBox([self.algo_select, self.parent_select, self.new_hparams, self.add_button]),
+                self.message,
+            ]
+        )
+        cluster_box = W.VBox([self.cluster, W.HBox([self.scale_up, self.scale_down])])
+        tabs = W.Tab([W.VBox([self.table]), self.curves, cluster_box, self.lineage])
+        for i, name in enumerate(["Leaderboard", "Curves", "Cluster", "Lineage"]):
+            tabs.set_title(i, name)
+        self.widget = W.VBox([self.header, tabs, controls])
+        self.refresh()
+        self._thread = None
+        if refresh_seconds:
+            self._thread = threading.Thread(
+                target=self._run, daemon=True, name="elegantpod-dashboard"
+            )
+            self._thread.start()
+
+    # -- actions: each is one public Tournament call -----------------------------------
+    def _say(self, text: str, error: bool = False) -> None:
+        color = "#b71c1c" if error else "#1b5e20"
+        self.message.value = f'<span style="color:{color}">{fmt(text)}</span>'
+
+    def _act(self, label: str, method) -> None:
+        pod = self.pod_select.value
+        if pod is None:
+            self._say("choose a pod first", error=True)
+            return
+        try:
+            method(pod)
+        except ValueError as exc:
+            self._say(str(exc), error=True)
+        else:
+            self._say(f"{label} {pod}: done")
+            self.refresh()
+
+    def _mutate(self) -> None:
+        pod, name, value = self.pod_select.value, self.hparam_select.value, self.hparam_value.value
+        if pod is None or name is None:
+            self._say("choose a pod and a hyperparameter", error=True)
+            return
+        try:
+            self.t.mutate(pod, **{name: value})
+        except ValueError as exc:
+            self._say(str(exc), error=True)
+        else:
+            self._say(f"{pod}: {name} = {value}")
+            self.refresh()
+
+    def _add(self) -> None:
+        try:
+            pod = self.t.add_pod(
+                algo=self.algo_select.value,
+                parent=self.parent_select.value,
+                **parse_hparams(self.new_hparams.value),
+            )
+        except ValueError as exc:
+            self._say(str(exc), error=True)
+        else:
+            self._say(f"added {pod}")
+            self.refresh()
+
+    def _scale(self, delta: int) -> None:
+        try:
+            n = max(0, self.t.cluster_info()["workers"] + delta)
+            self.t.scale(n)
+        except ValueError as exc:
+            self._say(str(exc), error=True)
+        else:
+            self._say(f"scaling to {n} workers")
+
+    # -- refresh ---------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stop.wait(max(0.2, self.refresh_seconds)):
+            with contextlib.suppress(Exception):  # a refresh must never kill the thread
+                self.refresh()
+            if self.t.status in ("finished", "failed"):
+                with contextlib.suppress(Exception):
+                    self.refresh()
+                break
+
+    def close(self) -> None:
+        """Stop refreshing and close the widgets."""
+        self._stop.set()
+        self.widget.close()
+
+    def refresh(self) -> None:
+        """Pull the tournament's state into the widgets (diffed: unchanged cells stay)."""
+        with self._lock:
+            s = self.t.summary()
+            best = "-" if s["best_score"] is None else f"{fmt(s['best_score'])} ({s['best_pod']})"
+            self._set(
+                self.header,
+                (
+                    f"<b>{fmt(self.t.spec.env_id)}</b> tournament: {fmt(s['status'])} · best "
+                    f"{best} · {fmt(s['wall_seconds'])} s · "
+                    f"{fmt(s['env_steps_total'])} env steps · "
+                    f"{s['pods_total']} pods, {s['pods_failed']} failed"
+                ),
+            )
+            board = self.t.leaderboard
+            self._update_table(leaderboard_rows(board))
+            pods = sorted(self.t.pods["pod_id"]) if len(self.t.pods) else []
+            if list(self.pod_select.options) != pods:
+                keep = self.pod_select.value
+                self.pod_select.options = pods
+                self.pod_select.value = keep if keep in pods else (pods[0] if pods else None)
+            parents = [("none", None)] + [(p, p) for p in board["pod"]]
+            if list(self.parent_select.options) != parents:
+                keep = self.parent_select.value
+                self.parent_select.options = parents
+                self.parent_select.value = keep if keep in [v for _, v in parents] else None
+            if not self.hparam_select.options:
+                self._fill_hparams()
+            self._refresh_cluster()
+            self._refresh_lineage()
+            self._refresh_curves()
+
+    @staticmethod
+    def _set(widget, value) -> None:
+        if widget.value != value:
+            widget.value = value
+
+    def _update_table(self, rows: list[list[str]]) -> None:
+        while len(self._cells) < len(rows):
+            cells = [W.HTML() for _ in COLUMNS]
+            self._cells.append(cells)
+            self.table.children = (*self.table.children, *cells)
+        for i, cells in enumerate(self._cells):
+            values = rows[i] if i < len(rows) else [""] * len(COLUMNS)
+            for cell, value in zip(cells, values, strict=True):
+                text = f"<b>{value}</b>" if i == 0 and value else value
+                self._set(cell, text)
+
+    def _fill_hparams(self) -> None:
+        pod = self.pod_select.value
+        if pod is None:
+            return
+        rec = self.t.pod(pod)
+        learner = get_algo(rec["algo"])
+        names = [
+            f.name
+            for f in dataclasses.fields(learner.config_cls)
+            if f.name not in learner.structural_hparams
+        ]
+        if list(self.hparam_select.options) != names:
+            self.hparam_select.options = names
+        name = self.hparam_select.value
+        if name is not None:
+            self.hparam_value.placeholder = f"now {rec['hparams'].get(name)}"
+
+    def _refresh_cluster(self) -> None:
+        try:
+            c = self.t.cluster_info()
+        except Exception as exc:  # cluster gone: say so instead of breaking the refresh
+            self._set(self.cluster, f"cluster unavailable: {fmt(str(exc))}")
+            return
+        link = (
+            f'<a href="{fmt(c["dashboard"])}" target="_blank">Dask dashboard</a>'
+            if c["dashboard"]
+            else "no Dask dashboard"
+        )
+        self._set(
+            self.cluster,
+            (
+                f"workers {c['workers']} · threads {c['threads']} · memory "
+                f"{c['memory_bytes'] / 2**30:.1f} GiB · GPUs {c['gpus']} · pods in flight "
+                f"{c['pods_in_flight']} · {link}"
+            ),
+        )
+        self.scale_up.disabled = self.scale_down.disabled = not c["can_scale"]
+
+    def _refresh_lineage(self) -> None:
+        rows = []
+        for edge in self.t.lineage():
+            mutation = ", ".join(
+                f"{k}: {fmt(v[0])} → {fmt(v[1])}" for k, v in (edge["mutation"] or {}).items()
+            )
+            rows.append(
+                f"<tr><td>{fmt(edge['parent'])}</td><td>→ {fmt(edge['pod'])}</td>"
+                f"<td>{fmt(edge['algo'])}</td><td>{mutation}</td></tr>"
+            )
+        self._set(
+            self.lineage,
+            "<table><tr><th>parent</th><th>pod</th><th>algo</th>"
+            "<th>mutation</th></tr>" + "".join(rows) + "</table>",
+        )
+
+    def _refresh_curves(self, min_interval: float = 2.0) -> None:
+        events = [m for m in self.t.curves() if m.get("type") == "progress"]
+        now = time.monotonic()
+        if len(events) == self._curve_count or now - self._curve_drawn_at < min_interval:
+            return
+        self._curve_count, self._curve_drawn_at = len(events), now
+        import matplotlib
+
+        matplotlib.use("Agg", force=False)
+        import matplotlib.pyplot as plt
+
+        by_pod: dict[str, list[dict[str, Any]]] = {}
+        for m in events:
+            if m.get("train_return") is not None:
+                by_pod.setdefault(m["pod"], []).append(m)
+        fig, (ax_t, ax_s) = plt.subplots(1, 2, figsize=(10, 3.2))
+        t0 = min((m["time"] for m in events), default=0.0)
+        for pod, ms in sorted(by_pod.items()):
+            ax_t.plot([m["time"] - t0 for m in ms], [m["train_return"] for m in ms], label=pod)
+            ax_s.plot([m["env_steps"] for m in ms], [m["train_return"] for m in ms], label=pod)
+        ax_t.set(xlabel="wall time (s)", ylabel="episodic return")
+        ax_s.set(xlabel="env steps", ylabel="episodic return")
+        if by_pod:
+            ax_s.legend(fontsize="small", ncol=2)
+        fig.tight_layout()
+        with self.curves:
+            self.curves.clear_output(wait=True)
+            from IPython.display import display
+
+            display(fig)
+        plt.close(fig)

@@ -1,0 +1,55 @@
+"""Static HTML views (no ipywidgets needed): every user string is escaped."""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any
+
+COLUMNS = ("rank", "pod", "algo", "score", "env_steps", "steps/s", "status", "parent")
+
+
+def fmt(value: Any) -> str:
+    """Short, escaped text for a table cell."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return html.escape(str(value))
+
+
+def leaderboard_rows(board) -> list[list[str]]:
+    """Cells of the leaderboard (a ``Tournament.leaderboard`` DataFrame) as escaped text."""
+    rows = []
+    for r in board.to_dict("records"):
+        score = f"{fmt(r['score_mean'])} ± {fmt(r['score_std'])}"
+        rows.append(
+            [
+                fmt(r["rank"]),
+                fmt(r["pod"]),
+                fmt(r["algo"]),
+                score,
+                fmt(r["env_steps"]),
+                fmt(r["steps_per_second"]),
+                fmt(r["status"]),
+                fmt(r["parent"]),
+            ]
+        )
+    return rows
+
+
+def leaderboard_html(board, title: str = "Leaderboard") -> str:
+    """A self-contained HTML table of the leaderboard; the best row is highlighted."""
+    head = "".join(f"<th>{c}</th>" for c in COLUMNS)
+    body = []
+    for i, row in enumerate(leaderboard_rows(board)):
+        style = ' style="background:#e8f5e9;font-weight:bold"' if i == 0 else ""
+        body.append(f"<tr{style}>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>")
+    if not body:
+        body.append(f'<tr><td colspan="{len(COLUMNS)}">no finished segment yet</td></tr>')
+    return (
+        f"<div><b>{html.escape(title)}</b><table>"
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+    )

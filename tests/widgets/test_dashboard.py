@@ -1,0 +1,157 @@
+"""The dashboard on a real tournament (LocalCluster, 2 workers): real button clicks."""
+
+import time
+
+import pytest
+
+import elegantpod
+from elegantpod import Tournament
+from elegantpod.tournament import GeneratorConfig
+from elegantpod.widgets.dashboard import Dashboard, parse_hparams
+from elegantpod.widgets.html import leaderboard_html
+
+
+def wait_until(cond, timeout=30.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def steps(t, pod):
+    events = [m for m in t.curves(pod) if "env_steps" in m]
+    return events[-1]["env_steps"] if events else None
+
+
+@pytest.fixture(scope="module")
+def client():
+    c = elegantpod.cluster(n_workers=2, dashboard_address="127.0.0.1:0")
+    yield c
+    cl = c.cluster
+    c.close()
+    cl.close()
+
+
+@pytest.mark.slow
+def test_buttons_steer_a_running_tournament(client, tmp_path):
+    # no replacement here: the clicks must find their pods alive
+    t = Tournament(
+        env="CartPole-v1",
+        algos=["ppo"],
+        pods=2,
+        max_seconds=120,
+        segment_steps=10**8,  # both pods stay in flight: a click always meets a live pod
+        store=tmp_path / "s",
+        client=client,
+        generator=GeneratorConfig(ready_segments=10**6),
+    )
+    t.start()
+    d = Dashboard(t, refresh_seconds=0.5)
+    try:
+        assert wait_until(lambda: steps(t, "p000") is not None, 30)
+        d.refresh()
+        assert list(d.pod_select.options) == ["p000", "p001"]
+        d.pod_select.value = "p000"
+        d.pause_button.click()
+        assert t.pod("p000")["status"] == "paused"
+        assert "pause p000: done" in d.message.value
+        assert wait_until(lambda: t.curves("p000")[-1].get("status") == "paused", 5)
+        s1 = steps(t, "p000")
+        time.sleep(1.0)
+        assert steps(t, "p000") == s1
+
+        d.resume_button.click()
+        assert wait_until(lambda: steps(t, "p000") > s1, 5)
+
+        d.hparam_select.value = "lr"
+        d.hparam_value.value = "not-a-number"
+        d.mutate_button.click()
+        assert "lr must be a" in d.message.value and "#b71c1c" in d.message.value
+        assert t.pod("p000")["hparams"]["lr"] == 3e-3
+        d.hparam_value.value = "1e-4"
+        d.mutate_button.click()
+        assert t.pod("p000")["hparams"]["lr"] == 1e-4
+        assert wait_until(lambda: t.curves("p000")[-1].get("lr") == pytest.approx(1e-4), 5)
+
+        d.pod_select.value = "p001"
+        d.stop_button.click()  # frees a worker slot for the pod added next
+        assert wait_until(lambda: t.pod("p001")["status"] == "stopped", 15)
+        d.new_hparams.value = "lr=2e-3, epochs=3"
+        d.add_button.click()
+        assert "added p0" in d.message.value
+        new = d.message.value.split("added ")[1].split("<")[0]
+        assert t.pod(new)["hparams"]["epochs"] == 3
+        assert wait_until(lambda: steps(t, new) is not None, 60)  # the new pod runs
+        d.new_hparams.value = "bogus"
+        d.add_button.click()
+        assert "expected name=value" in d.message.value
+
+        assert wait_until(lambda: len(t.leaderboard) >= 1, 60)  # p001's stopped segment
+        d.refresh()
+        board = t.leaderboard
+        first_row = [c.value for c in d._cells[0]]
+        assert first_row[1] == f"<b>{board['pod'][0]}</b>"
+        assert "pods in flight" in d.cluster.value and "127.0.0.1" in d.cluster.value
+        assert "p000" in d.lineage.value
+    finally:
+        t.stop()
+        t.wait(60)
+        d.close()
+    assert t.status == "finished"
+
+
+def test_static_html_escapes_user_strings(tmp_path):
+    import pandas as pd
+
+    board = pd.DataFrame(
+        [
+            {
+                "rank": 1,
+                "pod": "<script>x</script>",
+                "algo": "ppo",
+                "score_mean": 1.5,
+                "score_std": 0.1,
+                "env_steps": 10,
+                "steps_per_second": None,
+                "status": "idle",
+                "parent": None,
+            }
+        ]
+    )
+    out = leaderboard_html(board, title="<b>t</b>")
+    assert "<script>" not in out and "&lt;script&gt;" in out and "&lt;b&gt;t" in out
+    t = Tournament(env="CartPole-v1", algos=["ppo"], pods=1, max_steps=10, store=tmp_path / "s")
+    assert "no finished segment yet" in t._repr_html_()
+
+
+def test_parse_hparams():
+    assert parse_hparams("lr=1e-3, gamma = 0.9;epochs=2") == {
+        "lr": "1e-3",
+        "gamma": "0.9",
+        "epochs": "2",
+    }
+    assert parse_hparams("  ") == {}
+    with pytest.raises(ValueError, match="expected name=value, got 'lr'"):
+        parse_hparams("lr")
+
+
+def test_table_updates_are_diffed(tmp_path):
+    t = Tournament(env="CartPole-v1", algos=["ppo"], pods=1, max_steps=10, store=tmp_path / "s")
+    d = Dashboard(t, refresh_seconds=0)
+    changes = []
+    rows = [
+        ["1", "p000", "ppo", "1 ± 0", "10", "-", "idle", "-"],
+        ["2", "p001", "ppo", "0 ± 0", "10", "-", "idle", "-"],
+    ]
+    d._update_table(rows)
+    for row in d._cells:
+        for cell in row:
+            cell.observe(changes.append, names="value")
+    d._update_table(rows)
+    assert changes == []  # nothing changed, nothing sent
+    rows[1][6] = "running"
+    d._update_table(rows)
+    assert [c["new"] for c in changes] == ["running"]
+    d.close()
