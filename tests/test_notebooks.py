@@ -1,0 +1,31 @@
+"""Every notebook runs top to bottom, headless, with nbclient and a small budget."""
+
+import os
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted(ROOT.glob("notebooks/*.ipynb")) + sorted(ROOT.glob("tutorials/*.ipynb"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_executes(path, tmp_path, monkeypatch):
+    nb = nbformat.read(path, as_version=4)
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), (
+        f"{path.name} has committed outputs: strip them"
+    )
+    monkeypatch.setenv("ELEGANTPOD_SMALL_BUDGET", "1")
+    NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
+    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.output_type == "error"]
+    assert not errors
+
+
+def test_there_are_notebooks():
+    assert NOTEBOOKS
+    assert os.path.exists(ROOT / "notebooks" / "tournament_dashboard.ipynb")
