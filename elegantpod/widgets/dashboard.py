@@ -101,9 +101,11 @@ class Dashboard:
             ]
         )
         cluster_box = W.VBox([self.cluster, W.HBox([self.scale_up, self.scale_down])])
-        tabs = W.Tab([W.VBox([self.table]), self.curves, cluster_box, self.lineage])
-        for i, name in enumerate(["Leaderboard", "Curves", "Cluster", "Lineage"]):
-            tabs.set_title(i, name)
+        tabs = W.Tab(
+            children=[W.VBox([self.table]), self.curves, cluster_box, self.lineage],
+            titles=("Leaderboard", "Curves", "Cluster", "Lineage"),
+            selected_index=0,
+        )
         self.widget = W.VBox([self.header, tabs, controls])
         self.refresh()
         self._thread = None
@@ -242,6 +244,7 @@ class Dashboard:
         ]
         if list(self.hparam_select.options) != names:
             self.hparam_select.options = names
+            self.hparam_select.value = "lr" if "lr" in names else (names[0] if names else None)
         name = self.hparam_select.value
         if name is not None:
             self.hparam_value.placeholder = f"now {rec['hparams'].get(name)}"

@@ -1,0 +1,164 @@
+"""Real browser, end to end: JupyterLab on 127.0.0.1, the dashboard notebook in headless
+Chromium driven by Playwright, a click on Pause, and the kernel confirms the pod paused."""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import pytest
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+    "--disable-quic",
+]
+
+SETUP = """import elegantpod
+client = elegantpod.cluster(n_workers=2)
+t = elegantpod.Tournament(env="CartPole-v1", algos=["ppo"], pods=2, max_seconds=300,
+                          segment_steps=10**8, store="store", client=client)
+t.start()
+dashboard = t.dashboard(refresh_seconds=0.5)
+dashboard.widget"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_http(url: str, timeout: float = 90) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise TimeoutError(f"{url} did not answer in {timeout}s")
+
+
+def _run_cell(page, code: str) -> None:
+    """Append a cell at the end of the notebook, type ``code`` and run it."""
+    page.locator(".jp-Notebook .jp-Cell").last.click()
+    page.keyboard.press("Escape")
+    page.keyboard.press("b")  # new cell below, in command mode
+    page.keyboard.press("Enter")  # edit it
+    page.keyboard.type(code)
+    page.keyboard.press("Shift+Enter")
+
+
+@pytest.mark.slow
+def test_click_pause_in_jupyterlab(tmp_path):
+    if not os.path.exists(CHROMIUM):
+        if os.environ.get("CI"):
+            pytest.fail(f"Chromium not found at {CHROMIUM}: .ci/run must install it")
+        pytest.skip("Chromium not installed (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    work = tmp_path / "work"
+    work.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(SETUP)]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nbformat.write(nb, work / "dashboard.ipynb")
+    env = dict(
+        os.environ,
+        JUPYTER_CONFIG_DIR=str(tmp_path / "config"),
+        JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
+        HOME=str(tmp_path / "home"),
+    )
+    (tmp_path / "home").mkdir()
+    port = _free_port()
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            "--ip=127.0.0.1",
+            f"--port={port}",
+            "--ServerApp.token=",
+            "--ServerApp.password=",
+            "--allow-root",
+            f"--ServerApp.root_dir={work}",
+            "--LabApp.news_url=None",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT if os.environ.get("ELEGANTPOD_DEBUG") else subprocess.DEVNULL,
+    )
+    artifacts = Path(os.environ.get("ELEGANTPOD_ARTIFACTS", tmp_path))
+    artifacts.mkdir(parents=True, exist_ok=True)
+    try:
+        _wait_http(f"http://127.0.0.1:{port}/api/status")
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+            page = browser.new_page(viewport={"width": 1500, "height": 1000})
+            page.goto(f"http://127.0.0.1:{port}/lab/tree/dashboard.ipynb")
+            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
+            # wait for the kernel to be connected and idle before typing
+            page.locator(".jp-StatusBar-Widget", has_text="| Idle").first.wait_for(timeout=120_000)
+            first = page.locator(".jp-Notebook .jp-Cell").first
+            for _ in range(3):  # a keypress that lands before the kernel is ready is lost
+                first.click()
+                page.keyboard.press("Escape")
+                page.keyboard.press("Control+Enter")  # run in place, no new cell
+                try:
+                    page.wait_for_function(
+                        "() => !document.querySelector('.jp-Notebook .jp-Cell .jp-InputPrompt')"
+                        ".textContent.includes('[ ]')",
+                        timeout=15_000,
+                    )
+                    break
+                except Exception:
+                    continue
+            pause = page.locator(".jupyter-widgets button", has_text="Pause")
+            try:
+                pause.wait_for(timeout=int(os.environ.get("ELEGANTPOD_WIDGET_TIMEOUT", 180_000)))
+            except Exception:
+                page.screenshot(path=str(artifacts / "failure.png"), full_page=True)
+                raise
+            page.wait_for_function(
+                "() => [...document.querySelectorAll('.jupyter-widgets select option')]"
+                ".some(o => o.textContent.trim() === 'p000')",
+                timeout=120_000,
+            )
+            page.locator(".jupyter-widgets select").first.select_option("p000")
+            pause.click()
+            page.locator(".jupyter-widgets", has_text="pause p000: done").first.wait_for(
+                timeout=30_000
+            )
+            _run_cell(page, 'print("STATUS", t.pod("p000")["status"])')
+            page.locator(".jp-OutputArea-output", has_text="STATUS paused").wait_for(timeout=60_000)
+            page.screenshot(path=str(artifacts / "dashboard.png"), full_page=True)
+            _run_cell(page, "t.stop(); t.wait(60); client.close(); client.cluster.close()")
+            page.wait_for_selector(
+                ".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000
+            )
+            browser.close()
+    finally:
+        server.terminate()
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    assert (artifacts / "dashboard.png").stat().st_size > 10_000
