@@ -6,7 +6,26 @@ import html
 import math
 from typing import Any
 
-COLUMNS = ("rank", "pod", "algo", "score", "env_steps", "steps/s", "status", "parent")
+COLUMNS = (
+    "rank",
+    "pod",
+    "algo",
+    "score",
+    "env_steps",
+    "steps/s",
+    "status",
+    "key hparams",
+    "parent",
+)
+KEY_HPARAMS = {"ppo": ("lr", "clip_coef", "epochs"), "sac": ("lr", "tau", "batch_size")}
+"""The hyperparameters worth a glance in the table, per algorithm (others: just lr)."""
+
+
+def key_hparams(algo: str, hparams: dict | None) -> str:
+    """``"lr=0.003 clip_coef=0.2 epochs=4"``, escaped."""
+    names = KEY_HPARAMS.get(str(algo), ("lr",))
+    hp = hparams or {}
+    return " ".join(f"{n}={fmt(hp[n])}" for n in names if n in hp)
 
 
 def fmt(value: Any) -> str:
@@ -34,6 +53,7 @@ def leaderboard_rows(board) -> list[list[str]]:
                 fmt(r["env_steps"]),
                 fmt(r["steps_per_second"]),
                 fmt(r["status"]),
+                key_hparams(r["algo"], r.get("hparams")),
                 fmt(r["parent"]),
             ]
         )

@@ -220,8 +220,14 @@ def test_32_tiny_pods_no_lost_events_and_a_responsive_client(client, tmp_path):
         client=client,
     )
     t.start()
-    slowest = 0.0
+    from elegantpod.widgets.dashboard import Dashboard
+
+    dash = Dashboard(t, refresh_seconds=0)  # refreshed by hand below, as its thread would
+    slowest, slowest_refresh = 0.0, 0.0
     while t.status == "running":
+        t0 = time.perf_counter()
+        dash.refresh()
+        slowest_refresh = max(slowest_refresh, time.perf_counter() - t0)
         t0 = time.perf_counter()
         assert t.leaderboard is not None
         t.summary()
@@ -235,6 +241,10 @@ def test_32_tiny_pods_no_lost_events_and_a_responsive_client(client, tmp_path):
     assert wait_until(lambda: sum(t.events_received.values()) >= t.events_sent, 15)
     assert sum(t.events_received.values()) == t.events_sent
     assert slowest < 0.5, f"client calls blocked for {slowest:.2f}s"
+    dash.refresh()
+    assert sum(1 for row in dash._cells if row[1].value) == len(t.leaderboard)
+    assert slowest_refresh < 2.0, f"a dashboard refresh took {slowest_refresh:.2f}s"
+    dash.close()
 
 
 @pytest.mark.parametrize(

@@ -93,6 +93,7 @@ def test_buttons_steer_a_running_tournament(client, tmp_path):
         board = t.leaderboard
         first_row = [c.value for c in d._cells[0]]
         assert first_row[1] == f"<b>{board['pod'][0]}</b>"
+        assert "lr=" in first_row[7]  # key hyperparameters column
         assert "pods in flight" in d.cluster.value and "127.0.0.1" in d.cluster.value
         assert "p000" in d.lineage.value
     finally:
@@ -117,11 +118,13 @@ def test_static_html_escapes_user_strings(tmp_path):
                 "steps_per_second": None,
                 "status": "idle",
                 "parent": None,
+                "hparams": {"lr": "<i>1</i>"},
             }
         ]
     )
     out = leaderboard_html(board, title="<b>t</b>")
     assert "<script>" not in out and "&lt;script&gt;" in out and "&lt;b&gt;t" in out
+    assert "<i>" not in out and "lr=&lt;i&gt;1" in out
     t = Tournament(env="CartPole-v1", algos=["ppo"], pods=1, max_steps=10, store=tmp_path / "s")
     assert "no finished segment yet" in t._repr_html_()
 
@@ -142,8 +145,8 @@ def test_table_updates_are_diffed(tmp_path):
     d = Dashboard(t, refresh_seconds=0)
     changes = []
     rows = [
-        ["1", "p000", "ppo", "1 ± 0", "10", "-", "idle", "-"],
-        ["2", "p001", "ppo", "0 ± 0", "10", "-", "idle", "-"],
+        ["1", "p000", "ppo", "1 ± 0", "10", "-", "idle", "lr=0.003", "-"],
+        ["2", "p001", "ppo", "0 ± 0", "10", "-", "idle", "lr=0.001", "-"],
     ]
     d._update_table(rows)
     for row in d._cells:
