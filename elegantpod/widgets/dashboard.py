@@ -79,7 +79,7 @@ class Dashboard:
         self.pod_select.observe(lambda _: self._fill_hparams(), names="value")
 
         self.algo_select = W.Dropdown(description="algo", options=list(self.t.spec.algos))
-        self.parent_select = W.Dropdown(description="parent", options=[("none", None)])
+        self.parent_select = W.Dropdown(description="parent", options=[("none", "")], value="")
         self.new_hparams = W.Text(description="hparams", placeholder="lr=1e-3, gamma=0.98")
         self.add_button = W.Button(description="Add pod", icon="plus", button_style="success")
         self.add_button.on_click(lambda _: self._add())
@@ -106,6 +106,7 @@ class Dashboard:
             titles=("Leaderboard", "Curves", "Cluster", "Lineage"),
             selected_index=0,
         )
+        self.tabs = tabs
         self.widget = W.VBox([self.header, tabs, controls])
         self.refresh()
         self._thread = None
@@ -150,7 +151,7 @@ class Dashboard:
         try:
             pod = self.t.add_pod(
                 algo=self.algo_select.value,
-                parent=self.parent_select.value,
+                parent=self.parent_select.value or None,
                 **parse_hparams(self.new_hparams.value),
             )
         except ValueError as exc:
@@ -170,7 +171,14 @@ class Dashboard:
 
     # -- refresh ---------------------------------------------------------------------
     def _run(self) -> None:
+        first = True
         while not self._stop.wait(max(0.2, self.refresh_seconds)):
+            if first:
+                # JupyterLab opens a Tab on the last child it rendered, whatever the model
+                # says; re-sending the selection once the view exists shows the leaderboard.
+                first = False
+                self.tabs.selected_index = 1
+                self.tabs.selected_index = 0
             with contextlib.suppress(Exception):  # a refresh must never kill the thread
                 self.refresh()
             if self.t.status in ("finished", "failed"):
@@ -204,11 +212,11 @@ class Dashboard:
                 keep = self.pod_select.value
                 self.pod_select.options = pods
                 self.pod_select.value = keep if keep in pods else (pods[0] if pods else None)
-            parents = [("none", None)] + [(p, p) for p in board["pod"]]
+            parents = [("none", "")] + [(p, p) for p in board["pod"]]
             if list(self.parent_select.options) != parents:
                 keep = self.parent_select.value
                 self.parent_select.options = parents
-                self.parent_select.value = keep if keep in [v for _, v in parents] else None
+                self.parent_select.value = keep if keep in [v for _, v in parents] else ""
             if not self.hparam_select.options:
                 self._fill_hparams()
             self._refresh_cluster()
