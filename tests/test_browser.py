@@ -150,6 +150,7 @@ def test_click_pause_in_jupyterlab(tmp_path):
             _run_cell(page, 'print("STATUS", t.pod("p000")["status"])')
             page.locator(".jp-OutputArea-output", has_text="STATUS paused").wait_for(timeout=60_000)
             _run_cell(page, 't.stop("p001")')  # its segment ends and enters the leaderboard
+            page.locator(".jupyter-widgets .lm-TabBar-tab", has_text="Leaderboard").click()
             page.locator(".widget-gridbox", has_text="stopped").wait_for(timeout=60_000)
             page.screenshot(path=str(artifacts / "dashboard.png"), full_page=True)
             _run_cell(page, "t.stop(); t.wait(60); client.close(); client.cluster.close()")
