@@ -82,9 +82,27 @@ def _train(args) -> int:
     return 0
 
 
+def follow(t, every: float | None = 2.0) -> None:
+    """Block while ``t`` runs, printing its progress to stderr every ``every`` seconds."""
+    import time
+
+    last = 0.0
+    while t.status == "running":
+        time.sleep(0.5)
+        if every is not None and time.monotonic() - last > every:
+            last = time.monotonic()
+            s = t.summary()
+            best = "-" if s["best_score"] is None else f"{s['best_score']:.1f} ({s['best_pod']})"
+            print(
+                f"[{s['wall_seconds']:6.1f}s] best {best}, pods in flight {t.pods_in_flight}, "
+                f"env steps {s['env_steps_total']}",
+                file=sys.stderr,
+                flush=True,
+            )
+
+
 def _tournament(args) -> int:
     import json
-    import time
 
     from elegantpod.cluster import cluster
     from elegantpod.tournament import Tournament
@@ -116,19 +134,7 @@ def _tournament(args) -> int:
     t.client = cluster(args.address, n_workers=args.workers)
     t._own_client = True
     t.start()
-    last = 0.0
-    while t.status == "running":
-        time.sleep(0.5)
-        if not args.quiet and time.monotonic() - last > 2.0:
-            last = time.monotonic()
-            s = t.summary()
-            best = "-" if s["best_score"] is None else f"{s['best_score']:.1f} ({s['best_pod']})"
-            print(
-                f"[{s['wall_seconds']:6.1f}s] best {best}  in flight {t.pods_in_flight}  "
-                f"env steps {s['env_steps_total']}",
-                file=sys.stderr,
-                flush=True,
-            )
+    follow(t, every=None if args.quiet else 2.0)
     summary = t.wait()
     if not args.quiet:
         cols = ["rank", "pod", "algo", "score_mean", "score_std", "env_steps", "status", "parent"]

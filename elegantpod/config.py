@@ -103,6 +103,20 @@ def replace_checked(cfg: Any, overrides: dict[str, Any]) -> Any:
     return new
 
 
+def config_values(config_cls: type, values: dict[str, Any], *, drop_unknown: bool = False):
+    """Field values read back from JSON: lists become tuples again where the field is one.
+
+    ``drop_unknown`` skips keys that are not fields (records written by another version).
+    """
+    fields = {f.name: f for f in dataclasses.fields(config_cls)}
+    tuples = {name for name, f in fields.items() if "tuple" in str(f.type)}
+    return {
+        k: tuple(v) if k in tuples and v is not None else v
+        for k, v in values.items()
+        if not drop_unknown or k in fields
+    }
+
+
 def parse_assignments(items: list[str] | None) -> dict[str, str]:
     """Parse ``["lr=1e-3", "gamma=0.98"]`` (from ``--set``) into a dict of strings."""
     out: dict[str, str] = {}
@@ -186,9 +200,7 @@ class PodSpec:
         hp = d.get("hparams")
         if hp is not None:
             config_cls = get_algo(d["algo"]).config_cls
-            tuples = {f.name for f in dataclasses.fields(config_cls) if "tuple" in str(f.type)}
-            hp = {k: tuple(v) if k in tuples else v for k, v in hp.items()}
-            d["hparams"] = config_cls(**hp)
+            d["hparams"] = config_cls(**config_values(config_cls, hp))
         return cls(**d)
 
     @classmethod

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 import tempfile
-import time
 
 
 def run_demo(seed: int = 0, max_seconds: float = 180.0) -> int:
@@ -13,6 +12,7 @@ def run_demo(seed: int = 0, max_seconds: float = 180.0) -> int:
     The embedded default is a ``LocalCluster`` with one worker process per CPU core,
     bound to 127.0.0.1; the store is a fresh temporary directory.
     """
+    from elegantpod.cli import follow
     from elegantpod.cluster import cluster
     from elegantpod.tournament import Tournament
 
@@ -30,19 +30,7 @@ def run_demo(seed: int = 0, max_seconds: float = 180.0) -> int:
     t.client, t._own_client = client, True
     print(f"Dask cluster: {client}\ndashboard: {client.dashboard_link}", file=sys.stderr)
     t.start()
-    last = 0.0
-    while t.status == "running":
-        time.sleep(0.5)
-        if time.monotonic() - last > 5:
-            last = time.monotonic()
-            s = t.summary()
-            best = "-" if s["best_score"] is None else f"{s['best_score']:.1f} ({s['best_pod']})"
-            print(
-                f"[{s['wall_seconds']:5.1f}s] best {best}, pods in flight {t.pods_in_flight}, "
-                f"env steps {s['env_steps_total']}",
-                file=sys.stderr,
-                flush=True,
-            )
+    follow(t, every=5.0)
     s = t.wait()
     board = t.leaderboard
     cols = ["rank", "pod", "algo", "score_mean", "score_std", "env_steps", "status", "parent"]

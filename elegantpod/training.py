@@ -12,7 +12,7 @@ from typing import Any
 from elegantpod.agents import get_algo
 from elegantpod.checkpoint import atomic_write_bytes
 from elegantpod.config import PodSpec, replace_checked
-from elegantpod.envs import check_env_id, make_env
+from elegantpod.envs import check_env_id
 from elegantpod.types import Progress, TrainResult
 
 OUTPUT_FILES = ("checkpoint.pt", "result.json", "spec.json")
@@ -50,11 +50,7 @@ def build_spec(
         torch.device(device)
     except (RuntimeError, TypeError) as exc:
         raise ValueError(f"unknown device {device!r}") from exc
-    probe = make_env(env, num_envs=1, device="cpu", seed=0)
-    try:
-        learner_cls.check_spaces(probe.observation_space, probe.action_space)
-    finally:
-        probe.close()
+    learner_cls.check_env(env)
     spec = PodSpec(
         env_id=env,
         algo=learner_cls.name,

@@ -58,6 +58,20 @@ class Learner(ABC):
             )
 
     @classmethod
+    def check_env(cls, env_id: str) -> None:
+        """Raise ``ValueError`` when this algorithm cannot train on ``env_id``.
+
+        Cheap: it builds a single sub-env on the CPU to read the spaces.
+        """
+        from elegantpod.envs import make_env
+
+        probe = make_env(env_id, num_envs=1, device="cpu", seed=0)
+        try:
+            cls.check_spaces(probe.observation_space, probe.action_space)
+        finally:
+            probe.close()
+
+    @classmethod
     def supported_action_spaces(cls) -> tuple[type, ...]:
         return (gymnasium.spaces.Discrete, gymnasium.spaces.Box)
 

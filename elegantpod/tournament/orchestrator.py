@@ -24,8 +24,8 @@ from collections import Counter, defaultdict, deque
 from typing import Any
 
 from elegantpod.agents import get_algo
-from elegantpod.config import PodSpec, replace_checked
-from elegantpod.envs import check_env_id, make_env
+from elegantpod.config import PodSpec, config_values, replace_checked
+from elegantpod.envs import check_env_id
 from elegantpod.tournament import leaderboard as lb
 from elegantpod.tournament.generator import (
     SEARCH_SPACES,
@@ -115,8 +115,6 @@ class Tournament:
             algos = tuple(a.strip() for a in algos.split(",") if a.strip())
         if isinstance(options.get("generator"), dict):
             options["generator"] = GeneratorConfig(**options["generator"])
-        if isinstance(pods, bool) or not isinstance(pods, int):
-            raise ValueError(f"pods must be an integer >= 1, got {pods!r}")
         algos = tuple(get_algo(a).name for a in algos)  # "PPO" -> "ppo", unknown -> error
         if isinstance(options.get("hparams"), dict):
             options["hparams"] = {get_algo(k).name: dict(v) for k, v in options["hparams"].items()}
@@ -296,9 +294,10 @@ class Tournament:
         with self._lock:
             rec = self._record(pod)
             learner = get_algo(rec.algo)
-            new = replace_checked(learner.config_cls(**_tuples(learner, rec.hparams)), hparams)
+            current = _config(learner, rec.hparams)
+            new = replace_checked(current, hparams)
             for key in hparams:
-                old = _tuples(learner, rec.hparams).get(key)
+                old = getattr(current, key)
                 if key in learner.structural_hparams and getattr(new, key) != old:
                     raise ValueError(
                         f"{key!r} fixes the network or buffer shapes of pod "
@@ -343,17 +342,18 @@ class Tournament:
                     )
             algo = algo or (parent_entry.algo if parent_entry else self.spec.algos[0])
             learner = get_algo(algo)
-            _check_algo_env(learner, self.spec.env_id)
+            learner.check_env(self.spec.env_id)
             if parent_entry is not None and parent_entry.algo != learner.name:
                 raise ValueError(
                     f"parent {parent_entry.pod_id!r} is a {parent_entry.algo!r} "
                     f"agent, not {learner.name!r}"
                 )
             base = dict(parent_entry.hparams) if parent_entry else self._base_hparams(learner.name)
-            cfg = replace_checked(learner.config_cls(**_tuples(learner, base)), hparams)
+            base_cfg = _config(learner, base)
+            cfg = replace_checked(base_cfg, hparams)
             if parent_entry is not None:
                 for key in learner.structural_hparams:
-                    if getattr(cfg, key) != _tuples(learner, base).get(key):
+                    if getattr(cfg, key) != getattr(base_cfg, key):
                         raise ValueError(f"{key!r} must equal the parent's to copy its networks")
             mutation = {
                 k: [base.get(k), v] for k, v in dataclasses.asdict(cfg).items() if base.get(k) != v
@@ -654,7 +654,7 @@ class Tournament:
         spec = PodSpec(
             env_id=self.spec.env_id,
             algo=rec.algo,
-            hparams=learner.config_cls(**_tuples(learner, rec.hparams)),
+            hparams=_config(learner, rec.hparams),
             seed=rec.seed,
             device=self.spec.device,
             target_reward=self.spec.target_reward,
@@ -906,21 +906,9 @@ class Tournament:
         )
 
 
-def _tuples(learner, hparams: dict[str, Any]) -> dict[str, Any]:
-    """JSON turns tuples into lists; give tuple-typed config fields their tuples back."""
-    names = {f.name for f in dataclasses.fields(learner.config_cls) if "tuple" in str(f.type)}
-    valid = {f.name for f in dataclasses.fields(learner.config_cls)}
-    return {
-        k: tuple(v) if k in names and v is not None else v for k, v in hparams.items() if k in valid
-    }
-
-
-def _check_algo_env(learner, env_id: str) -> None:
-    probe = make_env(env_id, num_envs=1, device="cpu", seed=0)
-    try:
-        learner.check_spaces(probe.observation_space, probe.action_space)
-    finally:
-        probe.close()
+def _config(learner, hparams: dict[str, Any]):
+    """A learner's frozen config from a (JSON-read) hyperparameter dict."""
+    return learner.config_cls(**config_values(learner.config_cls, hparams, drop_unknown=True))
 
 
 def _check_spec(spec: TournamentSpec) -> None:
@@ -929,7 +917,7 @@ def _check_spec(spec: TournamentSpec) -> None:
     spec.validate()
     for algo in spec.algos:
         learner = get_algo(algo)
-        _check_algo_env(learner, spec.env_id)
+        learner.check_env(spec.env_id)
         replace_checked(learner.config_cls(), spec.hparams.get(algo, {}))
     unknown = set(spec.hparams) - {get_algo(a).name for a in spec.algos}
     if unknown:

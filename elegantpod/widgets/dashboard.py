@@ -207,7 +207,8 @@ class Dashboard:
             )
             board = self.t.leaderboard
             self._update_table(leaderboard_rows(board))
-            pods = sorted(self.t.pods["pod_id"]) if len(self.t.pods) else []
+            records = self.t.pods
+            pods = sorted(records["pod_id"]) if len(records) else []
             if list(self.pod_select.options) != pods:
                 keep = self.pod_select.value
                 self.pod_select.options = pods

@@ -11,22 +11,9 @@ from distributed import Client
 
 from elegantpod import Pod, Tournament, cluster
 from elegantpod.checkpoint import load_checkpoint
+from tests.helpers import latest_steps, wait_until
 
 TINY_PPO = {"ppo": {"num_envs": 8, "horizon": 16}}
-
-
-def wait_until(cond, timeout=30.0, every=0.05):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(every)
-    return False
-
-
-def latest_steps(t, pod):
-    events = [m for m in t.curves(pod) if "env_steps" in m]
-    return events[-1]["env_steps"] if events else None
 
 
 def check_store_intact(store):

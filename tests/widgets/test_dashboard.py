@@ -9,20 +9,7 @@ from elegantpod import Tournament
 from elegantpod.tournament import GeneratorConfig
 from elegantpod.widgets.dashboard import Dashboard, parse_hparams
 from elegantpod.widgets.html import leaderboard_html
-
-
-def wait_until(cond, timeout=30.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return False
-
-
-def steps(t, pod):
-    events = [m for m in t.curves(pod) if "env_steps" in m]
-    return events[-1]["env_steps"] if events else None
+from tests.helpers import latest_steps, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +37,7 @@ def test_buttons_steer_a_running_tournament(client, tmp_path):
     t.start()
     d = Dashboard(t, refresh_seconds=0.5)
     try:
-        assert wait_until(lambda: steps(t, "p000") is not None, 30)
+        assert wait_until(lambda: latest_steps(t, "p000") is not None, 30)
         d.refresh()
         assert list(d.pod_select.options) == ["p000", "p001"]
         d.pod_select.value = "p000"
@@ -58,12 +45,12 @@ def test_buttons_steer_a_running_tournament(client, tmp_path):
         assert t.pod("p000")["status"] == "paused"
         assert "pause p000: done" in d.message.value
         assert wait_until(lambda: t.curves("p000")[-1].get("status") == "paused", 5)
-        s1 = steps(t, "p000")
+        s1 = latest_steps(t, "p000")
         time.sleep(1.0)
-        assert steps(t, "p000") == s1
+        assert latest_steps(t, "p000") == s1
 
         d.resume_button.click()
-        assert wait_until(lambda: steps(t, "p000") > s1, 5)
+        assert wait_until(lambda: latest_steps(t, "p000") > s1, 5)
 
         d.hparam_select.value = "lr"
         d.hparam_value.value = "not-a-number"
@@ -83,7 +70,7 @@ def test_buttons_steer_a_running_tournament(client, tmp_path):
         assert "added p0" in d.message.value
         new = d.message.value.split("added ")[1].split("<")[0]
         assert t.pod(new)["hparams"]["epochs"] == 3
-        assert wait_until(lambda: steps(t, new) is not None, 60)  # the new pod runs
+        assert wait_until(lambda: latest_steps(t, new) is not None, 60)  # the new pod runs
         d.new_hparams.value = "bogus"
         d.add_button.click()
         assert "expected name=value" in d.message.value
