@@ -355,8 +355,9 @@ class Tournament:
                 for key in learner.structural_hparams:
                     if getattr(cfg, key) != getattr(base_cfg, key):
                         raise ValueError(f"{key!r} must equal the parent's to copy its networks")
+            before = dataclasses.asdict(base_cfg)  # tuples restored: JSON lists are no change
             mutation = {
-                k: [base.get(k), v] for k, v in dataclasses.asdict(cfg).items() if base.get(k) != v
+                k: [before[k], v] for k, v in dataclasses.asdict(cfg).items() if before[k] != v
             }
             rec = self._new_pod_record(
                 learner.name, dataclasses.asdict(cfg), parent_entry, mutation
