@@ -146,6 +146,30 @@ def in_range(name: str, value: float, low: float, high: float) -> None:
         raise ValueError(f"{name} must be in [{low}, {high}], got {value!r}")
 
 
+FITNESSES = ("return", "sharpe", "calmar", "sortino", "annual_return", "cumulative_return")
+"""Fitness names: the mean evaluation return, or a finance metric of the evaluation
+episodes (higher is better for each)."""
+
+
+def check_fitness(fitness: Any) -> None:
+    """Raise ``ValueError`` naming ``fitness`` unless it is one of :data:`FITNESSES`."""
+    if fitness not in FITNESSES:
+        raise ValueError(f"unknown fitness {fitness!r}; choose one of {list(FITNESSES)}")
+
+
+def check_json(name: str, value: Any) -> None:
+    """Raise ``ValueError`` unless ``value`` is a dict that JSON can carry unchanged."""
+    if not isinstance(value, dict):
+        raise ValueError(f"{name} must be a dict, got {type(value).__name__}")
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"{name} must hold JSON values (strings, numbers, lists...): {exc}; "
+            "pass market data as a path or sample name, not an object"
+        ) from None
+
+
 @dataclass(frozen=True, kw_only=True)
 class PodSpec:
     """Everything a pod needs to train: env, algorithm and its hyperparameters, budget."""
@@ -165,16 +189,27 @@ class PodSpec:
     max_seconds: float | None = None
     """Wall-clock budget in seconds; ``None``: none."""
     target_reward: float | None = None
-    """Stop at the first evaluation whose mean return reaches this."""
+    """Stop at the first evaluation whose mean return (or ``fitness``) reaches this."""
     eval_episodes: int = 10
     """Deterministic episodes per evaluation, run in parallel on a separate env."""
     eval_every_steps: int | None = None
     """Env steps between evaluations; ``None``: the algorithm's default."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Free-form metadata carried into checkpoints (tournament lineage, notes)."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the env (JSON values: they travel to Dask workers), e.g. a
+    trading env's ``data``, ``start`` and ``end``."""
+    eval_env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Overrides of ``env_kwargs`` for the evaluator's env, e.g. validation dates."""
+    fitness: str = "return"
+    """What ranks and stops the pod: ``"return"`` (mean evaluation return) or a metric
+    the env reports (see :data:`FITNESSES`)."""
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first bad field."""
+        check_fitness(self.fitness)
+        check_json("env_kwargs", self.env_kwargs)
+        check_json("eval_env_kwargs", self.eval_env_kwargs)
         positive("max_steps", self.max_steps, allow_none=True)
         positive("max_seconds", self.max_seconds, allow_none=True)
         positive("eval_episodes", self.eval_episodes)

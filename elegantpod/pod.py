@@ -70,10 +70,16 @@ class Worker:
 
 
 class Evaluator:
-    """Runs ``episodes`` deterministic episodes in parallel on a separate env."""
+    """Runs ``episodes`` deterministic episodes in parallel on a separate env.
 
-    def __init__(self, env_id: str, episodes: int, device, seed: int):
-        self.env = make_env(env_id, num_envs=episodes, device=device, seed=seed)
+    ``env_kwargs`` configure that env (a trading env's validation dates, say); an env
+    that reports ``episode_metrics()`` (Sharpe, Calmar...) has them collected too.
+    """
+
+    def __init__(self, env_id: str, episodes: int, device, seed: int, env_kwargs=None):
+        self.env = make_env(
+            env_id, num_envs=episodes, device=device, seed=seed, **(env_kwargs or {})
+        )
         self.episodes, self.seed, self.count = int(episodes), int(seed), 0
 
     @torch.inference_mode()
@@ -98,7 +104,9 @@ class Evaluator:
                 break
         if not bool(finished.all()):
             raise RuntimeError(f"evaluation did not finish {n} episodes within {limit} steps")
-        return EvalResult(tuple(returns.tolist()), tuple(int(x) for x in lengths.tolist()))
+        measured = getattr(self.env, "episode_metrics", None)
+        extra = {k: tuple(v) for k, v in measured().items()} if measured is not None else {}
+        return EvalResult(tuple(returns.tolist()), tuple(int(x) for x in lengths.tolist()), extra)
 
 
 class Pod:
@@ -122,7 +130,11 @@ class Pod:
         self.out_dir = Path(out_dir) if out_dir is not None else None
         torch.manual_seed(spec.seed)
         self.env = make_env(
-            spec.env_id, num_envs=hparams.num_envs, device=spec.device, seed=spec.seed
+            spec.env_id,
+            num_envs=hparams.num_envs,
+            device=spec.device,
+            seed=spec.seed,
+            **spec.env_kwargs,
         )
         self.learner: Learner = algo(
             self.env.observation_space, self.env.action_space, hparams, spec.device, spec.seed
@@ -130,7 +142,11 @@ class Pod:
         horizon = hparams.horizon
         self.worker = Worker(self.env, self.learner, horizon, spec.seed)
         self.evaluator = Evaluator(
-            spec.env_id, spec.eval_episodes, spec.device, spec.seed + 1_000_003
+            spec.env_id,
+            spec.eval_episodes,
+            spec.device,
+            spec.seed + 1_000_003,
+            {**spec.env_kwargs, **spec.eval_env_kwargs},
         )
         self.env_steps = 0
         self.curve: list[Progress] = []
@@ -178,10 +194,8 @@ class Pod:
             if self.env_steps >= next_eval or out_of_steps or out_of_time:
                 next_eval += eval_every
                 progress = self._evaluate(start, stats)
-                solved = (
-                    spec.target_reward is not None
-                    and progress.eval_return_mean >= spec.target_reward
-                )
+                score = progress.eval_return_mean if progress.score is None else progress.score
+                solved = spec.target_reward is not None and score >= spec.target_reward
                 if callback is not None and callback(progress) is False:
                     break
             if solved or out_of_steps or out_of_time:
@@ -212,6 +226,7 @@ class Pod:
             eval_return_std=ev.std,
             train_return_mean=self.worker.pop_train_return(),
             stats=dict(stats),
+            score=None if self.spec.fitness == "return" else ev.score(self.spec.fitness)[0],
         )
         self.curve.append(p)
         return p

@@ -11,8 +11,8 @@ from typing import Any
 
 from elegantpod.agents import get_algo
 from elegantpod.checkpoint import atomic_write_bytes
-from elegantpod.config import PodSpec, replace_checked
-from elegantpod.envs import check_env_id
+from elegantpod.config import PodSpec, check_fitness, check_json, replace_checked
+from elegantpod.envs import check_env_id, check_eval_env
 from elegantpod.types import Progress, TrainResult
 
 OUTPUT_FILES = ("checkpoint.pt", "result.json", "spec.json")
@@ -31,12 +31,19 @@ def build_spec(
     eval_episodes: int = 10,
     eval_every_steps: int | None = None,
     hparams: dict[str, Any] | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    eval_env_kwargs: dict[str, Any] | None = None,
+    fitness: str = "return",
 ) -> PodSpec:
     """Check every input and return the :class:`PodSpec`; ``ValueError`` names a bad value.
 
     Cheap by design: it builds one single sub-env to read the spaces, never a network.
     """
     check_env_id(env)
+    env_kwargs, eval_env_kwargs = dict(env_kwargs or {}), dict(eval_env_kwargs or {})
+    check_json("env_kwargs", env_kwargs)
+    check_json("eval_env_kwargs", eval_env_kwargs)
+    check_fitness(fitness)
     learner_cls = get_algo(algo)
     if num_envs is not None and (isinstance(num_envs, bool) or int(num_envs) < 1):
         raise ValueError(f"num_envs must be >= 1, got {num_envs!r}")
@@ -50,7 +57,8 @@ def build_spec(
         torch.device(device)
     except (RuntimeError, TypeError) as exc:
         raise ValueError(f"unknown device {device!r}") from exc
-    learner_cls.check_env(env)
+    learner_cls.check_env(env, env_kwargs)
+    check_eval_env(env, env_kwargs, eval_env_kwargs, fitness)
     spec = PodSpec(
         env_id=env,
         algo=learner_cls.name,
@@ -62,6 +70,9 @@ def build_spec(
         target_reward=target_reward,
         eval_episodes=eval_episodes,
         eval_every_steps=eval_every_steps,
+        env_kwargs=env_kwargs,
+        eval_env_kwargs=eval_env_kwargs,
+        fitness=fitness,
     )
     spec.validate()
     return spec
@@ -123,6 +134,9 @@ def train(
     progress: bool = False,
     eval_episodes: int = 10,
     eval_every_steps: int | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    eval_env_kwargs: dict[str, Any] | None = None,
+    fitness: str = "return",
     **hparams: Any,
 ) -> TrainResult:
     """Train one pod and return its :class:`TrainResult`.
@@ -141,7 +155,7 @@ def train(
         Budgets (env steps over all sub-envs; wall seconds). Without either, the
         algorithm's default step budget applies.
     target_reward
-        Stop at the first evaluation whose mean return reaches it.
+        Stop at the first evaluation whose mean return (or ``fitness``) reaches it.
     device
         Torch device (``"cpu"``, ``"cuda"``, ``"cuda:1"``...).
     out
@@ -150,6 +164,11 @@ def train(
         What to do when ``out`` already holds a run: replace it or continue it.
     progress
         Show a tqdm progress bar on stderr.
+    env_kwargs, eval_env_kwargs
+        Keyword arguments of the env (a trading env's ``data``, ``start``, ``end``...),
+        and their overrides for the evaluator's env (validation dates).
+    fitness
+        ``"return"`` or a finance metric of the evaluation (``"sharpe"``...).
     **hparams
         Algorithm hyperparameters by name (see ``PPOConfig`` / ``SACConfig``).
 
@@ -172,6 +191,9 @@ def train(
         eval_episodes=eval_episodes,
         eval_every_steps=eval_every_steps,
         hparams=hparams,
+        env_kwargs=env_kwargs,
+        eval_env_kwargs=eval_env_kwargs,
+        fitness=fitness,
     )
     out_dir = prepare_out_dir(out, overwrite=overwrite, resume=resume) if out is not None else None
     pod = Pod(spec, out_dir=out_dir, resume=resume)

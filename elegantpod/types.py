@@ -45,10 +45,28 @@ class Batch:
 
 @dataclass(frozen=True)
 class EvalResult:
-    """Deterministic evaluation of a policy: one return per episode."""
+    """Deterministic evaluation of a policy: one return per episode.
+
+    ``metrics`` holds per-episode values of whatever else the env measures (a trading
+    env's Sharpe, Calmar...), so a tournament can rank pods by a fitness other than the
+    return.
+    """
 
     returns: tuple[float, ...]
     lengths: tuple[int, ...]
+    metrics: dict[str, tuple[float, ...]] = field(default_factory=dict)
+
+    def score(self, fitness: str = "return") -> tuple[float, float]:
+        """``(mean, std)`` over episodes of ``fitness``: ``"return"`` or a key of ``metrics``."""
+        if fitness == "return":
+            return self.mean, self.std
+        if fitness not in self.metrics:
+            raise ValueError(
+                f"fitness {fitness!r} was not measured by this env; it reports "
+                f"{['return', *sorted(self.metrics)]}"
+            )
+        values = torch.tensor(self.metrics[fitness], dtype=torch.float64)
+        return float(values.mean()), float(values.std(unbiased=False))
 
     @property
     def mean(self) -> float:
@@ -69,6 +87,8 @@ class Progress:
     eval_return_std: float
     train_return_mean: float
     stats: dict[str, float] = field(default_factory=dict)
+    score: float | None = None
+    """The evaluation's fitness (``PodSpec.fitness``) when it is not the return."""
 
 
 @dataclass(frozen=True)

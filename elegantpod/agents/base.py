@@ -58,14 +58,15 @@ class Learner(ABC):
             )
 
     @classmethod
-    def check_env(cls, env_id: str) -> None:
+    def check_env(cls, env_id: str, env_kwargs: dict[str, Any] | None = None) -> None:
         """Raise ``ValueError`` when this algorithm cannot train on ``env_id``.
 
-        Cheap: it builds a single sub-env on the CPU to read the spaces.
+        Cheap: it builds a single sub-env on the CPU to read the spaces (which also checks
+        ``env_kwargs``, e.g. a trading env's data and dates).
         """
         from elegantpod.envs import make_env
 
-        probe = make_env(env_id, num_envs=1, device="cpu", seed=0)
+        probe = make_env(env_id, num_envs=1, device="cpu", seed=0, **(env_kwargs or {}))
         try:
             cls.check_spaces(probe.observation_space, probe.action_space)
         finally:

@@ -3,7 +3,7 @@
 from elegantpod.envs.base import TorchVecEnv, VecEnv
 from elegantpod.envs.classic import Acrobot, CartPole, MountainCarContinuous, Pendulum
 from elegantpod.envs.gym import GymVecEnv
-from elegantpod.envs.registry import available_envs, check_env_id, make_env
+from elegantpod.envs.registry import available_envs, check_env_id, check_eval_env, make_env
 
 __all__ = [
     "Acrobot",
@@ -14,6 +14,7 @@ __all__ = [
     "TorchVecEnv",
     "VecEnv",
     "available_envs",
+    "check_eval_env",
     "check_env_id",
     "make_env",
 ]

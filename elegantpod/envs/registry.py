@@ -11,19 +11,29 @@ from elegantpod.envs.base import VecEnv
 from elegantpod.envs.classic import NATIVE_ENVS
 from elegantpod.envs.gym import GymVecEnv
 
+KWARG_ENVS = {"StockTrading-v0": ("elegantpod.finance.trading_env", "StockTradingEnv")}
+"""Native envs configured by keyword arguments (data, dates...), imported when used."""
+
 
 def available_envs() -> list[str]:
     """Ids with a native torch implementation (any gymnasium id works too)."""
-    return sorted(NATIVE_ENVS)
+    return sorted([*NATIVE_ENVS, *KWARG_ENVS])
+
+
+def _kwarg_env(env_id: str):
+    import importlib
+
+    module, name = KWARG_ENVS[env_id]
+    return getattr(importlib.import_module(module), name)
 
 
 def check_env_id(env_id: str) -> None:
     """Raise ``ValueError`` naming ``env_id`` when neither we nor gymnasium know it."""
     if not isinstance(env_id, str) or not env_id:
         raise ValueError(f"env id must be a non-empty string, got {env_id!r}")
-    if env_id in NATIVE_ENVS or env_id in gymnasium.registry:
+    if env_id in NATIVE_ENVS or env_id in KWARG_ENVS or env_id in gymnasium.registry:
         return
-    known = list(NATIVE_ENVS) + list(gymnasium.registry)
+    known = list(NATIVE_ENVS) + list(KWARG_ENVS) + list(gymnasium.registry)
     close = difflib.get_close_matches(env_id, known, n=3)
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     raise ValueError(
@@ -57,16 +67,40 @@ def make_env(
         ``None`` picks the native env when one exists; ``False`` forces the gymnasium
         adapter (useful for parity checks); ``True`` requires a native env.
     **kwargs
-        Forwarded to the env class (native: ``max_episode_steps``; adapter:
+        Forwarded to the env class (native: ``max_episode_steps``; ``StockTrading-v0``:
+        ``data``, ``start``, ``end`` and the other
+        :class:`~elegantpod.finance.trading_env.StockTradingEnv` options; adapter:
         ``vectorization_mode`` and ``gymnasium.make_vec`` keywords).
     """
     check_env_id(env_id)
     if int(num_envs) < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs!r}")
     torch.device(device)  # raises on a malformed device string before any work
+    if env_id in KWARG_ENVS:
+        if native is False:
+            raise ValueError(f"{env_id!r} has no gymnasium twin; it is native only")
+        env_cls = _kwarg_env(env_id)
+        try:
+            return env_cls(num_envs=num_envs, device=device, seed=seed, **kwargs)
+        except TypeError as exc:
+            raise ValueError(f"bad keyword for {env_id!r}: {exc}") from None
     use_native = env_id in NATIVE_ENVS if native is None else native
     if use_native:
         if env_id not in NATIVE_ENVS:
             raise ValueError(f"no native env for {env_id!r}; native ids: {available_envs()}")
         return NATIVE_ENVS[env_id](num_envs=num_envs, device=device, seed=seed, **kwargs)
     return GymVecEnv(env_id, num_envs=num_envs, device=device, seed=seed, **kwargs)
+
+
+def check_eval_env(env_id: str, env_kwargs: dict, eval_env_kwargs: dict, fitness: str) -> None:
+    """Build one evaluation sub-env on the CPU: bad evaluation settings, or a ``fitness``
+    the env cannot measure, fail here with a clear error rather than on a worker."""
+    probe = make_env(env_id, num_envs=1, device="cpu", seed=0, **{**env_kwargs, **eval_env_kwargs})
+    try:
+        if fitness != "return" and not getattr(probe, "record", False):
+            raise ValueError(
+                f"fitness {fitness!r} needs an evaluation env that measures it: {env_id!r} "
+                "does not (StockTrading-v0 does, with eval_env_kwargs episode_days=None)"
+            )
+    finally:
+        probe.close()

@@ -25,7 +25,7 @@ from typing import Any
 
 from elegantpod.agents import get_algo
 from elegantpod.config import PodSpec, config_values, replace_checked
-from elegantpod.envs import check_env_id
+from elegantpod.envs import check_env_id, check_eval_env
 from elegantpod.tournament import leaderboard as lb
 from elegantpod.tournament.generator import (
     SEARCH_SPACES,
@@ -342,7 +342,7 @@ class Tournament:
                     )
             algo = algo or (parent_entry.algo if parent_entry else self.spec.algos[0])
             learner = get_algo(algo)
-            learner.check_env(self.spec.env_id)
+            learner.check_env(self.spec.env_id, self.spec.env_kwargs)
             if parent_entry is not None and parent_entry.algo != learner.name:
                 raise ValueError(
                     f"parent {parent_entry.pod_id!r} is a {parent_entry.algo!r} "
@@ -660,6 +660,9 @@ class Tournament:
             device=self.spec.device,
             target_reward=self.spec.target_reward,
             eval_episodes=self.spec.eval_episodes,
+            env_kwargs=self.spec.env_kwargs,
+            eval_env_kwargs=self.spec.eval_env_kwargs,
+            fitness=self.spec.fitness,
         )
         seg = rec.segment + 1
         task = SegmentTask(
@@ -916,9 +919,10 @@ def _check_spec(spec: TournamentSpec) -> None:
     """Every check that needs no cluster: bad input fails here, before any Dask work."""
     check_env_id(spec.env_id)
     spec.validate()
+    check_eval_env(spec.env_id, spec.env_kwargs, spec.eval_env_kwargs, spec.fitness)
     for algo in spec.algos:
         learner = get_algo(algo)
-        learner.check_env(spec.env_id)
+        learner.check_env(spec.env_id, spec.env_kwargs)
         replace_checked(learner.config_cls(), spec.hparams.get(algo, {}))
     unknown = set(spec.hparams) - {get_algo(a).name for a in spec.algos}
     if unknown:

@@ -207,6 +207,7 @@ def run_segment(task: SegmentTask) -> SegmentResult:
     hp = dataclasses.asdict(pod.learner.config)  # live mutations included
     wall = time.perf_counter() - start_wall
     target = spec.target_reward
+    score_mean, score_std = ev.score(spec.fitness)
     events.publish(
         {
             "type": "segment_end",
@@ -223,10 +224,10 @@ def run_segment(task: SegmentTask) -> SegmentResult:
         env_steps=pod.env_steps,
         env_steps_delta=pod.env_steps - start_steps,
         wall_seconds=wall,
-        score_mean=ev.mean,
-        score_std=ev.std,
+        score_mean=score_mean,
+        score_std=score_std,
         checkpoint=task.checkpoint,
-        solved=target is not None and ev.mean >= target,
+        solved=target is not None and score_mean >= target,
         stopped=stopped,
         steps_per_second=(pod.env_steps - start_steps) / max(wall, 1e-9),
         events_sent=events.sent,

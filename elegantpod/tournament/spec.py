@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from elegantpod.config import positive
+from elegantpod.config import check_fitness, check_json, positive
 from elegantpod.tournament.generator import GeneratorConfig
 
 
@@ -46,6 +46,14 @@ class TournamentSpec:
     """Parent selection and mutation."""
     max_retries: int = 3
     """Resubmissions of a segment after Dask gives up on it (``KilledWorker``)."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of every pod's env (JSON values), e.g. a trading env's data and
+    training dates."""
+    eval_env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Overrides of ``env_kwargs`` for evaluation, e.g. validation dates."""
+    fitness: str = "return"
+    """What the leaderboard ranks: the mean evaluation return, or a finance metric of the
+    evaluation episodes (``"sharpe"``, ``"calmar"``... see :data:`elegantpod.config.FITNESSES`)."""
 
     def validate(self) -> None:
         positive("pods", self.pods)
@@ -74,6 +82,9 @@ class TournamentSpec:
         if self.max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {self.max_retries!r}")
         self.generator.validate()
+        check_fitness(self.fitness)
+        check_json("env_kwargs", self.env_kwargs)
+        check_json("eval_env_kwargs", self.eval_env_kwargs)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -1,0 +1,337 @@
+"""Backtests: run an agent deterministically over held-out dates and compare it.
+
+:func:`backtest` takes a trained agent (a pod, a checkpoint file, or a tournament's
+best), replays its policy over a date range it never trained on, and returns a
+:class:`BacktestResult` with daily account values, every trade, and the benchmarks an
+honest report needs: equal-weight buy-and-hold of the same stocks, and an index when one
+is given. ``result.metrics()`` tabulates cumulative/annual return, volatility, max
+drawdown, Sharpe, Calmar and Sortino for all of them; ``result.to_html(path)`` writes
+the self-contained report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from elegantpod.finance import metrics
+from elegantpod.finance.data import sp500_index
+from elegantpod.finance.trading_env import ENV_ID, StockTradingEnv
+
+EQUAL_WEIGHT = "Equal-weight buy & hold"
+
+
+@dataclass(frozen=True, eq=False)
+class BacktestResult:
+    """Daily account values of an agent and its benchmarks over a backtest range."""
+
+    account_value: pd.Series
+    """The agent's account value at each day's close (first day: the initial amount)."""
+    benchmarks: dict[str, pd.Series]
+    """Benchmark values on the same dates, scaled to start at the initial amount."""
+    trades: pd.DataFrame
+    """One row per executed order: date, tic, shares (+ buy, - sell), price, value, cost."""
+    positions: pd.DataFrame
+    """Shares held after each day's trades (dates x tickers)."""
+    periods_per_year: int
+    initial_amount: float
+    cost: float
+    agent: dict[str, Any] = field(default_factory=dict)
+    """Who traded: name, algo, spec, checkpoint, env steps and lineage (for the report)."""
+    data_source: str = ""
+
+    @property
+    def dates(self) -> pd.DatetimeIndex:
+        return pd.DatetimeIndex(self.account_value.index)
+
+    @property
+    def name(self) -> str:
+        return str(self.agent.get("name") or "Agent")
+
+    def values(self) -> pd.DataFrame:
+        """Account values of the agent (first column) and each benchmark."""
+        return pd.DataFrame({self.name: self.account_value, **self.benchmarks})
+
+    def returns(self) -> pd.DataFrame:
+        """Daily simple returns of the agent and each benchmark."""
+        v = self.values()
+        return v.pct_change().iloc[1:]
+
+    def metrics(self) -> pd.DataFrame:
+        """Rows: agent then benchmarks; columns: :data:`~elegantpod.finance.metrics.METRICS`."""
+        rows = {}
+        for name, series in self.values().items():
+            r = metrics.returns_from_values(series.to_numpy())
+            rows[name] = metrics.summary(r, periods_per_year=self.periods_per_year)
+        return pd.DataFrame.from_dict(rows, orient="index")[list(metrics.METRICS)]
+
+    def trades_summary(self) -> pd.DataFrame:
+        """Per ticker: buy and sell orders, shares, traded value and costs (plus a total)."""
+        t = self.trades
+        cols = ["buys", "sells", "shares_bought", "shares_sold", "traded_value", "costs"]
+        tickers = list(self.positions.columns)
+        out = pd.DataFrame(0.0, index=tickers, columns=cols)
+        if len(t):
+            g = t.groupby("tic")
+            out["buys"] = g["shares"].apply(lambda s: int((s > 0).sum()))
+            out["sells"] = g["shares"].apply(lambda s: int((s < 0).sum()))
+            out["shares_bought"] = g["shares"].apply(lambda s: float(s.clip(lower=0).sum()))
+            out["shares_sold"] = g["shares"].apply(lambda s: float((-s).clip(lower=0).sum()))
+            out["traded_value"] = g["value"].apply(lambda s: float(s.abs().sum()))
+            out["costs"] = g["cost"].sum()
+        out = out.fillna(0.0)
+        out.loc["total"] = out.sum()
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary: metrics of every strategy, range, trades and the agent."""
+
+        def clean(x):
+            return None if isinstance(x, float) and not math.isfinite(x) else x
+
+        table = self.metrics()
+        return {
+            "start": f"{self.dates[0]:%Y-%m-%d}",
+            "end": f"{self.dates[-1]:%Y-%m-%d}",
+            "days": len(self.dates),
+            "periods_per_year": self.periods_per_year,
+            "initial_amount": self.initial_amount,
+            "cost": self.cost,
+            "data": self.data_source,
+            "tickers": list(self.positions.columns),
+            "metrics": {
+                name: {k: clean(float(v)) for k, v in row.items()} for name, row in table.iterrows()
+            },
+            "final_value": {k: float(v.iloc[-1]) for k, v in self.values().items()},
+            "orders": len(self.trades),
+            "total_costs": float(self.trades["cost"].sum()) if len(self.trades) else 0.0,
+            "agent": _json_ready(self.agent),
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    def to_html(self, path: str | Path, title: str | None = None) -> Path:
+        """Write the self-contained HTML report (see :mod:`elegantpod.finance.report`)."""
+        from elegantpod.finance.report import write_report
+
+        return write_report(self, path, title=title)
+
+    def _repr_html_(self) -> str:
+        from elegantpod.finance.report import metrics_table_html
+
+        return metrics_table_html(self)
+
+
+def backtest(
+    agent: Any,
+    *,
+    data: Any = None,
+    start: Any = None,
+    end: Any = None,
+    index: Any = None,
+    device: str = "cpu",
+    name: str | None = None,
+    **env_overrides: Any,
+) -> BacktestResult:
+    """Replay ``agent``'s deterministic policy over ``[start, end]`` and compare it.
+
+    Parameters
+    ----------
+    agent
+        A :class:`~elegantpod.pod.Pod` trained on ``StockTrading-v0``, a checkpoint path
+        or URL, or a :class:`~elegantpod.tournament.Tournament` (its best agent, with its
+        lineage in the report).
+    data
+        Market data for the backtest (``None``: the data the agent trained on). It must
+        hold the same tickers: the policy's inputs and outputs are per stock.
+    start, end
+        The backtest range (inclusive); ``None``: from the first usable day / to the end.
+    index
+        An index benchmark: a date-indexed Series of levels, ``"sp500"`` for the shipped
+        S&P 500 series, or ``None`` for none.
+    device
+        Where the policy and the env run.
+    name
+        The agent's name in tables and charts.
+    **env_overrides
+        Other trading-env settings for the backtest (``cost``, ``initial_amount``...);
+        by default those the agent trained with.
+
+    Raises
+    ------
+    ValueError
+        For a non-trading agent, tickers or indicators that differ from the agent's, or
+        a range outside the data, before anything runs.
+    """
+    from elegantpod.pod import Pod
+
+    info: dict[str, Any] = {}
+    if hasattr(agent, "best") and hasattr(agent, "lineage"):
+        info.update(_tournament_info(agent))
+        agent = agent.best(device=device)
+    elif isinstance(agent, str | Path):
+        info["checkpoint"] = str(agent)
+        agent = Pod.from_checkpoint(agent, device=device)
+    if not isinstance(agent, Pod):
+        raise TypeError(
+            f"agent must be a Pod, a checkpoint path or a Tournament, got {type(agent).__name__}"
+        )
+    spec = agent.spec
+    if spec.env_id != ENV_ID:
+        raise ValueError(f"backtests need an agent trained on {ENV_ID!r}, not {spec.env_id!r}")
+    kwargs = {**spec.env_kwargs, **env_overrides}
+    for key in ("start", "end", "episode_days"):
+        kwargs.pop(key, None)
+    if data is not None:
+        kwargs["data"] = data
+    env = StockTradingEnv(
+        num_envs=1, device=device, seed=0, start=start, end=end, episode_days=None, **kwargs
+    )
+    trained = tuple(agent.env.tickers)
+    if tuple(env.tickers) != trained:
+        raise ValueError(
+            f"the backtest data's tickers {list(env.tickers)} differ from the agent's "
+            f"{list(trained)}: the policy acts per stock, in that order"
+        )
+    if env.observation_space.shape != agent.env.observation_space.shape:
+        raise ValueError(
+            f"the backtest env's observations {env.observation_space.shape} differ from the "
+            f"agent's {agent.env.observation_space.shape} (other indicators?)"
+        )
+    bench_index = _index_series(index, env.dates) if index is not None else None
+    info.update(
+        name=name or info.get("name") or f"{spec.algo.upper()} agent",
+        algo=spec.algo,
+        seed=spec.seed,
+        env_steps=agent.env_steps,
+        spec=spec.to_dict(),
+    )
+    return _run(agent.learner, env, info, bench_index)
+
+
+@torch.inference_mode()
+def _run(learner, env: StockTradingEnv, info: dict, bench_index) -> BacktestResult:
+    obs = env.reset(seed=0)
+    days, tickers = env.num_days, list(env.tickers)
+    values = np.empty(days)
+    values[0] = env.initial_amount
+    positions = np.zeros((days, env.num_stocks))
+    traded = np.zeros((days, env.num_stocks))
+    costs = np.zeros(days)
+    for t in range(days - 1):
+        obs, _, _, truncated, step_info = env.step(learner.act(obs, deterministic=True))
+        values[t + 1] = float(step_info["account_value"][0])
+        traded[t] = step_info["shares_traded"][0].cpu().numpy()
+        costs[t] = float(step_info["cost_paid"][0])
+        positions[t] = positions[t - 1] + traded[t] if t else traded[t]
+    positions[-1] = positions[-2] if days > 1 else 0.0
+    prices = env._prices.cpu().numpy()
+    dates = env.dates
+    rows, cols = np.nonzero(traded)
+    trade_value = traded[rows, cols] * prices[rows, cols]
+    value_sum = np.zeros(days)
+    np.add.at(value_sum, rows, np.abs(trade_value))
+    share = np.divide(
+        np.abs(trade_value),
+        value_sum[rows],
+        out=np.zeros_like(trade_value),
+        where=value_sum[rows] > 0,
+    )
+    trades = pd.DataFrame(
+        {
+            "date": dates[rows],
+            "tic": np.array(tickers, dtype=object)[cols],
+            "shares": traded[rows, cols],
+            "price": prices[rows, cols],
+            "value": trade_value,
+            "cost": costs[rows] * share,  # a day's cost split by traded value
+        }
+    )
+    bench = {EQUAL_WEIGHT: _equal_weight(prices, env.initial_amount, env.cost, dates)}
+    if bench_index is not None:
+        bench[str(bench_index.name or "Index")] = bench_index * (
+            env.initial_amount / float(bench_index.iloc[0])
+        )
+    return BacktestResult(
+        account_value=pd.Series(values, index=dates, name=info["name"]),
+        benchmarks=bench,
+        trades=trades,
+        positions=pd.DataFrame(positions, index=dates, columns=tickers),
+        periods_per_year=env.periods_per_year,
+        initial_amount=env.initial_amount,
+        cost=env.cost,
+        agent=info,
+        data_source=env.data.source,
+    )
+
+
+def _equal_weight(prices: np.ndarray, amount: float, cost: float, dates) -> pd.Series:
+    """Invest ``amount`` equally in every stock on day one (paying ``cost``) and hold.
+
+    Fractional shares, so the benchmark is not handicapped by rounding.
+    """
+    shares = amount * (1.0 - cost) / prices.shape[1] / prices[0]
+    return pd.Series(prices @ shares, index=dates, name=EQUAL_WEIGHT)
+
+
+def _index_series(index: Any, dates: pd.DatetimeIndex) -> pd.Series:
+    series = sp500_index() if isinstance(index, str) and index == "sp500" else index
+    if not isinstance(series, pd.Series) or not isinstance(series.index, pd.DatetimeIndex):
+        raise ValueError(
+            f"index must be 'sp500' or a pandas Series indexed by dates, got {type(index).__name__}"
+        )
+    series = series.sort_index()
+    if series.index[0] > dates[0] or series.index[-1] < dates[-1]:
+        raise ValueError(
+            f"index {series.name!r} covers {series.index[0]:%Y-%m-%d}..{series.index[-1]:%Y-%m-%d}"
+            f", not the backtest's {dates[0]:%Y-%m-%d}..{dates[-1]:%Y-%m-%d}"
+        )
+    aligned = series.reindex(series.index.union(dates)).ffill().reindex(dates)
+    if aligned.isna().any() or (aligned <= 0).any():
+        raise ValueError(f"index {series.name!r} has missing or non-positive levels in the range")
+    return aligned.astype(np.float64).rename(series.name or "Index")
+
+
+def _tournament_info(t) -> dict[str, Any]:
+    board = t.leaderboard
+    best = board.iloc[0].to_dict() if len(board) else {}
+    edges = {e["pod"]: e for e in t.lineage()}
+    chain, pod = [], best.get("pod")
+    while pod is not None and pod in edges and len(chain) < 100:
+        e = edges[pod]
+        chain.append(
+            {"pod": pod, "parent": e["parent"], "algo": e["algo"], "mutation": e["mutation"]}
+        )
+        pod = e["parent"]
+    return {
+        "name": f"{str(best.get('algo', 'agent')).upper()} {best.get('pod', '')}".strip(),
+        "pod": best.get("pod"),
+        "score": best.get("score_mean"),
+        "fitness": t.spec.fitness,
+        "checkpoint": best.get("checkpoint"),
+        "lineage": chain,
+        "tournament_store": t.store.url,
+    }
+
+
+def _json_ready(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {str(k): _json_ready(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_json_ready(v) for v in x]
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if dataclasses.is_dataclass(x):
+        return _json_ready(dataclasses.asdict(x))
+    if isinstance(x, str | int | float | bool) or x is None:
+        return x
+    return str(x)

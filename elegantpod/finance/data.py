@@ -1,0 +1,414 @@
+"""Market data: FinRL's long format or a wide table of closes, validated, and a real sample.
+
+Everything downstream (indicators, the trading env, backtests) reads one
+:class:`MarketData`: dates x tickers arrays of prices with the same dates for every
+ticker. Loading is where bad data is caught, with an error that names the ticker and the
+date, because a NaN or a missing day that slips into training silently corrupts rewards.
+
+No data is downloaded at run time. :func:`sp500_sample` reads 20 S&P 500 stocks' daily
+adjusted closes, 1990-2022, shipped inside the package (from skfolio's datasets, BSD-3,
+see ``data/NOTICE.md``), and :func:`sp500_index` the S&P 500 index over the same dates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.resources
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+PRICE_FIELDS = ("open", "high", "low", "close")
+FIELDS = (*PRICE_FIELDS, "volume")
+SAMPLES = ("sp500",)
+"""Names :func:`load` accepts for the shipped data."""
+
+
+@dataclass(frozen=True, eq=False)
+class MarketData:
+    """Daily prices of a fixed set of tickers over common dates.
+
+    Arrays are ``(num_days, num_stocks)`` float64, rows in date order, columns in
+    ``tickers`` order. ``close`` is required; ``open``, ``high``, ``low`` and ``volume``
+    are optional (a wide table of closes has none of them).
+    """
+
+    dates: pd.DatetimeIndex
+    tickers: tuple[str, ...]
+    close: np.ndarray
+    open: np.ndarray | None = None
+    high: np.ndarray | None = None
+    low: np.ndarray | None = None
+    volume: np.ndarray | None = None
+    source: str = ""
+    """Where the data came from (a path, URL or sample name), for reports."""
+
+    def __post_init__(self) -> None:
+        shape = (len(self.dates), len(self.tickers))
+        for name in FIELDS:
+            arr = getattr(self, name)
+            if arr is not None and arr.shape != shape:
+                raise ValueError(f"{name} has shape {arr.shape}, expected {shape}")
+        _check_values(self)
+
+    @property
+    def num_days(self) -> int:
+        return len(self.dates)
+
+    @property
+    def num_stocks(self) -> int:
+        return len(self.tickers)
+
+    @property
+    def has_high_low(self) -> bool:
+        return self.high is not None and self.low is not None
+
+    def locate(self, start=None, end=None) -> tuple[int, int]:
+        """Row range ``[i, j)`` of the days with ``start <= date <= end`` (inclusive)."""
+        i = 0 if start is None else int(self.dates.searchsorted(_timestamp(start, "start")))
+        j = (
+            self.num_days
+            if end is None
+            else int(self.dates.searchsorted(_timestamp(end, "end"), side="right"))
+        )
+        if j <= i:
+            raise ValueError(
+                f"no trading days between start={start!r} and end={end!r} in {self.source!r} "
+                f"(it covers {self.dates[0]:%Y-%m-%d} to {self.dates[-1]:%Y-%m-%d})"
+            )
+        return i, j
+
+    def between(self, start=None, end=None) -> MarketData:
+        """The days with ``start <= date <= end`` (``None``: open-ended)."""
+        i, j = self.locate(start, end)
+        return self._rows(slice(i, j))
+
+    def select(self, tickers) -> MarketData:
+        """Only ``tickers``, in the given order; unknown ones are an error naming them."""
+        tickers = tuple(str(t) for t in tickers)
+        unknown = [t for t in tickers if t not in self.tickers]
+        if unknown:
+            raise ValueError(f"unknown tickers {unknown}; the data has {list(self.tickers)}")
+        if len(set(tickers)) != len(tickers):
+            raise ValueError(f"tickers repeat: {list(tickers)}")
+        cols = [self.tickers.index(t) for t in tickers]
+        arrays = {f: getattr(self, f)[:, cols] for f in FIELDS if getattr(self, f) is not None}
+        return dataclasses.replace(self, tickers=tickers, **arrays)
+
+    def _rows(self, rows: slice) -> MarketData:
+        arrays = {f: getattr(self, f)[rows] for f in FIELDS if getattr(self, f) is not None}
+        return dataclasses.replace(self, dates=self.dates[rows], **arrays)
+
+    def closes(self) -> pd.DataFrame:
+        """Wide table of closes: dates x tickers."""
+        return pd.DataFrame(self.close, index=self.dates, columns=list(self.tickers))
+
+    def to_long(self) -> pd.DataFrame:
+        """FinRL's long format: one row per (date, tic), sorted by date then ticker order."""
+        out = {
+            "date": np.repeat(self.dates.values, self.num_stocks),
+            "tic": np.tile(np.array(self.tickers, dtype=object), self.num_days),
+        }
+        for f in FIELDS:
+            arr = getattr(self, f)
+            if arr is not None:
+                out[f] = arr.reshape(-1)
+        return pd.DataFrame(out)
+
+    def __repr__(self) -> str:
+        span = f"{self.dates[0]:%Y-%m-%d}..{self.dates[-1]:%Y-%m-%d}" if self.num_days else ""
+        return (
+            f"MarketData({self.num_days} days {span}, {self.num_stocks} tickers, "
+            f"source={self.source!r})"
+        )
+
+
+@dataclass(frozen=True)
+class DateSplits:
+    """Train / validation / backtest date ranges (inclusive), in order, not overlapping.
+
+    Training episodes are drawn from ``train``; pods are scored on ``validation`` (the
+    tournament's fitness); ``backtest`` is touched only once, by the final report.
+
+    >>> splits = DateSplits(train=("1990-01-01", "2015-12-31"),
+    ...                     validation=("2016-01-01", "2018-12-31"),
+    ...                     backtest=("2019-01-01", "2022-12-31"))
+    >>> splits.tournament_options(data="sp500")["eval_env_kwargs"]["start"]
+    '2016-01-01'
+    """
+
+    train: tuple[str, str]
+    validation: tuple[str, str]
+    backtest: tuple[str, str]
+
+    def __post_init__(self) -> None:
+        bounds = []
+        for name in ("train", "validation", "backtest"):
+            pair = getattr(self, name)
+            if not isinstance(pair, tuple | list) or len(pair) != 2:
+                raise ValueError(f"{name} must be a (start, end) pair of dates, got {pair!r}")
+            a, b = (_timestamp(x, f"{name} date") for x in pair)
+            if b < a:
+                raise ValueError(f"{name} ends ({pair[1]!r}) before it starts ({pair[0]!r})")
+            object.__setattr__(self, name, (f"{a:%Y-%m-%d}", f"{b:%Y-%m-%d}"))
+            bounds.append((name, a, b))
+        for (n1, _, end1), (n2, start2, _) in zip(bounds, bounds[1:], strict=False):
+            if start2 <= end1:
+                raise ValueError(
+                    f"{n2} must start after {n1} ends: {n2} starts {start2:%Y-%m-%d}, "
+                    f"{n1} ends {end1:%Y-%m-%d}"
+                )
+
+    def train_kwargs(self, **env: Any) -> dict[str, Any]:
+        """Trading-env keyword arguments for training (random windows in ``train``)."""
+        return {**env, "start": self.train[0], "end": self.train[1]}
+
+    def validation_kwargs(self) -> dict[str, Any]:
+        """Overrides for evaluation: the whole validation range, one deterministic run."""
+        return {"start": self.validation[0], "end": self.validation[1], "episode_days": None}
+
+    def tournament_options(self, fitness: str = "sharpe", **env: Any) -> dict[str, Any]:
+        """Keyword arguments for :class:`~elegantpod.tournament.Tournament` (or
+        :func:`~elegantpod.train`): env settings, validation scoring by ``fitness``, and
+        one evaluation episode, since a full-range evaluation is deterministic."""
+        return {
+            "env_kwargs": self.train_kwargs(**env),
+            "eval_env_kwargs": self.validation_kwargs(),
+            "fitness": fitness,
+            "eval_episodes": 1,
+        }
+
+
+# ---------------------------------------------------------------------------- loading
+def load(source: Any, **kwargs: Any) -> MarketData:
+    """Load market data from a sample name, a file or URL, or a DataFrame.
+
+    ``"sp500"`` is the shipped sample. A table with a ``tic`` column is read as FinRL's
+    long format (:func:`load_long`), any other as a wide table of closes
+    (:func:`load_wide`). Files may be CSV (optionally compressed) or parquet, local or
+    any fsspec URL pandas can open.
+    """
+    if isinstance(source, MarketData):
+        return source
+    if isinstance(source, str) and source in SAMPLES:
+        return sp500_sample()
+    frame, label = _read_table(source)
+    lowered = {str(c).strip().lower() for c in frame.columns}
+    if "tic" in lowered:
+        return load_long(frame, source_name=label)
+    return load_wide(frame, source_name=label, **kwargs)
+
+
+def load_long(source: Any, *, source_name: str | None = None) -> MarketData:
+    """FinRL's long format: columns ``date, tic, close`` and optionally ``open, high, low,
+    volume``; one row per (date, tic).
+
+    Raises
+    ------
+    ValueError
+        Missing columns, unparsable dates, NaN or non-positive prices, negative volume,
+        duplicate (date, tic) rows, dates out of order within a ticker, tickers that do
+        not share the same dates, or ``high < low``.
+    """
+    frame, label = _read_table(source)
+    label = source_name or label
+    frame = frame.rename(columns={c: str(c).strip().lower() for c in frame.columns})
+    missing = [c for c in ("date", "tic", "close") if c not in frame.columns]
+    if missing:
+        raise ValueError(
+            f"long-format data {label!r} lacks column(s) {missing}; it has "
+            f"{list(frame.columns)} (FinRL format: date, tic, open, high, low, close, volume)"
+        )
+    if frame.empty:
+        raise ValueError(f"data {label!r} has no rows")
+    frame = frame.assign(date=_parse_dates(frame["date"], label), tic=frame["tic"].astype(str))
+    dup = frame.duplicated(["date", "tic"], keep=False)
+    if dup.any():
+        rows = frame.loc[dup, ["date", "tic"]].drop_duplicates().head(3)
+        shown = ", ".join(f"({d:%Y-%m-%d}, {t!r})" for d, t in rows.itertuples(index=False))
+        raise ValueError(f"data {label!r} has duplicate (date, tic) rows: {shown}")
+    for tic, dates in frame.groupby("tic", sort=False)["date"]:
+        diffs = dates.diff().iloc[1:]
+        if (diffs <= pd.Timedelta(0)).any():
+            k = int(np.argmax((diffs <= pd.Timedelta(0)).to_numpy())) + 1
+            raise ValueError(
+                f"data {label!r}: dates of {tic!r} are not in increasing order "
+                f"({dates.iloc[k - 1]:%Y-%m-%d} is followed by {dates.iloc[k]:%Y-%m-%d})"
+            )
+    tickers = tuple(pd.unique(frame["tic"]))
+    all_dates = pd.DatetimeIndex(sorted(pd.unique(frame["date"])))
+    counts = frame.groupby("tic", sort=False)["date"].size()
+    short = counts[counts < len(all_dates)]
+    if len(short):
+        tic = short.index[0]
+        have = pd.DatetimeIndex(frame.loc[frame["tic"] == tic, "date"])
+        lacking = all_dates.difference(have)
+        raise ValueError(
+            f"data {label!r}: tickers do not share the same dates: {tic!r} lacks "
+            f"{lacking[0]:%Y-%m-%d}"
+            + (f" and {len(lacking) - 1} more day(s)" if len(lacking) > 1 else "")
+            + f" ({len(short)} ticker(s) affected); align or drop them first"
+        )
+    arrays = {}
+    for f in FIELDS:
+        if f in frame.columns:
+            wide = frame.pivot(index="date", columns="tic", values=f)
+            arrays[f] = _numeric(wide.loc[all_dates, list(tickers)], f, label)
+    return MarketData(dates=all_dates, tickers=tickers, source=label, **arrays)
+
+
+def load_wide(
+    source: Any, *, date_column: str | None = None, source_name: str | None = None
+) -> MarketData:
+    """A wide table of closes: one date column (or a date index) and one column per ticker.
+
+    ``date_column`` names the date column; by default a column called ``date`` (any case)
+    or else the first column, unless the frame already has a DatetimeIndex.
+    """
+    frame, label = _read_table(source)
+    label = source_name or label
+    if not isinstance(frame.index, pd.DatetimeIndex):
+        cols = {str(c).strip().lower(): c for c in frame.columns}
+        name = date_column or cols.get("date") or frame.columns[0]
+        if name not in frame.columns:
+            raise ValueError(f"data {label!r} has no column {name!r} for dates")
+        frame = frame.set_index(name)
+        frame.index = _parse_dates(pd.Series(frame.index), label)
+    if frame.shape[1] == 0 or frame.empty:
+        raise ValueError(f"data {label!r} has no ticker columns or no rows")
+    if frame.index.has_duplicates:
+        d = frame.index[frame.index.duplicated()][0]
+        raise ValueError(f"data {label!r} has duplicate date {d:%Y-%m-%d}")
+    if not frame.index.is_monotonic_increasing:
+        k = int(np.argmax(np.diff(frame.index.asi8) < 0)) + 1
+        raise ValueError(
+            f"data {label!r}: dates are not in increasing order "
+            f"({frame.index[k - 1]:%Y-%m-%d} is followed by {frame.index[k]:%Y-%m-%d})"
+        )
+    tickers = tuple(str(c) for c in frame.columns)
+    if len(set(tickers)) != len(tickers):
+        raise ValueError(f"data {label!r} repeats ticker columns: {list(tickers)}")
+    close = _numeric(frame, "close", label)
+    return MarketData(
+        dates=pd.DatetimeIndex(frame.index), tickers=tickers, close=close, source=label
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _sample_closes() -> pd.DataFrame:
+    path = importlib.resources.files("elegantpod.finance") / "data" / "sp500_closes.csv.gz"
+    with importlib.resources.as_file(path) as p:
+        return pd.read_csv(p, index_col=0, parse_dates=True)
+
+
+def sp500_sample() -> MarketData:
+    """20 S&P 500 stocks, daily adjusted closes 1990-01-02 to 2022-12-28 (8,313 days).
+
+    Shipped with the package (from skfolio's datasets, BSD-3; see ``data/NOTICE.md``),
+    for tests, examples and benchmarks: stale data, not for investment decisions.
+    """
+    return load_wide(_sample_closes(), source_name="sp500")
+
+
+def sp500_index() -> pd.Series:
+    """The S&P 500 index over the sample's dates, as a benchmark series."""
+    path = importlib.resources.files("elegantpod.finance") / "data" / "sp500_index.csv.gz"
+    with importlib.resources.as_file(path) as p:
+        frame = pd.read_csv(p, index_col=0, parse_dates=True)
+    return frame.iloc[:, 0].rename("S&P 500")
+
+
+@functools.lru_cache(maxsize=8)
+def cached_load(source: str) -> MarketData:
+    """:func:`load` memoized per process: pods on one worker share one copy of the data."""
+    return load(source)
+
+
+# ---------------------------------------------------------------------------- helpers
+def _read_table(source: Any) -> tuple[pd.DataFrame, str]:
+    if isinstance(source, pd.DataFrame):
+        return source.copy(), "<DataFrame>"
+    if not isinstance(source, str | Path):
+        raise TypeError(
+            f"market data source must be a path, URL, DataFrame or one of {SAMPLES}, "
+            f"got {type(source).__name__}"
+        )
+    text = str(source)
+    lower = text.lower()
+    try:
+        if lower.endswith((".parquet", ".pq")):
+            try:
+                return pd.read_parquet(text), text
+            except ImportError as exc:
+                raise ImportError(
+                    f"reading {text!r} needs a parquet engine: pip install pyarrow"
+                ) from exc
+        return pd.read_csv(text), text
+    except FileNotFoundError:
+        raise ValueError(
+            f"market data file {text!r} does not exist (or use a sample: {SAMPLES})"
+        ) from None
+
+
+def _parse_dates(values: pd.Series, label: str) -> pd.Series:
+    try:
+        parsed = pd.to_datetime(values)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"data {label!r} has dates pandas cannot parse: {exc}") from None
+    if parsed.isna().any():
+        raise ValueError(f"data {label!r} has missing dates")
+    if getattr(parsed.dt, "tz", None) is not None:
+        parsed = parsed.dt.tz_localize(None)
+    return parsed.dt.normalize()
+
+
+def _numeric(wide: pd.DataFrame, field: str, label: str) -> np.ndarray:
+    try:
+        return wide.to_numpy(dtype=np.float64)
+    except (ValueError, TypeError):
+        bad = wide.apply(pd.to_numeric, errors="coerce").isna() & wide.notna()
+        d, tic = next(iter(bad.stack()[bad.stack()].index))
+        raise ValueError(
+            f"data {label!r}: {field} of {tic!r} on {pd.Timestamp(d):%Y-%m-%d} is not a "
+            f"number: {wide.loc[d, tic]!r}"
+        ) from None
+
+
+def _check_values(data: MarketData) -> None:
+    for field in FIELDS:
+        arr = getattr(data, field)
+        if arr is None:
+            continue
+        bad = ~np.isfinite(arr)
+        what = "NaN or infinite"
+        if not bad.any():
+            bad = arr < 0 if field == "volume" else arr <= 0
+            what = "negative" if field == "volume" else "non-positive"
+        if bad.any():
+            t, s = np.argwhere(bad)[0]
+            raise ValueError(
+                f"data {data.source!r}: {what} {field} {arr[t, s]!r} for {data.tickers[s]!r} "
+                f"on {data.dates[t]:%Y-%m-%d} ({int(bad.sum())} such value(s) in all)"
+            )
+    if data.has_high_low:
+        bad = data.high < data.low
+        if bad.any():
+            t, s = np.argwhere(bad)[0]
+            raise ValueError(
+                f"data {data.source!r}: high {data.high[t, s]!r} < low {data.low[t, s]!r} "
+                f"for {data.tickers[s]!r} on {data.dates[t]:%Y-%m-%d}"
+            )
+
+
+def _timestamp(value: Any, name: str) -> pd.Timestamp:
+    try:
+        ts = pd.Timestamp(value)
+    except (ValueError, TypeError):
+        raise ValueError(f"{name} {value!r} is not a date (use YYYY-MM-DD)") from None
+    if ts is pd.NaT:
+        raise ValueError(f"{name} {value!r} is not a date (use YYYY-MM-DD)")
+    return ts.tz_localize(None) if ts.tzinfo is not None else ts

@@ -1,0 +1,374 @@
+"""``StockTradingEnv``: a portfolio of stocks traded daily, vectorized in torch.
+
+One sub-env is one account (cash and whole-share holdings) trading a fixed set of stocks
+at each day's close. ``num_envs`` accounts step together as tensor ops on any device, so
+thousands of trading episodes cost about what one does in a pandas-based env.
+
+Rules (FinRL's ``StockTradingEnv`` semantics, made vectorized and exact):
+
+- An action is one number per stock in ``[-1, 1]``; it maps to a whole number of shares,
+  up to ``hmax`` shares per stock and day (FinRL's convention), or by default up to
+  ``trade_fraction`` of the account's value per stock and day (a cap that means the same
+  in 1990 and 2020, when the same stock costs 100 times more).
+- Sells execute before buys, at the day's close, with a transaction cost fraction
+  ``cost`` on both sides. No short selling (a sell is capped by the shares held) and no
+  borrowing: when the buys would cost more than the cash, all buys are scaled down by the
+  same factor and rounded down to whole shares, so cash never goes negative. (FinRL buys
+  stock by stock in column order until cash runs out, which favours the first columns.)
+- The reward is the change of account value from one close to the next, in percent of
+  the initial amount (``reward_scale=100``), costs included.
+- Training episodes start on a random day and last ``episode_days`` trading days;
+  ``episode_days=None`` runs the whole date range from its first day (evaluation and
+  backtests). The end of the data, or of a window, is a time limit: ``truncated``.
+
+Observation of one account, float32: cash as a fraction of the account value, each
+stock's position as a fraction of the account value, each stock's last daily log return
+(x10), then the scaled indicators of each stock (see
+:func:`~elegantpod.finance.indicators.scaled_features`).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from elegantpod.envs.base import StepResult, Tensor
+from elegantpod.finance import metrics
+from elegantpod.finance.data import MarketData, cached_load, load
+from elegantpod.finance.indicators import compute_features, scaled_features
+
+ENV_ID = "StockTrading-v0"
+
+
+@functools.lru_cache(maxsize=8)
+def _cached_market(source: str, indicators: tuple[str, ...] | None):
+    data = cached_load(source)
+    return data, compute_features(data, indicators)
+
+
+class StockTradingEnv:
+    """Vectorized stock-trading accounts over a date range of :class:`MarketData`.
+
+    Parameters
+    ----------
+    num_envs
+        Accounts simulated in lock-step.
+    device
+        Torch device of prices, state and returned tensors.
+    seed
+        Seed of the start-day sampler.
+    data
+        ``"sp500"`` (the shipped sample), a path or URL of a CSV/parquet file, or a
+        :class:`MarketData`. Pass a string in specs that travel to Dask workers.
+    start, end
+        First and last trading day of the range episodes are drawn from (inclusive).
+        Indicators are computed on all the data first, so the first day may use earlier
+        history; ``start=None`` is the first day with every indicator defined.
+    tickers
+        A subset of the data's tickers, in this order (``None``: all).
+    indicators
+        Indicator names (``None``: FinRL's defaults that the data supports).
+    episode_days
+        Trading days per training episode, from a random start; ``None``: the whole
+        range from ``start``, the same for every account (evaluation, backtest).
+    initial_amount
+        Cash at the start of each episode.
+    hmax
+        Maximum shares bought or sold per stock and day; ``None``: use ``trade_fraction``.
+    trade_fraction
+        With ``hmax=None``: maximum value traded per stock and day, as a fraction of the
+        account value.
+    cost
+        Transaction cost as a fraction of the traded value, charged on buys and sells.
+    reward_scale
+        Reward = change of account value / ``initial_amount`` x ``reward_scale``.
+    periods_per_year
+        Trading days per year, for the Sharpe/Calmar/... of :meth:`episode_metrics`.
+    """
+
+    env_id = ENV_ID
+
+    def __init__(
+        self,
+        num_envs: int = 1,
+        device: str | torch.device = "cpu",
+        seed: int | None = None,
+        *,
+        data: Any = "sp500",
+        start: Any = None,
+        end: Any = None,
+        tickers=None,
+        indicators=None,
+        episode_days: int | None = 252,
+        initial_amount: float = 1e6,
+        hmax: int | None = None,
+        trade_fraction: float = 0.1,
+        cost: float = 1e-3,
+        reward_scale: float = 100.0,
+        periods_per_year: int = 252,
+    ) -> None:
+        _check_params(
+            num_envs, episode_days, initial_amount, hmax, trade_fraction, cost, reward_scale
+        )
+        if isinstance(periods_per_year, bool) or int(periods_per_year) < 1:
+            raise ValueError(f"periods_per_year must be an integer >= 1, got {periods_per_year!r}")
+        ind = None if indicators is None else tuple(str(n) for n in indicators)
+        if isinstance(data, str):
+            market, features = _cached_market(data, ind)
+        else:
+            market = load(data)
+            features = compute_features(market, ind)
+        if tickers is not None:
+            cols = _ticker_columns(market, tickers)
+            market = market.select([market.tickers[c] for c in cols])
+            features = _select_features(features, cols)
+        i0, i1 = market.locate(start, end)
+        if start is None:
+            i0 = max(i0, features.warmup)
+        elif i0 < features.warmup:
+            raise ValueError(
+                f"start={start!r} falls in the indicators' warm-up: the first trading day "
+                f"with every indicator defined is {market.dates[features.warmup]:%Y-%m-%d}"
+            )
+        days = i1 - i0
+        if days < 2:
+            raise ValueError(
+                f"the range {market.dates[i0]:%Y-%m-%d}..{market.dates[i1 - 1]:%Y-%m-%d} has "
+                f"{days} trading day(s); at least 2 are needed to trade"
+            )
+        if episode_days is not None and episode_days > days - 1:
+            raise ValueError(
+                f"episode_days={episode_days} does not fit in the {days} trading days from "
+                f"{market.dates[i0]:%Y-%m-%d} to {market.dates[i1 - 1]:%Y-%m-%d}; use at most "
+                f"{days - 1}, or episode_days=None for the whole range"
+            )
+        self.num_envs = int(num_envs)
+        self.device = torch.device(device)
+        self.data = market
+        self.dates = market.dates[i0:i1]
+        self.tickers = market.tickers
+        self.num_stocks = market.num_stocks
+        self.episode_days = episode_days
+        self.initial_amount = float(initial_amount)
+        self.hmax = None if hmax is None else int(hmax)
+        self.trade_fraction = float(trade_fraction)
+        self.cost = float(cost)
+        self.reward_scale = float(reward_scale)
+        self.periods_per_year = int(periods_per_year)
+        self.feature_names = features.names + (
+            ("turbulence",) if features.turbulence is not None else ()
+        )
+        dev = self.device
+        close = market.close[i0 - 1 : i1]  # one day before the range for the first return
+        log_ret = np.log(close[1:] / close[:-1]) * 10.0
+        feats = scaled_features(features, market.close)[i0:i1]
+        market_obs = np.concatenate(
+            [log_ret[:, :, None].astype(np.float32), feats], axis=2
+        ).reshape(days, -1)
+        self._prices = torch.tensor(close[1:], dtype=torch.float64, device=dev)
+        self._market_obs = torch.as_tensor(market_obs, dtype=torch.float32, device=dev)
+        self.num_days = days
+        self.max_episode_steps = episode_days if episode_days is not None else days - 1
+        obs_dim = 1 + self.num_stocks + market_obs.shape[1]
+        self.observation_space = spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)
+        self.action_space = spaces.Box(-1.0, 1.0, (self.num_stocks,), np.float32)
+        self.generator = torch.Generator(device=dev)
+        self.generator.manual_seed(0 if seed is None else int(seed))
+        n, s = self.num_envs, self.num_stocks
+        self.cash = torch.full((n,), self.initial_amount, dtype=torch.float64, device=dev)
+        self.shares = torch.zeros(n, s, dtype=torch.float64, device=dev)
+        self.day = torch.zeros(n, dtype=torch.int64, device=dev)
+        self.end_day = torch.zeros(n, dtype=torch.int64, device=dev)
+        self.elapsed = torch.zeros(n, dtype=torch.int64, device=dev)
+        self.episode_return = torch.zeros(n, dtype=torch.float64, device=dev)
+        self.record = episode_days is None
+        if self.record:
+            self._values = torch.zeros(days, n, dtype=torch.float64, device=dev)
+            self._last_values: Tensor | None = None
+        self._needs_reset = True
+
+    # ----------------------------------------------------------------------- protocol
+    def reset(self, seed: int | None = None) -> Tensor:
+        """Start a fresh episode in every account and return the first observations."""
+        if seed is not None:
+            self.generator.manual_seed(int(seed))
+        everyone = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
+        self._restart(everyone)
+        self.elapsed = torch.zeros_like(self.elapsed)
+        self.episode_return = torch.zeros_like(self.episode_return)
+        self._needs_reset = False
+        return self._observe()
+
+    @torch.no_grad()
+    def step(self, action: Tensor) -> StepResult:
+        """Trade at today's close, move to the next day, auto-reset finished accounts."""
+        if self._needs_reset:
+            raise RuntimeError(f"{self.env_id}: call reset() before step()")
+        a = torch.as_tensor(action, device=self.device).to(torch.float64)
+        if a.shape != (self.num_envs, self.num_stocks):
+            raise ValueError(
+                f"action must have shape {(self.num_envs, self.num_stocks)}, got {tuple(a.shape)}"
+            )
+        price = self._prices[self.day]
+        value = self.cash + (self.shares * price).sum(1)
+        cash, shares, traded, paid = self.trade(self.cash, self.shares, price, a, value)
+        day = self.day + 1
+        new_value = cash + (shares * self._prices[day]).sum(1)
+        reward = (new_value - value) * (self.reward_scale / self.initial_amount)
+        elapsed = self.elapsed + 1
+        episode_return = self.episode_return + reward
+        truncated = day >= self.end_day
+        terminated = torch.zeros_like(truncated)
+        self.cash, self.shares, self.day = cash, shares, day
+        final_obs = self._observe()
+        info = {
+            "final_obs": final_obs,
+            "episode_return": episode_return,
+            "episode_length": elapsed,
+            "account_value": new_value,
+            "shares_traded": traded,
+            "cost_paid": paid,
+        }
+        if self.record:
+            self._values[elapsed.clamp(max=self.num_days - 1), torch.arange(self.num_envs)] = (
+                new_value
+            )
+            if bool(truncated.any()):
+                finished = self._values.clone()
+                if self._last_values is None:
+                    self._last_values = finished
+                else:
+                    self._last_values = torch.where(truncated, finished, self._last_values)
+        self.elapsed = elapsed.masked_fill(truncated, 0)
+        self.episode_return = episode_return.masked_fill(truncated, 0.0)
+        self._restart(truncated)
+        obs = self._observe()
+        return obs, reward.float(), terminated, truncated, info
+
+    def close(self) -> None:
+        """Nothing to release: prices and state are tensors."""
+
+    # ----------------------------------------------------------------------- trading
+    def trade(
+        self, cash: Tensor, shares: Tensor, price: Tensor, action: Tensor, value: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Execute ``action`` at ``price``: returns new cash, shares, shares traded, costs.
+
+        A pure function of its inputs (and the env's constants), so property tests can
+        drive it with any account and price.
+        """
+        a = action.clamp(-1.0, 1.0)
+        if self.hmax is not None:
+            cap = torch.full_like(price, float(self.hmax))
+        else:
+            cap = torch.floor(self.trade_fraction * value.unsqueeze(1) / price)
+        order = torch.trunc(a * cap)  # whole shares, rounded toward zero
+        sell = torch.minimum((-order).clamp(min=0.0), shares)
+        proceeds = (sell * price).sum(1)
+        cash = cash + proceeds * (1.0 - self.cost)
+        shares = shares - sell
+        buy = order.clamp(min=0.0)
+        need = (buy * price).sum(1) * (1.0 + self.cost)
+        short = need > cash
+        if bool(short.any()):
+            ratio = torch.where(short, cash / need.clamp(min=1e-300), torch.ones_like(cash))
+            buy = torch.floor(buy * ratio.unsqueeze(1))
+        bought = (buy * price).sum(1)
+        # float rounding can leave -1e-10 of "dust" after spending everything
+        cash = (cash - bought * (1.0 + self.cost)).clamp(min=0.0)
+        shares = shares + buy
+        return cash, shares, buy - sell, (proceeds + bought) * self.cost
+
+    # ----------------------------------------------------------------------- helpers
+    def _restart(self, rows: Tensor) -> None:
+        n = self.num_envs
+        if self.episode_days is None:
+            start = torch.zeros(n, dtype=torch.int64, device=self.device)
+            length = self.num_days - 1
+        else:
+            high = self.num_days - self.episode_days
+            start = torch.randint(
+                0, high, (n,), generator=self.generator, device=self.device, dtype=torch.int64
+            )
+            length = self.episode_days
+        self.day = torch.where(rows, start, self.day)
+        self.end_day = torch.where(rows, self.day + length, self.end_day)
+        self.cash = torch.where(rows, self.initial_amount, self.cash)
+        self.shares = torch.where(rows.unsqueeze(1), 0.0, self.shares)
+        if self.record:
+            self._values[0, rows] = self.initial_amount
+
+    def _observe(self) -> Tensor:
+        price = self._prices[self.day]
+        held = self.shares * price
+        value = self.cash + held.sum(1)
+        return torch.cat(
+            [
+                (self.cash / value).unsqueeze(1).float(),
+                (held / value.unsqueeze(1)).float(),
+                self._market_obs[self.day],
+            ],
+            dim=1,
+        )
+
+    def account_value(self) -> Tensor:
+        """Current account values, ``(num_envs,)`` float64, at today's close."""
+        return self.cash + (self.shares * self._prices[self.day]).sum(1)
+
+    def episode_values(self) -> Tensor:
+        """Daily account values of each account's last finished full-range episode,
+        ``(num_days, num_envs)`` (only with ``episode_days=None``)."""
+        if not self.record:
+            raise RuntimeError("account values are recorded only with episode_days=None")
+        if self._last_values is None:
+            raise RuntimeError("no episode has finished yet")
+        return self._last_values
+
+    def episode_metrics(self) -> dict[str, list[float]]:
+        """Cumulative/annual return, volatility, max drawdown, Sharpe, Calmar and Sortino
+        of each account's last finished episode (the finance fitness of a tournament)."""
+        values = self.episode_values().cpu().numpy()
+        out = metrics.summary(
+            metrics.returns_from_values(values), periods_per_year=self.periods_per_year
+        )
+        return {k: [float(x) for x in np.atleast_1d(v)] for k, v in out.items()}
+
+    def __repr__(self) -> str:
+        return (
+            f"StockTradingEnv(num_envs={self.num_envs}, stocks={self.num_stocks}, "
+            f"days={self.num_days} {self.dates[0]:%Y-%m-%d}..{self.dates[-1]:%Y-%m-%d}, "
+            f"device={self.device})"
+        )
+
+
+def _check_params(num_envs, episode_days, initial_amount, hmax, trade_fraction, cost, scale):
+    from elegantpod.config import in_range, positive
+
+    if isinstance(num_envs, bool) or int(num_envs) < 1:
+        raise ValueError(f"num_envs must be >= 1, got {num_envs!r}")
+    if episode_days is not None and (isinstance(episode_days, bool) or int(episode_days) < 1):
+        raise ValueError(f"episode_days must be >= 1 or None, got {episode_days!r}")
+    positive("initial_amount", initial_amount)
+    positive("hmax", hmax, allow_none=True)
+    positive("trade_fraction", trade_fraction)
+    in_range("trade_fraction", trade_fraction, 0.0, 1.0)
+    if isinstance(cost, bool) or not isinstance(cost, int | float) or not 0.0 <= cost < 1.0:
+        raise ValueError(f"cost must be a fraction in [0, 1), got {cost!r}")
+    positive("reward_scale", scale)
+
+
+def _ticker_columns(market: MarketData, tickers) -> list[int]:
+    if isinstance(tickers, str):
+        tickers = [t.strip() for t in tickers.split(",") if t.strip()]
+    market.select(tickers)  # raises naming unknown or repeated tickers
+    return [market.tickers.index(str(t)) for t in tickers]
+
+
+def _select_features(features, cols: list[int]):
+    import dataclasses
+
+    return dataclasses.replace(features, values=features.values[:, cols])
