@@ -7,6 +7,7 @@ evaluator) that train, evaluate and checkpoint themselves.
 >>> result = elegantpod.train("CartPole-v1", "ppo", target_reward=475)  # doctest: +SKIP
 """
 
+from elegantpod import finance
 from elegantpod.agents import ALGOS, PPO, SAC, PPOConfig, SACConfig, get_algo
 from elegantpod.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from elegantpod.cluster import cluster
@@ -38,6 +39,7 @@ __all__ = [
     "TournamentSpec",
     "available_envs",
     "cluster",
+    "finance",
     "get_algo",
     "load_checkpoint",
     "make_env",

@@ -1,4 +1,4 @@
-"""Command line: ``elegantpod train`` and ``elegantpod demo``."""
+"""Command line: ``elegantpod train | tournament | backtest | demo``."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--resume", action="store_true", help="continue the run in --out")
     t.add_argument("--json", action="store_true", help="print the result as one JSON line")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
+    _env_options(t)
     r = sub.add_parser("tournament", help="run a tournament of pods on Dask")
     r.add_argument("--env", required=True, help="native or gymnasium env id")
     r.add_argument("--algos", default="ppo", help="comma-separated algorithms, e.g. ppo,sac")
@@ -44,10 +45,57 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--resume", action="store_true", help="continue the tournament in --store")
     r.add_argument("--json", action="store_true", help="print the summary as one JSON line")
     r.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    r.add_argument("--eval-episodes", type=int, default=None, help="episodes per evaluation")
+    _env_options(r)
+    b = sub.add_parser("backtest", help="backtest a trading agent and write its report")
+    b.add_argument("--checkpoint", required=True, help="checkpoint of a StockTrading-v0 agent")
+    b.add_argument("--data", default=None, help="market data (default: the agent's own)")
+    b.add_argument("--start", default=None, help="first day, YYYY-MM-DD")
+    b.add_argument("--end", default=None, help="last day, YYYY-MM-DD")
+    b.add_argument("--index", default=None, help="index benchmark: 'sp500' or a CSV of levels")
+    b.add_argument("--name", default=None, help="the agent's name in the report")
+    b.add_argument("--html", default=None, help="write the HTML report here")
+    b.add_argument("--device", default="cpu")
+    b.add_argument(
+        "--env-arg", action="append", metavar="KEY=VALUE", default=[], help="env override"
+    )
+    b.add_argument("--json", action="store_true", help="print the result as one JSON line")
     d = sub.add_parser("demo", help="the showcase run on the embedded default")
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--max-seconds", type=float, default=180.0)
     return p
+
+
+def _env_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--env-arg",
+        action="append",
+        metavar="KEY=VALUE",
+        default=[],
+        help="env keyword, e.g. data=sp500 start=1990-01-01 (values parsed as JSON if they can be)",
+    )
+    p.add_argument(
+        "--eval-env-arg",
+        action="append",
+        metavar="KEY=VALUE",
+        default=[],
+        help="override for the evaluation env, e.g. start=2016-01-01 episode_days=null",
+    )
+    p.add_argument("--fitness", default="return", help="return, sharpe, calmar, sortino...")
+
+
+def env_kwargs(items: list[str]) -> dict:
+    """``["start=2016-01-01", "episode_days=null"]`` -> ``{"start": "2016-01-01",
+    "episode_days": None}``: values that parse as JSON are taken as JSON."""
+    import json
+
+    out = {}
+    for key, text in parse_assignments(items).items():
+        try:
+            out[key] = json.loads(text)
+        except json.JSONDecodeError:
+            out[key] = text
+    return out
 
 
 def _train(args) -> int:
@@ -67,6 +115,9 @@ def _train(args) -> int:
         overwrite=args.overwrite,
         resume=args.resume,
         progress=not args.quiet,
+        env_kwargs=env_kwargs(args.env_arg),
+        eval_env_kwargs=env_kwargs(args.eval_env_arg),
+        fitness=args.fitness,
         **hparams,
     )
     if args.json:
@@ -77,6 +128,7 @@ def _train(args) -> int:
             f"{result.algo} on {result.env}: {status}, eval return "
             f"{result.eval_return_mean:.1f} +- {result.eval_return_std:.1f} after "
             f"{result.env_steps} steps in {result.wall_seconds:.1f}s"
+            + (f", {result.fitness} {result.score:.3f}" if result.score is not None else "")
             + (f"; checkpoint {result.checkpoint}" if result.checkpoint else "")
         )
     return 0
@@ -128,6 +180,10 @@ def _tournament(args) -> int:
             store=args.store,
             seed=args.seed,
             segment_steps=args.segment_steps,
+            env_kwargs=env_kwargs(args.env_arg),
+            eval_env_kwargs=env_kwargs(args.eval_env_arg),
+            fitness=args.fitness,
+            **({"eval_episodes": args.eval_episodes} if args.eval_episodes else {}),
             **budget,
         )
     # All input is checked; only now start (or reach) a cluster.
@@ -150,6 +206,59 @@ def _tournament(args) -> int:
     return 0 if summary["status"] == "finished" else 1
 
 
+def _backtest(args) -> int:
+    from pathlib import Path
+
+    from elegantpod.finance.backtest import backtest
+
+    if args.html is not None:
+        html = Path(args.html)
+        if html.suffix.lower() not in (".html", ".htm"):
+            raise ValueError(f"--html {args.html!r} should end in .html")
+        if not html.parent.exists():
+            raise ValueError(f"--html: directory {str(html.parent)!r} does not exist")
+    index = _read_index(args.index)
+    result = backtest(
+        args.checkpoint,
+        data=args.data,
+        start=args.start,
+        end=args.end,
+        index=index,
+        device=args.device,
+        name=args.name,
+        **env_kwargs(args.env_arg),
+    )
+    if args.html is not None:
+        result.to_html(args.html)
+    if args.json:
+        d = result.to_dict()
+        d["html"] = args.html
+        import json
+
+        print(json.dumps(d, sort_keys=True), flush=True)
+    else:
+        print(result.metrics().to_string(float_format=lambda x: f"{x:.4f}"))
+        if args.html is not None:
+            print(f"report: {args.html}")
+    return 0
+
+
+def _read_index(index: str | None):
+    """``None``, ``"sp500"``, or a CSV of (date, level) read as a Series."""
+    if index is None or index == "sp500":
+        return index
+    import pandas as pd
+
+    try:
+        frame = pd.read_csv(index, index_col=0, parse_dates=True)
+    except FileNotFoundError:
+        raise ValueError(f"--index file {index!r} does not exist") from None
+    if frame.shape[1] < 1 or not isinstance(frame.index, pd.DatetimeIndex):
+        raise ValueError(f"--index {index!r} must be a CSV of dates and index levels")
+    series = frame.iloc[:, 0]
+    return series.rename(str(series.name))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; bad input prints one ``error:`` line and exits with status 2."""
     args = _parser().parse_args(argv)
@@ -158,6 +267,8 @@ def main(argv: list[str] | None = None) -> int:
             return _train(args)
         if args.command == "tournament":
             return _tournament(args)
+        if args.command == "backtest":
+            return _backtest(args)
         from elegantpod.demo import run_demo
 
         return run_demo(seed=args.seed, max_seconds=args.max_seconds)

@@ -104,8 +104,9 @@ class Evaluator:
                 break
         if not bool(finished.all()):
             raise RuntimeError(f"evaluation did not finish {n} episodes within {limit} steps")
-        measured = getattr(self.env, "episode_metrics", None)
-        extra = {k: tuple(v) for k, v in measured().items()} if measured is not None else {}
+        # envs that record whole episodes (a full-range trading env) report more metrics
+        measured = self.env.episode_metrics() if getattr(self.env, "record", False) else {}
+        extra = {k: tuple(v) for k, v in measured.items()}
         return EvalResult(tuple(returns.tolist()), tuple(int(x) for x in lengths.tolist()), extra)
 
 
@@ -214,6 +215,8 @@ class Pod:
             wall_seconds=wall,
             checkpoint=str(ckpt) if ckpt else None,
             curve=tuple(self.curve),
+            fitness=spec.fitness,
+            score=self.curve[-1].score if self.curve else None,
         )
 
     def _evaluate(self, start: float, stats: dict) -> Progress:

@@ -105,6 +105,9 @@ class TrainResult:
     wall_seconds: float
     checkpoint: str | None
     curve: tuple[Progress, ...] = ()
+    fitness: str = "return"
+    score: float | None = None
+    """The last evaluation's ``fitness`` (``None`` when the fitness is the return)."""
 
     def to_dict(self, *, with_curve: bool = False) -> dict:
         d = dataclasses.asdict(self)

@@ -12,3 +12,15 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 @pytest.fixture
 def tmp_out(tmp_path):
     return tmp_path / "run"
+
+
+@pytest.fixture(scope="module")
+def client():
+    """A real LocalCluster: two worker processes, one thread each, on loopback."""
+    import elegantpod
+
+    c = elegantpod.cluster(n_workers=2, dashboard_address=None)
+    yield c
+    cluster = c.cluster
+    c.close()
+    cluster.close()

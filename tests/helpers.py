@@ -17,3 +17,54 @@ def latest_steps(t, pod):
     """A pod's env-step count from its latest progress event (None before the first)."""
     events = [m for m in t.curves(pod) if "env_steps" in m]
     return events[-1]["env_steps"] if events else None
+
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+def open_report(path, shot_path):
+    """Open an HTML report in headless Chromium; screenshot it to ``shot_path``.
+
+    Returns what the tests check: metrics-table rows (cell texts), every URL the page
+    requested, any JavaScript dialog that fired, the page text and the grey-level spread
+    of the equity chart (a blank box has none).
+    """
+    import io
+    import shutil
+
+    import numpy as np
+    from PIL import Image
+    from playwright.sync_api import sync_playwright
+
+    exe = shutil.which("chromium") or CHROMIUM
+    requests, dialogs = [], []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=exe, args=["--no-sandbox", "--disable-gpu"], headless=True
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            page.on("request", lambda r: requests.append(r.url))
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            page.goto(path.as_uri())
+            page.wait_for_load_state("load")
+            page.screenshot(path=str(shot_path), full_page=True)
+            rows = [
+                [c.inner_text() for c in row.locator("td").all()]
+                for row in page.locator("#metrics tbody tr").all()
+            ]
+            chart = page.locator("#equity")
+            loaded = chart.evaluate("img => img.complete && img.naturalWidth > 0")
+            png = chart.screenshot()
+            text = page.locator("body").inner_text()
+        finally:
+            browser.close()
+    pixels = np.asarray(Image.open(io.BytesIO(png)).convert("L"), dtype=float)
+    return {
+        "rows": rows,
+        "requests": requests,
+        "dialogs": dialogs,
+        "text": text,
+        "chart_loaded": loaded,
+        "chart_std": float(pixels.std()),
+    }

@@ -151,7 +151,8 @@ class DateSplits:
             pair = getattr(self, name)
             if not isinstance(pair, tuple | list) or len(pair) != 2:
                 raise ValueError(f"{name} must be a (start, end) pair of dates, got {pair!r}")
-            a, b = (_timestamp(x, f"{name} date") for x in pair)
+            # Whole days: ranges are compared as the dates they are stored as.
+            a, b = (_timestamp(x, f"{name} date").normalize() for x in pair)
             if b < a:
                 raise ValueError(f"{name} ends ({pair[1]!r}) before it starts ({pair[0]!r})")
             object.__setattr__(self, name, (f"{a:%Y-%m-%d}", f"{b:%Y-%m-%d}"))
@@ -271,6 +272,8 @@ def load_wide(
     """
     frame, label = _read_table(source)
     label = source_name or label
+    if frame.shape[1] == 0:
+        raise ValueError(f"data {label!r} has no columns")
     if not isinstance(frame.index, pd.DatetimeIndex):
         cols = {str(c).strip().lower(): c for c in frame.columns}
         name = date_column or cols.get("date") or frame.columns[0]
@@ -358,7 +361,11 @@ def _parse_dates(values: pd.Series, label: str) -> pd.Series:
     try:
         parsed = pd.to_datetime(values)
     except (ValueError, TypeError) as exc:
-        raise ValueError(f"data {label!r} has dates pandas cannot parse: {exc}") from None
+        # Name the offending value: pandas' own message often does not.
+        each = pd.to_datetime(values, errors="coerce", format="mixed")
+        bad = values[each.isna() & values.notna()]
+        shown = f" such as {bad.iloc[0]!r}" if len(bad) else ""
+        raise ValueError(f"data {label!r} has dates pandas cannot parse{shown}: {exc}") from None
     if parsed.isna().any():
         raise ValueError(f"data {label!r} has missing dates")
     if getattr(parsed.dt, "tz", None) is not None:
@@ -390,16 +397,18 @@ def _check_values(data: MarketData) -> None:
             what = "negative" if field == "volume" else "non-positive"
         if bad.any():
             t, s = np.argwhere(bad)[0]
+            value = float(arr[t, s])  # a plain float: numpy 2 reprs as np.float64(...)
             raise ValueError(
-                f"data {data.source!r}: {what} {field} {arr[t, s]!r} for {data.tickers[s]!r} "
+                f"data {data.source!r}: {what} {field} {value!r} for {data.tickers[s]!r} "
                 f"on {data.dates[t]:%Y-%m-%d} ({int(bad.sum())} such value(s) in all)"
             )
     if data.has_high_low:
         bad = data.high < data.low
         if bad.any():
             t, s = np.argwhere(bad)[0]
+            high, low = float(data.high[t, s]), float(data.low[t, s])
             raise ValueError(
-                f"data {data.source!r}: high {data.high[t, s]!r} < low {data.low[t, s]!r} "
+                f"data {data.source!r}: high {high!r} < low {low!r} "
                 f"for {data.tickers[s]!r} on {data.dates[t]:%Y-%m-%d}"
             )
 
