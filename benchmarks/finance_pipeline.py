@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 
 from _common import (
-    RESULTS_DIR,
     QUICK_DIR,
+    RESULTS_DIR,
     default_out,
     format_table,
     log,
