@@ -51,8 +51,13 @@ class MarketData:
         shape = (len(self.dates), len(self.tickers))
         for name in FIELDS:
             arr = getattr(self, name)
-            if arr is not None and arr.shape != shape:
+            if arr is None:
+                continue
+            if arr.shape != shape:
                 raise ValueError(f"{name} has shape {arr.shape}, expected {shape}")
+            # row-major float64 everywhere: reductions over a day then add up in the same
+            # order whatever layout pandas handed over, so results are bit-reproducible
+            object.__setattr__(self, name, np.ascontiguousarray(arr, dtype=np.float64))
         _check_values(self)
 
     @property

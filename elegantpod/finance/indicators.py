@@ -217,6 +217,10 @@ def turbulence_index(close: np.ndarray, window: int = TURBULENCE_WINDOW) -> np.n
     (pseudo-inverse, so collinear stocks are fine) and day ``t``'s own return: a market
     stress signal that FinRL uses to stop trading in crashes.
     """
+    # C order: numpy's reductions over rows of a Fortran-ordered array (what pandas'
+    # to_numpy returns) add in a different order, so the same prices would give
+    # results differing in the last bits depending on the layout they arrive in.
+    close = np.ascontiguousarray(close, dtype=np.float64)
     returns = close[1:] / close[:-1] - 1.0
     out = np.full(len(close), np.nan)
     for t in range(window, len(returns)):

@@ -67,7 +67,8 @@ class StockTradingEnv:
     start, end
         First and last trading day of the range episodes are drawn from (inclusive).
         Indicators are computed on all the data first, so the first day may use earlier
-        history; ``start=None`` is the first day with every indicator defined.
+        history; a range that starts before every indicator is defined (``None``, or the
+        data's first days) begins on the first day that they all are.
     tickers
         A subset of the data's tickers, in this order (``None``: all).
     indicators
@@ -127,12 +128,14 @@ class StockTradingEnv:
             market = market.select([market.tickers[c] for c in cols])
             features = _select_features(features, cols)
         i0, i1 = market.locate(start, end)
-        if start is None:
-            i0 = max(i0, features.warmup)
-        elif i0 < features.warmup:
+        # Days before the indicators' warm-up ends cannot be traded on: a range that
+        # starts there begins on the first day with every indicator defined.
+        i0 = max(i0, features.warmup)
+        if i0 >= i1:
             raise ValueError(
-                f"start={start!r} falls in the indicators' warm-up: the first trading day "
-                f"with every indicator defined is {market.dates[features.warmup]:%Y-%m-%d}"
+                f"the range start={start!r}..end={end!r} ends within the indicators' warm-up; "
+                f"the first trading day with every indicator defined is "
+                f"{market.dates[features.warmup]:%Y-%m-%d}"
             )
         days = i1 - i0
         if days < 2:
@@ -186,6 +189,7 @@ class StockTradingEnv:
         self.elapsed = torch.zeros(n, dtype=torch.int64, device=dev)
         self.episode_return = torch.zeros(n, dtype=torch.float64, device=dev)
         self.record = episode_days is None
+        self._sparse = self.device.type == "cpu"
         if self.record:
             self._values = torch.zeros(days, n, dtype=torch.float64, device=dev)
             self._last_values: Tensor | None = None
@@ -213,18 +217,19 @@ class StockTradingEnv:
             raise ValueError(
                 f"action must have shape {(self.num_envs, self.num_stocks)}, got {tuple(a.shape)}"
             )
-        price = self._prices[self.day]
+        price = self._prices.index_select(0, self.day)
         value = self.cash + (self.shares * price).sum(1)
         cash, shares, traded, paid = self.trade(self.cash, self.shares, price, a, value)
         day = self.day + 1
-        new_value = cash + (shares * self._prices[day]).sum(1)
+        next_price = self._prices.index_select(0, day)
+        new_value = cash + (shares * next_price).sum(1)
         reward = (new_value - value) * (self.reward_scale / self.initial_amount)
         elapsed = self.elapsed + 1
         episode_return = self.episode_return + reward
         truncated = day >= self.end_day
         terminated = torch.zeros_like(truncated)
         self.cash, self.shares, self.day = cash, shares, day
-        final_obs = self._observe()
+        final_obs = self._observe(next_price)
         info = {
             "final_obs": final_obs,
             "episode_return": episode_return,
@@ -234,9 +239,8 @@ class StockTradingEnv:
             "cost_paid": paid,
         }
         if self.record:
-            self._values[elapsed.clamp(max=self.num_days - 1), torch.arange(self.num_envs)] = (
-                new_value
-            )
+            rows = torch.arange(self.num_envs, device=self.device)
+            self._values[elapsed.clamp(max=self.num_days - 1), rows] = new_value
             if bool(truncated.any()):
                 finished = self._values.clone()
                 if self._last_values is None:
@@ -245,8 +249,13 @@ class StockTradingEnv:
                     self._last_values = torch.where(truncated, finished, self._last_values)
         self.elapsed = elapsed.masked_fill(truncated, 0)
         self.episode_return = episode_return.masked_fill(truncated, 0.0)
-        self._restart(truncated)
-        obs = self._observe()
+        # On CPU a host check skips the restart in the many steps where no account
+        # finished; on accelerators the branch-free restart avoids that sync instead.
+        if self._sparse and not bool(truncated.any()):
+            obs = final_obs
+        else:
+            self._restart(truncated)
+            obs = self._observe()
         return obs, reward.float(), terminated, truncated, info
 
     def close(self) -> None:
@@ -266,7 +275,7 @@ class StockTradingEnv:
             cap = torch.full_like(price, float(self.hmax))
         else:
             cap = torch.floor(self.trade_fraction * value.unsqueeze(1) / price)
-        order = torch.trunc(a * cap)  # whole shares, rounded toward zero
+        order = (a * cap).to(torch.int64).to(price.dtype)  # whole shares, toward zero
         sell = torch.minimum((-order).clamp(min=0.0), shares)
         proceeds = (sell * price).sum(1)
         cash = cash + proceeds * (1.0 - self.cost)
@@ -274,9 +283,9 @@ class StockTradingEnv:
         buy = order.clamp(min=0.0)
         need = (buy * price).sum(1) * (1.0 + self.cost)
         short = need > cash
-        if bool(short.any()):
+        if not self._sparse or bool(short.any()):
             ratio = torch.where(short, cash / need.clamp(min=1e-300), torch.ones_like(cash))
-            buy = torch.floor(buy * ratio.unsqueeze(1))
+            buy = torch.where(short.unsqueeze(1), torch.floor(buy * ratio.unsqueeze(1)), buy)
         bought = (buy * price).sum(1)
         # float rounding can leave -1e-10 of "dust" after spending everything
         cash = (cash - bought * (1.0 + self.cost)).clamp(min=0.0)
@@ -302,22 +311,23 @@ class StockTradingEnv:
         if self.record:
             self._values[0, rows] = self.initial_amount
 
-    def _observe(self) -> Tensor:
-        price = self._prices[self.day]
+    def _observe(self, price: Tensor | None = None) -> Tensor:
+        if price is None:
+            price = self._prices.index_select(0, self.day)
         held = self.shares * price
-        value = self.cash + held.sum(1)
+        value = (self.cash + held.sum(1)).clamp(min=1e-9).unsqueeze(1)
         return torch.cat(
             [
-                (self.cash / value).unsqueeze(1).float(),
-                (held / value.unsqueeze(1)).float(),
-                self._market_obs[self.day],
+                (self.cash.unsqueeze(1) / value).float(),
+                (held / value).float(),
+                self._market_obs.index_select(0, self.day),
             ],
             dim=1,
         )
 
     def account_value(self) -> Tensor:
         """Current account values, ``(num_envs,)`` float64, at today's close."""
-        return self.cash + (self.shares * self._prices[self.day]).sum(1)
+        return self.cash + (self.shares * self._prices.index_select(0, self.day)).sum(1)
 
     def episode_values(self) -> Tensor:
         """Daily account values of each account's last finished full-range episode,

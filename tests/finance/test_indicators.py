@@ -144,6 +144,21 @@ def test_no_look_ahead_of_turbulence(k):
     _assert_causal(data, k, seed=k, indicators=(*WIDE_DEFAULT, "turbulence"))
 
 
+def test_memory_layout_does_not_change_a_bit():
+    """pandas hands over Fortran-ordered arrays; the same prices must give the same bits
+    in either layout (MarketData stores row-major, turbulence_index makes sure too)."""
+    data = _turbulence_slice()
+    assert data.close.flags.c_contiguous
+    fortran = np.asfortranarray(data.close)
+    assert_array_equal(turbulence_index(fortran), turbulence_index(data.close))
+    f_data = dataclasses.replace(data, close=fortran)
+    assert f_data.close.flags.c_contiguous
+    names = (*WIDE_DEFAULT, "turbulence")
+    f, c = compute_features(f_data, names), compute_features(data, names)
+    assert_array_equal(f.values, c.values)
+    assert_array_equal(f.turbulence, c.turbulence)
+
+
 # ---------------------------------------------------------------------- plain-loop references
 def _ref_sma(x: np.ndarray, n: int) -> np.ndarray:
     out = np.full(x.shape, np.nan)
@@ -374,11 +389,12 @@ def test_repeated_indicators():
 def test_too_short(indicators, days):
     data = _sample().between("2001-01-01", None)
     with pytest.raises(ValueError, match=f"has {days} days, too few"):
-        compute_features(data._rows(slice(0, days)), indicators)
+        compute_features(data.between(None, data.dates[days - 1]), indicators)
 
 
 def test_just_long_enough():
-    data = _sample().between("2001-01-01", None)._rows(slice(0, 61))
+    data = _sample().between("2001-01-01", "2001-03-29")
+    assert data.num_days == 61
     f = compute_features(data)
     assert f.warmup == 60 and np.isfinite(f.values[60]).all()
 

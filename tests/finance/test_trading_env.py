@@ -204,6 +204,12 @@ def test_observation_layout():
     assert float(obs[0, : 1 + STOCKS].sum()) == pytest.approx(1.0, abs=1e-5)
 
 
+def test_a_range_starting_in_the_warm_up_begins_after_it():
+    env = _env(num_envs=1, start="2020-01-01", episode_days=None)
+    assert env.dates[0] == DATA.dates[14]  # rsi_14 is defined from the 15th day
+    assert env.num_days == DAYS - 14
+
+
 def test_make_env_builds_it_from_json_kwargs():
     env = make_env(
         "StockTrading-v0",
@@ -223,7 +229,7 @@ def test_make_env_builds_it_from_json_kwargs():
     ("kwargs", "match"),
     [
         (dict(episode_days=500), "episode_days=500 does not fit"),
-        (dict(start="2020-01-02"), "warm-up"),
+        (dict(start="2020-01-02", end="2020-01-10"), "warm-up"),
         (dict(cost=1.5), "cost must be a fraction"),
         (dict(cost=-0.1), "cost must be a fraction"),
         (dict(hmax=0), "hmax must be > 0"),
