@@ -204,9 +204,22 @@ class PodSpec:
     fitness: str = "return"
     """What ranks and stops the pod: ``"return"`` (mean evaluation return) or a metric
     the env reports (see :data:`FITNESSES`)."""
+    learners: int = 1
+    """Learners that train on shards of the pod's data and fuse their parameters after
+    every update epoch (paper 4.3); 1: a single learner."""
+    learner_devices: tuple[str, ...] = ()
+    """One device per learner (the GPUs a pod owns); empty: all on ``device``."""
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first bad field."""
+        if isinstance(self.learners, bool) or not isinstance(self.learners, int):
+            raise ValueError(f"learners must be an integer, got {self.learners!r}")
+        positive("learners", self.learners)
+        if self.learner_devices and len(self.learner_devices) != self.learners:
+            raise ValueError(
+                f"learner_devices names {len(self.learner_devices)} device(s) for "
+                f"{self.learners} learner(s): give one per learner, or none"
+            )
         check_fitness(self.fitness)
         check_json("env_kwargs", self.env_kwargs)
         check_json("eval_env_kwargs", self.eval_env_kwargs)
@@ -232,6 +245,8 @@ class PodSpec:
         from elegantpod.agents import get_algo
 
         d = dict(d)
+        if "learner_devices" in d:
+            d["learner_devices"] = tuple(d["learner_devices"] or ())
         hp = d.get("hparams")
         if hp is not None:
             config_cls = get_algo(d["algo"]).config_cls

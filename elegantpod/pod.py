@@ -137,9 +137,7 @@ class Pod:
             seed=spec.seed,
             **spec.env_kwargs,
         )
-        self.learner: Learner = algo(
-            self.env.observation_space, self.env.action_space, hparams, spec.device, spec.seed
-        )
+        self.learner: Learner = _build_learner(algo, self.env, hparams, spec)
         horizon = hparams.horizon
         self.worker = Worker(self.env, self.learner, horizon, spec.seed)
         self.evaluator = Evaluator(
@@ -300,6 +298,26 @@ class Pod:
         pod = cls(spec)
         pod.load(path)
         return pod
+
+
+def _build_learner(algo, env: VecEnv, hparams, spec: PodSpec):
+    """One learner, or ``spec.learners`` fused ones (on ``spec.learner_devices``)."""
+    if spec.learners == 1:
+        return algo(env.observation_space, env.action_space, hparams, spec.device, spec.seed)
+    from elegantpod.agents.fusion import FusedLearners
+
+    if hparams.num_envs < spec.learners:
+        raise ValueError(
+            f"{spec.learners} fused learners need num_envs >= {spec.learners} (each trains "
+            f"on its own sub-envs' data), got num_envs={hparams.num_envs}"
+        )
+    devices = spec.learner_devices or (spec.device,) * spec.learners
+    return FusedLearners(
+        [
+            algo(env.observation_space, env.action_space, hparams, dev, spec.seed + 7919 * i)
+            for i, dev in enumerate(devices)
+        ]
+    )
 
 
 def _replace(spec: PodSpec, **changes) -> PodSpec:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import gymnasium
@@ -88,6 +89,16 @@ class Learner(ABC):
     @abstractmethod
     def update(self, batch: Batch) -> dict[str, float]:
         """Learn from a time-major rollout; return namespaced scalar statistics."""
+
+    def update_epochs(self, batch: Batch) -> Iterator[dict[str, float]]:
+        """The update as a sequence of epochs, yielding after each one.
+
+        These are the points where fused learners (:class:`~elegantpod.agents.fusion.
+        FusedLearners`) average their parameters. The last value yielded holds the
+        statistics. By default the whole update is one epoch (off-policy learners:
+        one burst of gradient steps); PPO yields after each pass over its data.
+        """
+        yield self.update(batch)
 
     def random_action(self, n: int) -> Tensor:
         """Uniform actions (for warm-up), as stored in buffers."""

@@ -10,6 +10,7 @@ collecting, so this gives the same numbers and keeps the rollout loop lean.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -182,6 +183,11 @@ class PPO(Learner):
 
     # -- learning ----------------------------------------------------------------------
     def update(self, batch: Batch) -> dict[str, float]:
+        *_, stats = self.update_epochs(batch)  # run every epoch; the last yields the stats
+        return stats
+
+    def update_epochs(self, batch: Batch) -> Iterator[dict[str, float]]:
+        """The update, one epoch at a time (fused learners average between epochs)."""
         c = self.config
         T, N = batch.reward.shape
         with torch.no_grad():
@@ -201,7 +207,14 @@ class PPO(Learner):
         mb = min(c.minibatch_size, B)
         sums = torch.zeros(5, device=self.device)
         steps = 0
-        for _ in range(c.epochs):
+        keys = (
+            "losses/policy",
+            "losses/value",
+            "losses/entropy",
+            "losses/approx_kl",
+            "losses/clipfrac",
+        )
+        for epoch in range(c.epochs):
             perm = torch.randperm(B, device=self.device, generator=self.generator)
             for start in range(0, B - mb + 1, mb):
                 idx = perm[start : start + mb]
@@ -225,16 +238,11 @@ class PPO(Learner):
                     clipfrac = ((ratio - 1).abs() > c.clip_coef).float().mean()
                     sums += torch.stack((-l_clip.mean(), l_vf, s, approx_kl, clipfrac))
                 steps += 1
-        self.obs_norm.update(batch.obs)
-        sums = (sums / max(steps, 1)).tolist()
-        keys = (
-            "losses/policy",
-            "losses/value",
-            "losses/entropy",
-            "losses/approx_kl",
-            "losses/clipfrac",
-        )
-        return dict(zip(keys, sums, strict=True))
+            if epoch == c.epochs - 1:
+                self.obs_norm.update(batch.obs)
+                yield dict(zip(keys, (sums / max(steps, 1)).tolist(), strict=True))
+            else:
+                yield {}
 
 
 class _ParamHolder(nn.Module):
