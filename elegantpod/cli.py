@@ -13,7 +13,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     t = sub.add_parser("train", help="train one pod")
     t.add_argument("--env", required=True, help="native or gymnasium env id")
-    t.add_argument("--algo", required=True, help="ppo or sac")
+    t.add_argument("--algo", required=True, help="ppo, sac, td3, ddpg or dqn")
     t.add_argument("--num-envs", type=int, default=None, help="parallel sub-envs")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--max-steps", type=int, default=None, help="env-step budget")
@@ -28,6 +28,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--resume", action="store_true", help="continue the run in --out")
     t.add_argument("--json", action="store_true", help="print the result as one JSON line")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
+    t.add_argument("--learners", type=int, default=1, help="fused learners (paper 4.3)")
     _env_options(t)
     r = sub.add_parser("tournament", help="run a tournament of pods on Dask")
     r.add_argument("--env", required=True, help="native or gymnasium env id")
@@ -118,6 +119,7 @@ def _train(args) -> int:
         env_kwargs=env_kwargs(args.env_arg),
         eval_env_kwargs=env_kwargs(args.eval_env_arg),
         fitness=args.fitness,
+        learners=args.learners,
         **hparams,
     )
     if args.json:

@@ -34,6 +34,7 @@ def build_spec(
     env_kwargs: dict[str, Any] | None = None,
     eval_env_kwargs: dict[str, Any] | None = None,
     fitness: str = "return",
+    learners: int = 1,
 ) -> PodSpec:
     """Check every input and return the :class:`PodSpec`; ``ValueError`` names a bad value.
 
@@ -73,8 +74,13 @@ def build_spec(
         env_kwargs=env_kwargs,
         eval_env_kwargs=eval_env_kwargs,
         fitness=fitness,
+        learners=learners,
     )
     spec.validate()
+    if config.num_envs < learners:
+        raise ValueError(
+            f"{learners} fused learners need num_envs >= {learners}, got {config.num_envs}"
+        )
     return spec
 
 
@@ -137,6 +143,7 @@ def train(
     env_kwargs: dict[str, Any] | None = None,
     eval_env_kwargs: dict[str, Any] | None = None,
     fitness: str = "return",
+    learners: int = 1,
     **hparams: Any,
 ) -> TrainResult:
     """Train one pod and return its :class:`TrainResult`.
@@ -169,6 +176,9 @@ def train(
         and their overrides for the evaluator's env (validation dates).
     fitness
         ``"return"`` or a finance metric of the evaluation (``"sharpe"``...).
+    learners
+        Fused learners (paper 4.3): each trains on its share of the sub-envs and they
+        average parameters after every update epoch.
     **hparams
         Algorithm hyperparameters by name (see ``PPOConfig`` / ``SACConfig``).
 
@@ -194,6 +204,7 @@ def train(
         env_kwargs=env_kwargs,
         eval_env_kwargs=eval_env_kwargs,
         fitness=fitness,
+        learners=learners,
     )
     out_dir = prepare_out_dir(out, overwrite=overwrite, resume=resume) if out is not None else None
     pod = Pod(spec, out_dir=out_dir, resume=resume)

@@ -1,10 +1,13 @@
 """Learners, one algorithm per module, all on the ``Learner`` protocol."""
 
 from elegantpod.agents.base import Learner
+from elegantpod.agents.ddpg import DDPG, DDPGConfig
+from elegantpod.agents.dqn import DQN, DQNConfig
 from elegantpod.agents.ppo import PPO, PPOConfig
 from elegantpod.agents.sac import SAC, SACConfig
+from elegantpod.agents.td3 import TD3, TD3Config
 
-ALGOS: dict[str, type[Learner]] = {"ppo": PPO, "sac": SAC}
+ALGOS: dict[str, type[Learner]] = {"ppo": PPO, "sac": SAC, "td3": TD3, "ddpg": DDPG, "dqn": DQN}
 
 
 def get_algo(name: str) -> type[Learner]:
@@ -17,4 +20,18 @@ def get_algo(name: str) -> type[Learner]:
         ) from None
 
 
-__all__ = ["ALGOS", "PPO", "SAC", "Learner", "PPOConfig", "SACConfig", "get_algo"]
+__all__ = [
+    "ALGOS",
+    "DDPG",
+    "DQN",
+    "PPO",
+    "SAC",
+    "TD3",
+    "DDPGConfig",
+    "DQNConfig",
+    "Learner",
+    "PPOConfig",
+    "SACConfig",
+    "TD3Config",
+    "get_algo",
+]

@@ -1,14 +1,16 @@
-"""Batched environments: native torch envs, the gymnasium adapter and ``make_env``."""
+"""Batched environments: native torch envs, the gymnasium and Isaac Gym adapters, ``make_env``."""
 
 from elegantpod.envs.base import TorchVecEnv, VecEnv
 from elegantpod.envs.classic import Acrobot, CartPole, MountainCarContinuous, Pendulum
 from elegantpod.envs.gym import GymVecEnv
+from elegantpod.envs.isaac import IsaacVecEnv, make_isaac_env
 from elegantpod.envs.registry import available_envs, check_env_id, check_eval_env, make_env
 
 __all__ = [
     "Acrobot",
     "CartPole",
     "GymVecEnv",
+    "IsaacVecEnv",
     "MountainCarContinuous",
     "Pendulum",
     "TorchVecEnv",
@@ -17,4 +19,5 @@ __all__ = [
     "check_eval_env",
     "check_env_id",
     "make_env",
+    "make_isaac_env",
 ]

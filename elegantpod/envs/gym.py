@@ -6,6 +6,11 @@ on *same-step* auto-reset (see :mod:`elegantpod.envs.base`). Envs built here fro
 ask gymnasium for ``SAME_STEP`` directly; a vector env handed in with ``NEXT_STEP`` or
 ``DISABLED`` is converted by resetting the finished sub-envs at once with
 ``reset(options={"reset_mask": done})``, which also cancels gymnasium's pending reset.
+
+Tensors are float32 whatever the env computes in: MuJoCo envs observe in float64, and
+``observation_space`` is reported as the float32 Box that the returned tensors fill.
+Actions are passed on as they come (learners already send them within the Box bounds),
+cast to the action space's dtype.
 """
 
 from __future__ import annotations
@@ -74,7 +79,7 @@ class GymVecEnv:
             )
         self.num_envs = self.vec.num_envs
         self.device = torch.device(device)
-        self.observation_space = self.vec.single_observation_space
+        self.observation_space = _float32_box(self.vec.single_observation_space)
         self.action_space = self.vec.single_action_space
         mode = self.vec.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
         self.autoreset_mode = AutoresetMode(mode)
@@ -147,3 +152,13 @@ class GymVecEnv:
 
     def __repr__(self) -> str:
         return f"GymVecEnv({self.env_id!r}, num_envs={self.num_envs}, device={self.device})"
+
+
+def _float32_box(space: gymnasium.spaces.Space) -> gymnasium.spaces.Space:
+    """A float Box as the float32 Box our tensors fill (other spaces unchanged)."""
+    if not isinstance(space, gymnasium.spaces.Box) or space.dtype == np.float32:
+        return space
+    if not np.issubdtype(space.dtype, np.floating):
+        return space
+    low, high = space.low.astype(np.float32), space.high.astype(np.float32)
+    return gymnasium.spaces.Box(low, high, space.shape, np.float32)

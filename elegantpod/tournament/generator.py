@@ -57,6 +57,32 @@ SEARCH_SPACES: dict[str, dict[str, Bound]] = {
         "replay_ratio": Bound(0.1, 1.0, log=True),
         "batch_size": Bound(64, 512, integer=True, log=True),
     },
+    "td3": {
+        "lr": Bound(1e-4, 3e-3, log=True),
+        "tau": Bound(0.002, 0.05, log=True),
+        "gamma": Bound(0.95, 0.999),
+        "replay_ratio": Bound(0.1, 1.0, log=True),
+        "batch_size": Bound(64, 512, integer=True, log=True),
+        "exploration_noise": Bound(0.05, 0.3),
+        "policy_noise": Bound(0.1, 0.4),
+        "policy_delay": Bound(1, 4, integer=True),
+    },
+    "ddpg": {
+        "lr": Bound(1e-4, 3e-3, log=True),
+        "tau": Bound(0.002, 0.05, log=True),
+        "gamma": Bound(0.95, 0.999),
+        "replay_ratio": Bound(0.1, 1.0, log=True),
+        "batch_size": Bound(64, 512, integer=True, log=True),
+        "exploration_noise": Bound(0.05, 0.3),
+    },
+    "dqn": {
+        "lr": Bound(1e-4, 3e-3, log=True),
+        "gamma": Bound(0.95, 0.999),
+        "replay_ratio": Bound(0.1, 1.0, log=True),
+        "batch_size": Bound(32, 512, integer=True, log=True),
+        "target_update_every": Bound(50, 2000, integer=True, log=True),
+        "epsilon_end": Bound(0.01, 0.1, log=True),
+    },
 }
 
 

@@ -663,6 +663,7 @@ class Tournament:
             env_kwargs=self.spec.env_kwargs,
             eval_env_kwargs=self.spec.eval_env_kwargs,
             fitness=self.spec.fitness,
+            learners=self.spec.learners,
         )
         seg = rec.segment + 1
         task = SegmentTask(
@@ -923,7 +924,13 @@ def _check_spec(spec: TournamentSpec) -> None:
     for algo in spec.algos:
         learner = get_algo(algo)
         learner.check_env(spec.env_id, spec.env_kwargs)
-        replace_checked(learner.config_cls(), spec.hparams.get(algo, {}))
+        config = replace_checked(learner.config_cls(), spec.hparams.get(algo, {}))
+        if config.num_envs < spec.learners:
+            raise ValueError(
+                f"{spec.learners} fused learners need num_envs >= {spec.learners}; "
+                f"{algo} has num_envs={config.num_envs} (set hparams={{{algo!r}: "
+                f"{{'num_envs': {spec.learners}}}}})"
+            )
     unknown = set(spec.hparams) - {get_algo(a).name for a in spec.algos}
     if unknown:
         raise ValueError(

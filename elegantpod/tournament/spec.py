@@ -51,19 +51,29 @@ class TournamentSpec:
     training dates."""
     eval_env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Overrides of ``env_kwargs`` for evaluation, e.g. validation dates."""
+    learners: int = 1
+    """Fused learners per pod (see :class:`~elegantpod.agents.fusion.FusedLearners`)."""
     fitness: str = "return"
     """What the leaderboard ranks: the mean evaluation return, or a finance metric of the
     evaluation episodes (``"sharpe"``, ``"calmar"``... see :data:`elegantpod.config.FITNESSES`)."""
 
     def validate(self) -> None:
         positive("pods", self.pods)
+        positive("learners", self.learners)
         positive("leaderboard_size", self.leaderboard_size)
         positive("eval_episodes", self.eval_episodes)
         for name in ("max_seconds", "max_steps", "segment_steps", "segment_seconds"):
             positive(name, getattr(self, name), allow_none=True)
         if self.target_reward is not None and not math.isfinite(self.target_reward):
             raise ValueError(f"target_reward must be a finite number, got {self.target_reward!r}")
-        for name in ("pods", "leaderboard_size", "eval_episodes", "seed", "max_retries"):
+        for name in (
+            "pods",
+            "leaderboard_size",
+            "eval_episodes",
+            "seed",
+            "max_retries",
+            "learners",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f"{name} must be an integer, got {value!r}")

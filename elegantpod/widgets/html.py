@@ -17,7 +17,13 @@ COLUMNS = (
     "key hparams",
     "parent",
 )
-KEY_HPARAMS = {"ppo": ("lr", "clip_coef", "epochs"), "sac": ("lr", "tau", "batch_size")}
+KEY_HPARAMS = {
+    "ppo": ("lr", "clip_coef", "epochs"),
+    "sac": ("lr", "tau", "batch_size"),
+    "td3": ("lr", "tau", "policy_delay"),
+    "ddpg": ("lr", "tau", "exploration_noise"),
+    "dqn": ("lr", "target_update_every", "batch_size"),
+}
 """The hyperparameters worth a glance in the table, per algorithm (others: just lr)."""
 
 

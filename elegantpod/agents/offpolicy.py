@@ -1,0 +1,139 @@
+"""What replay-based learners share: the replay ring, warm-up, the replay ratio, and
+checkpoints that keep the replay.
+
+DDPG, TD3 and DQN build on :class:`OffPolicyLearner` and write only their networks,
+their acting and their losses. Every algorithm reads the same loop: a worker's rollout
+goes into the replay, then :meth:`OffPolicyLearner.take` says how many gradient steps
+are due (``replay_ratio`` per collected transition, fractions carried over), so the
+learning speed per env step does not depend on ``num_envs * horizon``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from elegantpod.agents.base import Learner
+from elegantpod.buffers import ReplayBuffer
+from elegantpod.config import in_range, positive
+from elegantpod.types import Batch
+
+Tensor = torch.Tensor
+
+
+@dataclass(frozen=True, kw_only=True)
+class OffPolicyConfig:
+    """Hyperparameters of the replay loop, common to every off-policy algorithm."""
+
+    num_envs: int = 4
+    """Parallel sub-envs per worker."""
+    horizon: int = 16
+    """Vector steps collected between two bursts of gradient updates."""
+    lr: float = 1e-3
+    """Adam learning rate of every network."""
+    gamma: float = 0.99
+    """Discount factor."""
+    tau: float = 0.005
+    """Polyak rate of the target networks (1: copy them)."""
+    batch_size: int = 256
+    """Transitions per gradient step."""
+    buffer_size: int = 200_000
+    """Replay capacity (transitions)."""
+    learning_starts: int = 1000
+    """Uniform-random transitions collected before learning starts."""
+    replay_ratio: float = 0.25
+    """Gradient steps per collected transition."""
+    hidden: tuple[int, ...] = (64, 64)
+    """Hidden layer sizes of every network."""
+
+    def validate(self) -> None:
+        for name in ("num_envs", "horizon", "lr", "batch_size", "buffer_size", "replay_ratio"):
+            positive(name, getattr(self, name))
+        in_range("gamma", self.gamma, 0.0, 1.0)
+        positive("tau", self.tau)
+        in_range("tau", self.tau, 0.0, 1.0)
+        if self.learning_starts < 0:
+            raise ValueError(f"learning_starts must be >= 0, got {self.learning_starts!r}")
+        if not self.hidden or any(h < 1 for h in self.hidden):
+            raise ValueError(f"hidden must be positive layer sizes, got {self.hidden!r}")
+
+
+class OffPolicyLearner(Learner):
+    """A learner that learns from a replay of past transitions.
+
+    Sets ``action_shape`` / ``action_dtype`` from the action space (``()`` and int64 for
+    ``Discrete``; ``(d,)`` and float32 for ``Box``) and owns ``self.replay``.
+    """
+
+    is_on_policy = False
+
+    def __init__(self, observation_space, action_space, config, device, seed):
+        super().__init__(observation_space, action_space, config, device, seed)
+        if self.is_discrete:
+            self.action_shape: tuple[int, ...] = ()
+            self.action_dtype = torch.int64
+        else:
+            self.action_shape = (int(action_space.shape[0]),)
+            self.action_dtype = torch.float32
+        c = self.config
+        self.replay = ReplayBuffer(
+            c.buffer_size,
+            self.obs_shape,
+            self.action_shape,
+            self.device,
+            self.generator,
+            self.action_dtype,
+        )
+        self.seen = 0
+        """Transitions collected so far: the clock of warm-up and exploration schedules."""
+        self.gradient_steps = 0
+        """Gradient steps taken so far: the clock of delayed and periodic updates."""
+        self._update_debt = 0.0
+
+    @property
+    def is_warming_up(self) -> bool:
+        """Still collecting the uniform-random ``learning_starts`` transitions."""
+        return self.seen < self.config.learning_starts
+
+    def take(self, batch: Batch) -> int:
+        """Store a time-major rollout in the replay; return the gradient steps due now."""
+        c = self.config
+        self.replay.extend(batch.flatten())
+        self.seen += len(batch)
+        # A pod resumed from a checkpoint without replay (an older one) refills a few
+        # batches first rather than overfit its first transitions.
+        if self.is_warming_up or len(self.replay) < min(c.learning_starts, 4 * c.batch_size):
+            return 0
+        self._update_debt += len(batch) * c.replay_ratio
+        n_updates = int(self._update_debt)
+        self._update_debt -= n_updates
+        return n_updates
+
+    def state_dict(self) -> dict[str, Any]:
+        """Networks, optimizers, step clocks and the filled replay (oldest first).
+
+        Keeping the replay makes a tournament segment boundary (or a worker death)
+        invisible to the learner: the next segment learns from the same data.
+        """
+        state = super().state_dict()
+        state["seen"] = self.seen
+        state["gradient_steps"] = self.gradient_steps
+        state["update_debt"] = self._update_debt
+        state["replay"] = self.replay.contents()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.seen = int(state.get("seen", self.seen))
+        self.gradient_steps = int(state.get("gradient_steps", self.gradient_steps))
+        self._update_debt = float(state.get("update_debt", self._update_debt))
+        if state.get("replay") is not None:
+            self.replay.restore(state["replay"])
+
+
+def polyak(target: torch.nn.Module, online: torch.nn.Module, tau: float) -> None:
+    """``theta' <- tau theta + (1 - tau) theta'`` for every parameter, in one fused call."""
+    with torch.no_grad():
+        torch._foreach_lerp_(list(target.parameters()), list(online.parameters()), tau)

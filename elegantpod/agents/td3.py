@@ -1,0 +1,68 @@
+"""Twin Delayed DDPG (Fujimoto et al., 2018): DDPG with three fixes of overestimation.
+
+1. Clipped double Q-learning: twin critics, and the target takes their minimum,
+   ``y = r + gamma (1 - d) min_{i=1,2} Q'_i(s', a')``; both critics regress on it,
+   ``J_Q = sum_i E[(Q_i(s, a) - y)^2]``.
+2. Target policy smoothing: ``a' = clip(mu'(s') + clip(eps, -c, c), -1, 1)``,
+   ``eps ~ N(0, sigma~^2)``, so the target averages Q over a small action region.
+3. Delayed policy updates: the actor ``J_mu = -E[Q_1(s, mu(s))]`` and all targets
+   ``theta' <- tau theta + (1 - tau) theta'`` move once every ``policy_delay`` critic
+   steps, so the policy follows a critic that has settled.
+
+Everything else (networks, acting, replay, checkpoints) is :class:`~elegantpod.agents.
+ddpg.DDPG`'s; actions live in ``[-1, 1]`` and are scaled to the env's bounds when sent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+
+from elegantpod.agents.ddpg import DDPG, DDPGConfig
+
+Tensor = torch.Tensor
+
+
+@dataclass(frozen=True, kw_only=True)
+class TD3Config(DDPGConfig):
+    """TD3 hyperparameters (DDPG's plus the three fixes); defaults solve Pendulum-v1 in
+    seconds on a laptop CPU."""
+
+    policy_noise: float = 0.2
+    """Standard deviation ``sigma~`` of the target policy smoothing noise."""
+    noise_clip: float = 0.5
+    """Bound ``c`` of the smoothing noise."""
+    policy_delay: int = 2
+    """Critic steps per actor (and target) step."""
+
+    def validate(self) -> None:
+        super().validate()
+        for name in ("policy_noise", "noise_clip"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        if isinstance(self.policy_delay, bool) or not isinstance(self.policy_delay, int):
+            raise ValueError(f"policy_delay must be an integer, got {self.policy_delay!r}")
+        if self.policy_delay < 1:
+            raise ValueError(f"policy_delay must be >= 1, got {self.policy_delay!r}")
+
+
+class TD3(DDPG):
+    """TD3 for continuous (Box) actions."""
+
+    name = "td3"
+    config_cls = TD3Config
+    n_critics: ClassVar[int] = 2
+
+    def target_action(self, next_obs: Tensor) -> Tensor:
+        """``a' = clip(mu'(s') + clip(eps, -c, c), -1, 1)``: target policy smoothing."""
+        c = self.config
+        a = self.actor_target(next_obs)
+        eps = torch.randn(a.shape, device=a.device, generator=self.generator)
+        eps = (eps * c.policy_noise).clamp(-c.noise_clip, c.noise_clip)
+        return (a + eps).clamp(-1.0, 1.0)
+
+    def is_actor_step(self) -> bool:
+        """Every ``policy_delay``-th critic step (counted over the learner's life)."""
+        return self.gradient_steps % self.config.policy_delay == 0
