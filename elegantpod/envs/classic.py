@@ -46,8 +46,8 @@ class CartPole(_UniformReset, TorchVecEnv):
     x_threshold = 2.4
     theta_threshold = 12 * 2 * math.pi / 360
 
-    def __init__(self, num_envs=1, device="cpu", seed=None, max_episode_steps=None):
-        super().__init__(num_envs, device, seed, max_episode_steps)
+    def __init__(self, num_envs=1, device="cpu", seed=None, max_episode_steps=None, compile=None):
+        super().__init__(num_envs, device, seed, max_episode_steps, compile)
         f32max = np.finfo(np.float32).max
         high = np.array(
             [self.x_threshold * 2, f32max, self.theta_threshold * 2, f32max], dtype=np.float32
@@ -86,8 +86,8 @@ class Pendulum(_UniformReset, TorchVecEnv):
     reset_low, reset_high = (-math.pi, -1.0), (math.pi, 1.0)
     max_speed, max_torque, dt, g, m, l = 8.0, 2.0, 0.05, 10.0, 1.0, 1.0
 
-    def __init__(self, num_envs=1, device="cpu", seed=None, max_episode_steps=None):
-        super().__init__(num_envs, device, seed, max_episode_steps)
+    def __init__(self, num_envs=1, device="cpu", seed=None, max_episode_steps=None, compile=None):
+        super().__init__(num_envs, device, seed, max_episode_steps, compile)
         high = np.array([1.0, 1.0, self.max_speed], dtype=np.float32)
         self.observation_space = spaces.Box(-high, high, dtype=np.float32)
         self.action_space = spaces.Box(-self.max_torque, self.max_torque, (1,), np.float32)
@@ -120,8 +120,8 @@ class MountainCarContinuous(_UniformReset, TorchVecEnv):
     reset_low, reset_high = (-0.6, 0.0), (-0.4, 0.0)
     min_position, max_position, max_speed, goal_position, power = -1.2, 0.6, 0.07, 0.45, 0.0015
 
-    def __init__(self, num_envs=1, device="cpu", seed=None, max_episode_steps=None):
-        super().__init__(num_envs, device, seed, max_episode_steps)
+    def __init__(self, num_envs=1, device="cpu", seed=None, max_episode_steps=None, compile=None):
+        super().__init__(num_envs, device, seed, max_episode_steps, compile)
         low = np.array([self.min_position, -self.max_speed], dtype=np.float32)
         high = np.array([self.max_position, self.max_speed], dtype=np.float32)
         self.observation_space = spaces.Box(low, high, dtype=np.float32)
@@ -154,8 +154,8 @@ class Acrobot(_UniformReset, TorchVecEnv):
     l1, m1, m2, lc1, lc2, moi, g = 1.0, 1.0, 1.0, 0.5, 0.5, 1.0, 9.8
     max_vel_1, max_vel_2 = 4 * math.pi, 9 * math.pi
 
-    def __init__(self, num_envs=1, device="cpu", seed=None, max_episode_steps=None):
-        super().__init__(num_envs, device, seed, max_episode_steps)
+    def __init__(self, num_envs=1, device="cpu", seed=None, max_episode_steps=None, compile=None):
+        super().__init__(num_envs, device, seed, max_episode_steps, compile)
         high = np.array([1.0, 1.0, 1.0, 1.0, self.max_vel_1, self.max_vel_2], dtype=np.float32)
         self.observation_space = spaces.Box(-high, high, dtype=np.float32)
         self.action_space = spaces.Discrete(3)

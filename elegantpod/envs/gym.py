@@ -15,6 +15,7 @@ cast to the action space's dtype.
 
 from __future__ import annotations
 
+import multiprocessing
 from typing import Any
 
 import gymnasium
@@ -60,6 +61,15 @@ class GymVecEnv:
             if vectorization_mode not in ("sync", "async"):
                 raise ValueError(
                     f"vectorization_mode must be 'sync' or 'async', got {vectorization_mode!r}"
+                )
+            if vectorization_mode == "async" and multiprocessing.current_process().daemon:
+                # Dask's worker processes are daemonic by default, and a daemonic process
+                # may not start children: say so instead of multiprocessing's bare assert.
+                raise RuntimeError(
+                    "vectorization_mode='async' starts one process per sub-env, which a "
+                    "daemonic process (a Dask worker by default) cannot do: start the "
+                    "workers with dask.config.set({'distributed.worker.daemon': False}), "
+                    "or use vectorization_mode='sync'"
                 )
             self.env_id = env
             self.vec = gymnasium.make_vec(

@@ -127,3 +127,18 @@ def test_native_env_on_cuda():
     obs = env.reset()
     obs, *_ = env.step(torch.randint(0, 2, (4096,), device="cuda"))
     assert obs.device.type == "cuda"
+
+
+def test_compiled_dynamics_match_eager():
+    """``compile=True`` (the default on CUDA): same state and action, same next state."""
+    eager = make_env("Pendulum-v1", num_envs=64, seed=3, compile=False)
+    compiled = make_env("Pendulum-v1", num_envs=64, seed=3, compile=True)
+    eager.reset()
+    g = torch.Generator().manual_seed(0)
+    for _ in range(210):  # crosses the 200-step time limit
+        action = torch.rand(64, 1, generator=g) * 4 - 2
+        want = eager.dynamics(eager.state, action)
+        got = compiled._step_dynamics(eager.state, action)
+        for x, y in zip(got, want, strict=True):
+            torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-5)
+        eager.step(action)
