@@ -104,6 +104,19 @@ PARTS: dict[str, Part] = {
         quick_sb3_budget=600,
         quick_sb3_eval_freq=300,
     ),
+    "dqn": Part(
+        algo="dqn",
+        env_id="CartPole-v1",
+        threshold=475.0,
+        target_ratio=1 / 3,
+        ours_max_steps=300_000,
+        sb3_budget=200_000,
+        sb3_zoo_timesteps=50_000,
+        sb3_eval_freq=2_000,
+        quick_ours_max_steps=2_000,
+        quick_sb3_budget=1_500,
+        quick_sb3_eval_freq=500,
+    ),
 }
 
 
@@ -237,6 +250,29 @@ def run_sb3(
     elif part.algo == "sac":
         env = make_vec_env(part.env_id, n_envs=1, seed=seed)
         model = SAC("MlpPolicy", env, learning_rate=1e-3, seed=seed, device="cpu", verbose=0)
+    elif part.algo == "dqn":
+        from stable_baselines3 import DQN
+
+        env = make_vec_env(part.env_id, n_envs=1, seed=seed)
+        # rl-zoo3 dqn.yml, CartPole-v1 ("almost tuned"); exploration over its n_timesteps
+        model = DQN(
+            "MlpPolicy",
+            env,
+            learning_rate=2.3e-3,
+            batch_size=64,
+            buffer_size=100_000,
+            learning_starts=1000,
+            gamma=0.99,
+            target_update_interval=10,
+            train_freq=256,
+            gradient_steps=128,
+            exploration_fraction=0.16 * schedule_steps / budget,
+            exploration_final_eps=0.04,
+            policy_kwargs={"net_arch": [256, 256]},
+            seed=seed,
+            device="cpu",
+            verbose=0,
+        )
     else:
         raise ValueError(f"no SB3 recipe for {part.algo!r}")
     eval_env = DummyVecEnv([lambda: Monitor(gymnasium.make(part.env_id))])
@@ -281,6 +317,21 @@ def sb3_config(part: Part, budget: int, eval_freq: int, schedule_steps: int) -> 
             "ent_coef": 0.0,
             "learning_rate": f"linear 1e-3 -> 0 over {schedule_steps} steps, then 0",
             "clip_range": f"linear 0.2 -> 0 over {schedule_steps} steps, then 0",
+        }
+    elif part.algo == "dqn":
+        hp = {
+            "n_envs": 1,
+            "policy": "MlpPolicy",
+            "learning_rate": 2.3e-3,
+            "batch_size": 64,
+            "buffer_size": 100_000,
+            "learning_starts": 1000,
+            "gamma": 0.99,
+            "target_update_interval": 10,
+            "train_freq": 256,
+            "gradient_steps": 128,
+            "exploration": f"linear 1 -> 0.04 over 0.16 x {schedule_steps} steps",
+            "net_arch": [256, 256],
         }
     else:
         hp = {"n_envs": 1, "policy": "MlpPolicy", "learning_rate": 1e-3, "other": "SB3 defaults"}
@@ -392,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
         ours_steps = part.quick_ours_max_steps if args.quick else part.ours_max_steps
         sb3_budget = part.quick_sb3_budget if args.quick else part.sb3_budget
         eval_freq = part.quick_sb3_eval_freq if args.quick else part.sb3_eval_freq
-        schedule = args.sb3_ppo_schedule_steps if name == "ppo" else None
+        schedule = {"ppo": args.sb3_ppo_schedule_steps, "dqn": part.sb3_zoo_timesteps}.get(name)
         if schedule is not None and args.quick:
             schedule = min(schedule, sb3_budget)
         entry: dict[str, Any] = {
