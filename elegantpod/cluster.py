@@ -111,6 +111,10 @@ def cluster(
         "distributed.nanny.pre-spawn-environ": environ,
         "distributed.worker.profile.enabled": False,
     }
+    # A pod on a CPU env may step it in worker processes of its own (gymnasium's async
+    # vector env, MuJoCo): daemonic Dask workers could not start them. The nanny reads
+    # this when it (re)starts a worker, so it is set for the process, not just here.
+    dask.config.set({"distributed.worker.daemon": False})
     with dask.config.set(settings):
         lc = _local_cluster(n, threads_per_worker, dashboard_address, memory_limit, kwargs)
     return Client(lc)

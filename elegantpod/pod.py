@@ -236,6 +236,17 @@ class Pod:
         """A fresh deterministic evaluation of the current policy."""
         return self.evaluator.evaluate(self.learner)
 
+    def close(self) -> None:
+        """Release the envs (an async gymnasium env's worker processes, say)."""
+        self.env.close()
+        self.evaluator.env.close()
+
+    def __enter__(self) -> Pod:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     # -- checkpoints --------------------------------------------------------------------
     def save(self, path: str | Path | None = None) -> str:
         """Write an atomic checkpoint (to ``out_dir/checkpoint.pt`` by default).

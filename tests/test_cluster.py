@@ -16,6 +16,9 @@ def test_default_local_cluster_is_processes_on_loopback():
         assert "127.0.0.1" in c.dashboard_link
         pids = set(c.run(lambda: __import__("os").getpid()).values())
         assert len(pids) == 2 and __import__("os").getpid() not in pids
+        # a pod may step a CPU env in processes of its own (gymnasium's async vector env)
+        fut = c.submit(_async_env_steps, pure=False)
+        assert fut.result(timeout=120) == (2, 4)
     finally:
         cl = c.cluster
         c.close()
@@ -59,3 +62,17 @@ def test_gpu_required_without_gpu_is_a_clear_error():
         pytest.skip("this machine has a GPU")
     with pytest.raises(ValueError, match="gpu=True"):
         cluster(gpu=True)
+
+
+def _async_env_steps():
+    import torch
+
+    from elegantpod.envs import make_env
+
+    env = make_env("CartPole-v1", num_envs=2, native=False, vectorization_mode="async")
+    try:
+        obs = env.reset(seed=0)
+        env.step(torch.zeros(2, dtype=torch.int64))
+        return tuple(obs.shape)
+    finally:
+        env.close()

@@ -136,7 +136,11 @@ def run_segment(task: SegmentTask) -> SegmentResult:
 
     torch.set_num_threads(1)  # one torch thread per Dask worker thread
     spec = PodSpec.from_json(task.spec_json)
-    pod = Pod(spec)
+    with Pod(spec) as pod:  # closing ends an async env's worker processes
+        return _run(task, spec, pod)
+
+
+def _run(task: SegmentTask, spec: PodSpec, pod) -> SegmentResult:
     start_wall = time.perf_counter()
     try:
         # Idempotent: a re-run of a segment that already wrote its checkpoint reuses it.
@@ -159,7 +163,7 @@ def run_segment(task: SegmentTask) -> SegmentResult:
     stopped = False
     applied_version = -1
 
-    def on_iteration(p: Pod, stats: dict[str, float]) -> bool | None:
+    def on_iteration(p, stats: dict[str, float]) -> bool | None:
         nonlocal stopped, applied_version
         cmd = control.poll()
         while cmd is not None:

@@ -1,6 +1,7 @@
 """The Isaac Gym adapter, checked against our own native envs behind VecTask's convention."""
 
 import sys
+import warnings
 
 import gymnasium
 import numpy as np
@@ -35,9 +36,17 @@ class NativeVecTask:
     declares (``VecTask`` declares ``[-1, 1]``).
     """
 
-    def __init__(self, native_cls, num_envs, max_episode_length, device="cpu",
-                 declared_bounds=(-1.0, 1.0), obs_in_reset_idx=False):  # fmt: skip
-        self.env = native_cls(num_envs=num_envs, device=device)  # dynamics, observe, sampling
+    def __init__(
+        self,
+        native_cls,
+        num_envs,
+        max_episode_length,
+        device="cpu",
+        declared_bounds=(-1.0, 1.0),
+        obs_in_reset_idx=False,
+    ):
+        # dynamics (eager), observe, initial-state sampling
+        self.env = native_cls(num_envs=num_envs, device=device, compile=False)
         self.env.generator = _global_generator(self.env.device)
         self.num_envs = num_envs
         self.num_obs = self.env.observation_space.shape[0]
@@ -152,7 +161,10 @@ def test_adapter_reproduces_the_native_env_exactly(case, device):
     native_cls, length = kw.pop("native_cls"), kw.pop("max_episode_length")
     task_cls = NoComputeObservations if kw.pop("no_compute", False) else NativeVecTask
     seed = 11
-    native = native_cls(num_envs=N, device=device, seed=seed, max_episode_steps=length - 1)
+    # eager dynamics on both sides: compiled kernels (the CUDA default) round differently
+    native = native_cls(
+        num_envs=N, device=device, seed=seed, max_episode_steps=length - 1, compile=False
+    )
     native._sparse_reset = True  # draw reset noise only for finished rows, as reset_idx does
     with torch.random.fork_rng(devices=[0] if device == "cuda" else []):
         task = task_cls(native_cls, N, length, device=device, **kw)
@@ -184,6 +196,34 @@ def test_adapter_reproduces_the_native_env_exactly(case, device):
     assert episodes >= 5 * N  # several episodes in every sub-env
     if native_cls is CartPole:
         assert counts["terminated"] > 0 and counts["truncated"] > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_one_host_sync_per_step_on_cuda():
+    """The adapter's only sync is the nonzero() that lists finished sub-envs."""
+
+    class QuietTask(NativeVecTask):
+        def post_physics_step(self):  # no internal resets: the adapter restarts eagerly
+            self.progress_buf += 1
+            self.compute_observations()
+            self.compute_reward()
+
+    task = QuietTask(Pendulum, 64, max_episode_length=1000, device="cuda")
+    env = IsaacVecEnv(task)
+    env.reset(seed=0)
+    action = torch.zeros(64, 1, device="cuda")
+    env.step(action)
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(20):
+                obs, *_ = env.step(action)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    syncs = [w for w in caught if "synchroniz" in str(w.message)]
+    assert len(syncs) == 20 and obs.device.type == "cuda"
 
 
 def test_task_convention_resets_on_the_next_step():

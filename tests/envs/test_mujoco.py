@@ -175,3 +175,26 @@ def test_async_workers_feed_a_pod_and_shut_down():
         p.join(timeout=10)
     assert not any(p.is_alive() for p in workers)
     assert set(multiprocessing.active_children()) <= before
+
+
+def test_async_in_a_daemonic_process_explains_itself(monkeypatch):
+    """Dask workers are daemonic by default and cannot start sub-env processes."""
+    monkeypatch.setitem(multiprocessing.current_process()._config, "daemon", True)
+    with pytest.raises(RuntimeError, match="distributed.worker.daemon"):
+        make_env("Hopper-v5", num_envs=2, vectorization_mode="async")
+
+
+def test_async_workers_started_by_forkserver():
+    env = make_env(
+        "Hopper-v5",
+        num_envs=2,
+        seed=0,
+        vectorization_mode="async",
+        vector_kwargs={"context": "forkserver"},
+    )
+    try:
+        env.reset()
+        obs, *_ = env.step(torch.zeros(2, 3))
+        assert obs.shape == (2, 11)
+    finally:
+        env.close()
