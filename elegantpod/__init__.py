@@ -1,6 +1,6 @@
 """elegantpod: Jupyter-first, cloud-native deep reinforcement learning.
 
-Batched torch environments, PPO and SAC learners, and pods (worker + learner +
+Batched torch environments, PPO, SAC, TD3, DDPG and DQN learners, and pods (worker + learner +
 evaluator) that train, evaluate and checkpoint themselves.
 
 >>> import elegantpod
@@ -8,7 +8,20 @@ evaluator) that train, evaluate and checkpoint themselves.
 """
 
 from elegantpod import finance
-from elegantpod.agents import ALGOS, PPO, SAC, PPOConfig, SACConfig, get_algo
+from elegantpod.agents import (
+    ALGOS,
+    DDPG,
+    DQN,
+    PPO,
+    SAC,
+    TD3,
+    DDPGConfig,
+    DQNConfig,
+    PPOConfig,
+    SACConfig,
+    TD3Config,
+    get_algo,
+)
 from elegantpod.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from elegantpod.cluster import cluster
 from elegantpod.config import PodSpec
@@ -22,8 +35,14 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ALGOS",
+    "DDPG",
+    "DQN",
     "PPO",
     "SAC",
+    "TD3",
+    "DDPGConfig",
+    "DQNConfig",
+    "TD3Config",
     "Batch",
     "CheckpointError",
     "EvalResult",

@@ -177,7 +177,7 @@ class PodSpec:
     env_id: str
     """Native or gymnasium env id."""
     algo: str
-    """Algorithm name: ``"ppo"`` or ``"sac"``."""
+    """Algorithm name: ``"ppo"``, ``"sac"``, ``"td3"``, ``"ddpg"`` or ``"dqn"``."""
     hparams: Any = None
     """The algorithm's frozen config (``PPOConfig`` / ``SACConfig``); ``None``: defaults."""
     seed: int = 0

@@ -153,7 +153,7 @@ def train(
     env
         Native or gymnasium env id, e.g. ``"CartPole-v1"``.
     algo
-        ``"ppo"`` or ``"sac"``.
+        ``"ppo"``, ``"sac"``, ``"td3"``, ``"ddpg"`` or ``"dqn"``.
     seed
         Seeds envs, networks and sampling: same seed, same run.
     num_envs

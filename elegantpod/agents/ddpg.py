@@ -6,9 +6,9 @@ when sent to the env), a critic ``Q(s, a)`` and slow target copies ``mu'``, ``Q'
 ``y = r + gamma (1 - d) Q'(s', mu'(s'))``, ``J_Q = E[(Q(s, a) - y)^2]``,
 ``J_mu = -E[Q(s, mu(s))]`` (the deterministic policy gradient, Silver et al., 2014), and
 after each step ``theta' <- tau theta + (1 - tau) theta'``. Exploration adds Gaussian
-noise ``N(0, sigma^2)`` to ``mu(s)``; like "our DDPG" we drop the original's
-Ornstein-Uhlenbeck noise, batch normalization and critic weight decay, which the TD3
-paper found no better on these tasks.
+noise ``N(0, sigma^2)`` to ``mu(s)``. As in the TD3 paper's re-tuned DDPG, there is no
+Ornstein-Uhlenbeck noise, batch normalization or critic weight decay, and the critic
+takes the action at its input layer rather than its second.
 
 TD3 (``td3.py``) is this algorithm with three changes, so it subclasses :class:`DDPG`
 through three hooks: ``n_critics``, :meth:`DDPG.target_action` and
@@ -76,9 +76,7 @@ class DDPG(OffPolicyLearner):
     def __init__(self, observation_space, action_space, config=None, device="cpu", seed=0):
         super().__init__(observation_space, action_space, config, device, seed)
         c, dev = self.config, self.device
-        obs_dim, self.act_dim = self.obs_shape[0], self.action_shape[0]
-        self.low = torch.as_tensor(action_space.low, device=dev)
-        self.high = torch.as_tensor(action_space.high, device=dev)
+        obs_dim = self.obs_shape[0]
         self.actor = DeterministicActor(obs_dim, self.act_dim, c.hidden).to(dev)
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
         self.critic = EnsembleQ(self.n_critics, obs_dim, self.act_dim, c.hidden).to(dev)
@@ -98,29 +96,22 @@ class DDPG(OffPolicyLearner):
         return 1000
 
     # -- acting --------------------------------------------------------------------------
-    def _to_env(self, a: Tensor) -> Tensor:
-        return self.low + (a + 1.0) * 0.5 * (self.high - self.low)
-
     def _noisy(self, a: Tensor, std: float) -> Tensor:
         eps = torch.randn(a.shape, device=a.device, generator=self.generator)
         return (a + std * eps).clamp(-1.0, 1.0)
-
-    def random_action(self, n: int) -> Tensor:
-        u = torch.rand(n, self.act_dim, device=self.device, generator=self.generator)
-        return u * 2 - 1
 
     def explore(self, obs: Tensor) -> tuple[Tensor, Tensor]:
         if self.is_warming_up:
             a = self.random_action(obs.shape[0])
         else:
             a = self._noisy(self.actor(obs), self.config.exploration_noise)
-        return a, self._to_env(a)
+        return a, self.to_env(a)
 
     def act(self, obs: Tensor, deterministic: bool = True) -> Tensor:
         a = self.actor(obs)
         if not deterministic:
             a = self._noisy(a, self.config.exploration_noise)
-        return self._to_env(a)
+        return self.to_env(a)
 
     # -- learning ------------------------------------------------------------------------
     def target_action(self, next_obs: Tensor) -> Tensor:

@@ -46,13 +46,13 @@ class DQNConfig(OffPolicyConfig):
     """Dueling head ``V(s) + A(s, a) - mean_a' A(s, a')``."""
     tau: float = 1.0
     """Polyak rate of each target update (1: copy the online net)."""
-    target_update_every: int = 250
+    target_update_every: int = 100
     """Gradient steps between two target updates."""
     epsilon_start: float = 1.0
     """Exploration rate once learning starts."""
-    epsilon_end: float = 0.05
+    epsilon_end: float = 0.02
     """Exploration rate after ``epsilon_decay_steps``."""
-    epsilon_decay_steps: int = 10_000
+    epsilon_decay_steps: int = 5_000
     """Env steps (counted from the first) over which epsilon falls linearly."""
     max_grad_norm: float = 10.0
     """Global gradient-norm clip."""
@@ -109,7 +109,9 @@ class DQN(OffPolicyLearner):
     config_cls = DQNConfig
     structural_hparams = ("num_envs", "hidden", "buffer_size", "dueling")
     default_max_steps: ClassVar[int] = 200_000
-    default_segment_steps: ClassVar[int] = 4_000
+    default_segment_steps: ClassVar[int] = 12_000
+    """DQN needs 20-40k steps on CartPole; with the generator's two-segment "ready" rule a
+    pod is judged after 24k, not after 8k when it has barely started."""
     """Env steps per tournament segment: a few seconds of training on one CPU core."""
 
     @classmethod
@@ -119,8 +121,7 @@ class DQN(OffPolicyLearner):
     def __init__(self, observation_space, action_space, config=None, device="cpu", seed=0):
         super().__init__(observation_space, action_space, config, device, seed)
         c = self.config
-        self.n_actions = int(action_space.n)
-        self.q = QNetwork(self.obs_shape[0], self.n_actions, c.hidden, c.dueling).to(self.device)
+        self.q = QNetwork(self.obs_shape[0], self.act_dim, c.hidden, c.dueling).to(self.device)
         self.q_target = copy.deepcopy(self.q).requires_grad_(False)
         self.modules = {"q": self.q, "q_target": self.q_target}
         self.optimizers = {"q": torch.optim.Adam(self.q.parameters(), lr=c.lr, fused=True)}
@@ -135,9 +136,6 @@ class DQN(OffPolicyLearner):
         c = self.config
         frac = min(self.seen / c.epsilon_decay_steps, 1.0)
         return c.epsilon_start + frac * (c.epsilon_end - c.epsilon_start)
-
-    def random_action(self, n: int) -> Tensor:
-        return torch.randint(0, self.n_actions, (n,), device=self.device, generator=self.generator)
 
     def _epsilon_greedy(self, obs: Tensor, epsilon: float) -> Tensor:
         n = obs.shape[0]

@@ -1,7 +1,7 @@
 """What replay-based learners share: the replay ring, warm-up, the replay ratio, and
 checkpoints that keep the replay.
 
-DDPG, TD3 and DQN build on :class:`OffPolicyLearner` and write only their networks,
+SAC, DDPG, TD3 and DQN build on :class:`OffPolicyLearner` and write only their networks,
 their acting and their losses. Every algorithm reads the same loop: a worker's rollout
 goes into the replay, then :meth:`OffPolicyLearner.take` says how many gradient steps
 are due (``replay_ratio`` per collected transition, fractions carried over), so the
@@ -35,15 +35,15 @@ class OffPolicyConfig:
     """Adam learning rate of every network."""
     gamma: float = 0.99
     """Discount factor."""
-    tau: float = 0.005
+    tau: float = 0.01
     """Polyak rate of the target networks (1: copy them)."""
-    batch_size: int = 256
+    batch_size: int = 128
     """Transitions per gradient step."""
     buffer_size: int = 200_000
     """Replay capacity (transitions)."""
     learning_starts: int = 1000
     """Uniform-random transitions collected before learning starts."""
-    replay_ratio: float = 0.25
+    replay_ratio: float = 0.5
     """Gradient steps per collected transition."""
     hidden: tuple[int, ...] = (64, 64)
     """Hidden layer sizes of every network."""
@@ -63,8 +63,10 @@ class OffPolicyConfig:
 class OffPolicyLearner(Learner):
     """A learner that learns from a replay of past transitions.
 
-    Sets ``action_shape`` / ``action_dtype`` from the action space (``()`` and int64 for
-    ``Discrete``; ``(d,)`` and float32 for ``Box``) and owns ``self.replay``.
+    Actions are stored as the learner thinks of them: an index (int64, shape ``()``) for
+    ``Discrete`` spaces, a point of ``[-1, 1]^d`` (float32, shape ``(d,)``) for ``Box``
+    spaces, scaled to the env's bounds only when sent (:meth:`to_env`). ``act_dim`` is the
+    number of actions or the action dimension.
     """
 
     is_on_policy = False
@@ -72,11 +74,15 @@ class OffPolicyLearner(Learner):
     def __init__(self, observation_space, action_space, config, device, seed):
         super().__init__(observation_space, action_space, config, device, seed)
         if self.is_discrete:
+            self.act_dim = int(action_space.n)
             self.action_shape: tuple[int, ...] = ()
             self.action_dtype = torch.int64
         else:
-            self.action_shape = (int(action_space.shape[0]),)
+            self.act_dim = int(action_space.shape[0])
+            self.action_shape = (self.act_dim,)
             self.action_dtype = torch.float32
+            self.low = torch.as_tensor(action_space.low, device=self.device)
+            self.high = torch.as_tensor(action_space.high, device=self.device)
         c = self.config
         self.replay = ReplayBuffer(
             c.buffer_size,
@@ -91,6 +97,21 @@ class OffPolicyLearner(Learner):
         self.gradient_steps = 0
         """Gradient steps taken so far: the clock of delayed and periodic updates."""
         self._update_debt = 0.0
+
+    def to_env(self, action: Tensor) -> Tensor:
+        """Stored actions as the env takes them: ``[-1, 1]`` scaled to the Box bounds."""
+        if self.is_discrete:
+            return action
+        return self.low + (action + 1.0) * 0.5 * (self.high - self.low)
+
+    def random_action(self, n: int) -> Tensor:
+        """``n`` uniform actions as stored: indices, or points of ``[-1, 1]^d``."""
+        if self.is_discrete:
+            return torch.randint(
+                0, self.act_dim, (n,), device=self.device, generator=self.generator
+            )
+        u = torch.rand(n, self.act_dim, device=self.device, generator=self.generator)
+        return u * 2 - 1
 
     @property
     def is_warming_up(self) -> bool:

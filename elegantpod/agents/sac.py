@@ -19,61 +19,30 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from elegantpod.agents.base import Learner
 from elegantpod.agents.nets import EnsembleQ, mlp
-from elegantpod.buffers import ReplayBuffer
-from elegantpod.config import in_range, positive
+from elegantpod.agents.offpolicy import OffPolicyConfig, OffPolicyLearner
+from elegantpod.config import positive
 from elegantpod.types import Batch
 
 Tensor = torch.Tensor
 
 
 @dataclass(frozen=True, kw_only=True)
-class SACConfig:
+class SACConfig(OffPolicyConfig):
     """SAC hyperparameters; defaults solve Pendulum-v1 in seconds on a laptop CPU."""
 
-    num_envs: int = 4
-    """Parallel sub-envs per worker."""
-    horizon: int = 16
-    """Vector steps collected between two bursts of gradient updates."""
-    lr: float = 1e-3
-    """Adam learning rate of actor, critics and temperature."""
-    gamma: float = 0.99
-    """Discount factor."""
-    tau: float = 0.01
-    """Polyak rate of the target critics."""
     batch_size: int = 256
     """Transitions per gradient step."""
-    buffer_size: int = 200_000
-    """Replay capacity (transitions)."""
-    learning_starts: int = 1000
-    """Uniform-random transitions collected before learning starts."""
     replay_ratio: float = 0.25
     """Gradient steps per collected transition."""
-    hidden: tuple[int, ...] = (64, 64)
-    """Hidden layer sizes of actor and critics."""
     init_alpha: float = 0.2
     """Initial entropy temperature."""
     target_entropy: float | None = None
     """Entropy target; ``None``: ``-action_dim``."""
 
     def validate(self) -> None:
-        for name in (
-            "num_envs",
-            "horizon",
-            "lr",
-            "batch_size",
-            "buffer_size",
-            "replay_ratio",
-            "init_alpha",
-        ):
-            positive(name, getattr(self, name))
-        in_range("gamma", self.gamma, 0.0, 1.0)
-        in_range("tau", self.tau, 0.0, 1.0)
-        if self.learning_starts < 0:
-            raise ValueError(f"learning_starts must be >= 0, got {self.learning_starts!r}")
-        if not self.hidden or any(h < 1 for h in self.hidden):
-            raise ValueError(f"hidden must be positive layer sizes, got {self.hidden!r}")
+        super().validate()
+        positive("init_alpha", self.init_alpha)
 
 
 class SquashedGaussianActor(nn.Module):
@@ -96,12 +65,11 @@ class SquashedGaussianActor(nn.Module):
         return torch.tanh(u), logp
 
 
-class SAC(Learner):
+class SAC(OffPolicyLearner):
     """SAC for continuous (Box) actions."""
 
     name = "sac"
     config_cls = SACConfig
-    is_on_policy = False
     structural_hparams = ("num_envs", "hidden", "buffer_size")
     default_max_steps: ClassVar[int] = 200_000
     default_segment_steps: ClassVar[int] = 4_000
@@ -114,11 +82,7 @@ class SAC(Learner):
     def __init__(self, observation_space, action_space, config=None, device="cpu", seed=0):
         super().__init__(observation_space, action_space, config, device, seed)
         c, dev = self.config, self.device
-        obs_dim, self.act_dim = self.obs_shape[0], int(action_space.shape[0])
-        self.action_shape = (self.act_dim,)
-        self.action_dtype = torch.float32
-        self.low = torch.as_tensor(action_space.low, device=dev)
-        self.high = torch.as_tensor(action_space.high, device=dev)
+        obs_dim = self.obs_shape[0]
         self.actor = SquashedGaussianActor(obs_dim, self.act_dim, c.hidden).to(dev)
         self.critic = EnsembleQ(2, obs_dim, self.act_dim, c.hidden).to(dev)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
@@ -136,44 +100,26 @@ class SAC(Learner):
             "critic": torch.optim.Adam(self.critic.parameters(), lr=c.lr, fused=True),
             "alpha": torch.optim.Adam([self.log_alpha], lr=c.lr, fused=True),
         }
-        self.replay = ReplayBuffer(
-            c.buffer_size, self.obs_shape, self.action_shape, dev, self.generator
-        )
-        self.seen = 0
-        self._update_debt = 0.0
 
     def default_eval_every(self) -> int:
         return 1000
 
-    def _to_env(self, a: Tensor) -> Tensor:
-        return self.low + (a + 1.0) * 0.5 * (self.high - self.low)
-
     def explore(self, obs: Tensor) -> tuple[Tensor, Tensor]:
-        if self.seen < self.config.learning_starts:
-            a = torch.rand(obs.shape[0], self.act_dim, device=self.device, generator=self.generator)
-            a = a * 2 - 1
+        if self.is_warming_up:
+            a = self.random_action(obs.shape[0])
         else:
             a, _ = self.actor(obs, self.generator)
-        return a, self._to_env(a)
+        return a, self.to_env(a)
 
     def act(self, obs: Tensor, deterministic: bool = True) -> Tensor:
         a, _ = self.actor(obs, self.generator, deterministic=deterministic)
-        return self._to_env(a)
+        return self.to_env(a)
 
     def update(self, batch: Batch) -> dict[str, float]:
         c = self.config
-        self.replay.extend(batch.flatten())
-        n_new = len(batch)
-        self.seen += n_new
-        # After a resume the replay starts empty (it is not checkpointed): wait until it
-        # holds a few batches again rather than overfit the first transitions.
-        if self.seen < c.learning_starts or len(self.replay) < min(
-            c.learning_starts, 4 * c.batch_size
-        ):
+        n_updates = self.take(batch)
+        if n_updates == 0:
             return {}
-        self._update_debt += n_new * c.replay_ratio
-        n_updates = int(self._update_debt)
-        self._update_debt -= n_updates
         target_entropy = -float(self.act_dim) if c.target_entropy is None else c.target_entropy
         sums = torch.zeros(4, device=self.device)
         critic_params = list(self.critic.parameters())
@@ -204,31 +150,13 @@ class SAC(Learner):
             j_alpha.backward()
             self.optimizers["alpha"].step()
 
+            self.gradient_steps += 1
             with torch.no_grad():
                 torch._foreach_lerp_(target_params, critic_params, c.tau)
                 sums += torch.stack((j_q.detach(), j_pi.detach(), j_alpha.detach(), alpha))
-        if n_updates == 0:
-            return {}
         vals = (sums / n_updates).tolist()
         return dict(
             zip(
                 ("losses/critic", "losses/actor", "losses/alpha", "charts/alpha"), vals, strict=True
             )
         )
-
-    def state_dict(self):
-        """Networks, optimizers and the filled part of the replay buffer (oldest first).
-
-        Keeping the replay makes a tournament segment boundary (or a worker death)
-        invisible to SAC: the next segment learns from the same data.
-        """
-        state = super().state_dict()
-        state["seen"] = self.seen
-        state["replay"] = self.replay.contents()
-        return state
-
-    def load_state_dict(self, state):
-        super().load_state_dict(state)
-        self.seen = int(state.get("seen", self.seen))
-        if state.get("replay") is not None:
-            self.replay.restore(state["replay"])

@@ -1,4 +1,4 @@
-"""Twin Delayed DDPG (Fujimoto et al., 2018): DDPG with three fixes of overestimation.
+"""Twin Delayed DDPG (Fujimoto et al., 2018): DDPG with three changes against overestimation.
 
 1. Clipped double Q-learning: twin critics, and the target takes their minimum,
    ``y = r + gamma (1 - d) min_{i=1,2} Q'_i(s', a')``; both critics regress on it,
@@ -9,8 +9,8 @@
    ``theta' <- tau theta + (1 - tau) theta'`` move once every ``policy_delay`` critic
    steps, so the policy follows a critic that has settled.
 
-Everything else (networks, acting, replay, checkpoints) is :class:`~elegantpod.agents.
-ddpg.DDPG`'s; actions live in ``[-1, 1]`` and are scaled to the env's bounds when sent.
+Everything else (networks, acting, replay, checkpoints) is DDPG's (``ddpg.py``): actions
+live in ``[-1, 1]`` and are scaled to the env's bounds only when sent to the env.
 """
 
 from __future__ import annotations

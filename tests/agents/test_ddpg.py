@@ -12,6 +12,18 @@ OBS = gym.spaces.Box(-1, 1, (3,), np.float32)
 ACT = gym.spaces.Box(-1.0, 3.0, (1,), np.float32)
 
 
+def transitions(*lead, terminated=None):
+    """Random transitions with leading shape ``lead``: flat ``(B,)`` or a rollout ``(T, N)``."""
+    return Batch(
+        torch.randn(*lead, 3),
+        torch.rand(*lead, 1) * 2 - 1,
+        torch.randn(*lead),
+        torch.randn(*lead, 3),
+        torch.zeros(lead, dtype=torch.bool) if terminated is None else terminated,
+        torch.zeros(lead, dtype=torch.bool),
+    )
+
+
 def test_registry_and_single_critic():
     assert get_algo("ddpg") is DDPG
     ddpg = DDPG(OBS, ACT)
@@ -23,16 +35,8 @@ def test_target_evaluates_the_target_critic_at_the_target_actors_action():
     with torch.no_grad():
         for p in ddpg.actor_target.parameters():  # a different target actor than mu
             p.add_(torch.randn_like(p))
-    B = 6
     terminated = torch.tensor([False, False, True, False, False, True])
-    b = Batch(
-        torch.randn(B, 3),
-        torch.rand(B, 1) * 2 - 1,
-        torch.randn(B),
-        torch.randn(B, 3),
-        terminated,
-        torch.zeros(B, dtype=torch.bool),
-    )
+    b = transitions(6, terminated=terminated)
     with torch.no_grad():
         a_next = ddpg.actor_target(b.next_obs)
         q_next = ddpg.critic_target(b.next_obs, a_next)[0]
@@ -43,15 +47,7 @@ def test_target_evaluates_the_target_critic_at_the_target_actors_action():
 
 def test_every_critic_step_also_moves_actor_and_targets():
     ddpg = DDPG(OBS, ACT, DDPGConfig(learning_starts=0, batch_size=8, replay_ratio=1.0))
-    T, N = 2, 4
-    rollout = Batch(
-        torch.randn(T, N, 3),
-        torch.rand(T, N, 1) * 2 - 1,
-        torch.ones(T, N),
-        torch.randn(T, N, 3),
-        torch.zeros(T, N, dtype=torch.bool),
-        torch.zeros(T, N, dtype=torch.bool),
-    )
+    rollout = transitions(2, 4)
     before = [m.state_dict()["net.0.weight"].clone() for m in (ddpg.actor, ddpg.actor_target)]
     stats = ddpg.update(rollout)
     assert ddpg.gradient_steps == 8
@@ -67,8 +63,9 @@ def test_exploration_adds_clipped_gaussian_noise_to_the_actor():
     torch.testing.assert_close(stored, quiet.actor(obs))
     torch.testing.assert_close(to_env, quiet.act(obs))  # [-1, 1] scaled to [-1, 3]
     noisy = DDPG(OBS, ACT, DDPGConfig(learning_starts=0, exploration_noise=0.5))
-    stored, to_env = noisy.explore(obs)
-    noise = stored - noisy.actor(obs).detach()
+    with torch.no_grad():
+        stored, to_env = noisy.explore(obs)
+        noise = stored - noisy.actor(obs)
     assert 0.4 < float(noise.std()) < 0.6 and stored.abs().max() <= 1.0
     assert to_env.min() >= -1.0 and to_env.max() <= 3.0
 

@@ -71,7 +71,9 @@ def test_checkpoint_round_trip_through_pod(algo, env, tmp_path):
                 assert torch.equal(value, theirs[k][key]), (name, k, key)
     # Replay, RNG streams and step clocks came back too: the same rollout teaches both
     # learners exactly the same thing.
-    batch = pod.worker.rollout()
+    rng = a.generator.get_state()
+    batch = pod.worker.rollout()  # exploring draws from a's generator: rewind it
+    a.generator.set_state(rng)
     a.update(batch)
     b.update(batch)
     for name, module in a.modules.items():
