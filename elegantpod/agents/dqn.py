@@ -112,7 +112,6 @@ class DQN(OffPolicyLearner):
     default_segment_steps: ClassVar[int] = 12_000
     """DQN needs 20-40k steps on CartPole; with the generator's two-segment "ready" rule a
     pod is judged after 24k, not after 8k when it has barely started."""
-    """Env steps per tournament segment: a few seconds of training on one CPU core."""
 
     @classmethod
     def supported_action_spaces(cls):
