@@ -19,15 +19,9 @@ import time
 from pathlib import Path
 
 import torch
+from finance_pipeline import SPLITS  # the same dates as the CPU pipeline benchmark
 
 import elegantpod
-from elegantpod.finance import DateSplits
-
-SPLITS = DateSplits(
-    train=("1990-01-01", "2015-12-31"),
-    validation=("2016-01-01", "2018-12-31"),
-    backtest=("2019-01-01", "2022-12-31"),
-)
 
 
 def main() -> None:
