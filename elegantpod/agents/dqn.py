@@ -38,21 +38,34 @@ Tensor = torch.Tensor
 
 @dataclass(frozen=True, kw_only=True)
 class DQNConfig(OffPolicyConfig):
-    """DQN hyperparameters; defaults solve CartPole-v1 in seconds on a laptop CPU."""
+    """DQN hyperparameters; defaults solve CartPole-v1 in seconds on a laptop CPU.
 
+    Tuned on CartPole-v1 (seeds 0-2, one CPU thread): 16 sub-envs and an eighth of a
+    gradient step per env step were the most consistent (12-13 s to 475); 4 sub-envs with
+    half a step per env step needed 20-170 s.
+    """
+
+    num_envs: int = 16
+    """Parallel sub-envs per worker."""
+    lr: float = 2e-3
+    """Adam learning rate."""
+    replay_ratio: float = 0.125
+    """Gradient steps per collected transition."""
+    hidden: tuple[int, ...] = (128, 128)
+    """Hidden layer sizes."""
     double: bool = True
     """Double DQN target: the online net picks ``argmax_a' Q(s', a')``."""
     dueling: bool = True
     """Dueling head ``V(s) + A(s, a) - mean_a' A(s, a')``."""
     tau: float = 1.0
     """Polyak rate of each target update (1: copy the online net)."""
-    target_update_every: int = 100
+    target_update_every: int = 50
     """Gradient steps between two target updates."""
     epsilon_start: float = 1.0
     """Exploration rate once learning starts."""
     epsilon_end: float = 0.02
     """Exploration rate after ``epsilon_decay_steps``."""
-    epsilon_decay_steps: int = 5_000
+    epsilon_decay_steps: int = 10_000
     """Env steps (counted from the first) over which epsilon falls linearly."""
     max_grad_norm: float = 10.0
     """Global gradient-norm clip."""
