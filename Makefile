@@ -34,9 +34,15 @@ demo: setup
 bench:
 	$(MAKE) setup EXTRAS=test,bench
 	$(PY) benchmarks/env_throughput.py
-	$(PY) benchmarks/time_to_solve.py
+	$(PY) benchmarks/time_to_solve.py   # PPO, SAC and DQN vs SB3
 	$(PY) benchmarks/dask_overhead.py
 	$(PY) benchmarks/tournament_vs_sweep.py
+	$(PY) benchmarks/finance_env_throughput.py
+	$(PY) benchmarks/finance_pipeline.py
+	$(PY) benchmarks/fusion.py
+	$(PY) benchmarks/worker_parallelism.py
+	$(PY) benchmarks/mujoco_vs_sb3.py   # hours on 2 cores at its default 100k steps x 3 seeds
+	# on a CUDA machine: bash benchmarks/gpu_run.sh; python benchmarks/gpu_trading_pod.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
