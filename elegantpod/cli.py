@@ -159,8 +159,8 @@ def _tournament(args) -> int:
     import json
 
     from elegantpod.cluster import cluster
+    from elegantpod.config import json_safe
     from elegantpod.tournament import Tournament
-    from elegantpod.training import _json_safe
 
     budget = {
         "target_reward": args.target_reward,
@@ -198,7 +198,7 @@ def _tournament(args) -> int:
         cols = ["rank", "pod", "algo", "score_mean", "score_std", "env_steps", "status", "parent"]
         print(t.leaderboard[cols].to_string(index=False), file=sys.stderr)
     if args.json:
-        print(json.dumps(_json_safe(summary), sort_keys=True), flush=True)
+        print(json.dumps(json_safe(summary), sort_keys=True), flush=True)
     else:
         print(
             f"tournament {summary['status']}: solved={summary['solved']} best "
@@ -209,16 +209,11 @@ def _tournament(args) -> int:
 
 
 def _backtest(args) -> int:
-    from pathlib import Path
-
     from elegantpod.finance.backtest import backtest
+    from elegantpod.finance.report import check_report_path
 
     if args.html is not None:
-        html = Path(args.html)
-        if html.suffix.lower() not in (".html", ".htm"):
-            raise ValueError(f"--html {args.html!r} should end in .html")
-        if not html.parent.exists():
-            raise ValueError(f"--html: directory {str(html.parent)!r} does not exist")
+        check_report_path(args.html)  # before the backtest runs
     index = _read_index(args.index)
     result = backtest(
         args.checkpoint,

@@ -146,6 +146,18 @@ def in_range(name: str, value: float, low: float, high: float) -> None:
         raise ValueError(f"{name} must be in [{low}, {high}], got {value!r}")
 
 
+def check_learners(learners: int, num_envs: int, algo: str | None = None) -> None:
+    """Raise ``ValueError`` unless each of ``learners`` fused learners gets a sub-env."""
+    if num_envs >= learners:
+        return
+    where = f"{algo} has" if algo else "got"
+    hint = f" (set hparams={{{algo!r}: {{'num_envs': {learners}}}}})" if algo else ""
+    raise ValueError(
+        f"{learners} fused learners need num_envs >= {learners} (each trains on its own "
+        f"sub-envs' data); {where} num_envs={num_envs}{hint}"
+    )
+
+
 FITNESSES = ("return", "sharpe", "calmar", "sortino", "annual_return", "cumulative_return")
 """Fitness names: the mean evaluation return, or a finance metric of the evaluation
 episodes (higher is better for each)."""
@@ -168,6 +180,22 @@ def check_json(name: str, value: Any) -> None:
             f"{name} must hold JSON values (strings, numbers, lists...): {exc}; "
             "pass market data as a path or sample name, not an object"
         ) from None
+
+
+def json_safe(x: Any) -> Any:
+    """``x`` as strict JSON takes it: NaN and inf become ``None``, tuples lists,
+    dataclasses dicts, keys strings, and any other object its text."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {str(k): json_safe(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [json_safe(v) for v in x]
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return json_safe(dataclasses.asdict(x))
+    if x is None or isinstance(x, str | int | bool):
+        return x
+    return str(x)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -231,6 +259,7 @@ class PodSpec:
             raise ValueError(f"target_reward must be a finite number, got {self.target_reward!r}")
         if self.hparams is not None:
             self.hparams.validate()
+            check_learners(self.learners, self.hparams.num_envs)
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}

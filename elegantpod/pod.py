@@ -124,10 +124,10 @@ class Pod:
     """
 
     def __init__(self, spec: PodSpec, out_dir: str | Path | None = None, resume: bool = False):
-        spec.validate()
         algo = get_algo(spec.algo)
         hparams = spec.hparams if spec.hparams is not None else algo.config_cls()
         self.spec = spec if spec.hparams is not None else _replace(spec, hparams=hparams)
+        self.spec.validate()  # with the hyperparameters in force (defaults filled in)
         self.out_dir = Path(out_dir) if out_dir is not None else None
         torch.manual_seed(spec.seed)
         self.env = make_env(
@@ -317,11 +317,6 @@ def _build_learner(algo, env: VecEnv, hparams, spec: PodSpec):
         return algo(env.observation_space, env.action_space, hparams, spec.device, spec.seed)
     from elegantpod.agents.fusion import FusedLearners
 
-    if hparams.num_envs < spec.learners:
-        raise ValueError(
-            f"{spec.learners} fused learners need num_envs >= {spec.learners} (each trains "
-            f"on its own sub-envs' data), got num_envs={hparams.num_envs}"
-        )
     devices = spec.learner_devices or (spec.device,) * spec.learners
     return FusedLearners(
         [

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 from pathlib import Path
@@ -11,7 +10,7 @@ from typing import Any
 
 from elegantpod.agents import get_algo
 from elegantpod.checkpoint import atomic_write_bytes
-from elegantpod.config import PodSpec, check_fitness, check_json, replace_checked
+from elegantpod.config import PodSpec, check_fitness, check_json, json_safe, replace_checked
 from elegantpod.envs import check_env_id, check_eval_env
 from elegantpod.types import Progress, TrainResult
 
@@ -77,10 +76,6 @@ def build_spec(
         learners=learners,
     )
     spec.validate()
-    if config.num_envs < learners:
-        raise ValueError(
-            f"{learners} fused learners need num_envs >= {learners}, got {config.num_envs}"
-        )
     return spec
 
 
@@ -109,19 +104,9 @@ def prepare_out_dir(
     return path
 
 
-def _json_safe(x: Any) -> Any:
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: _json_safe(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [_json_safe(v) for v in x]
-    return x
-
-
 def result_json(result: TrainResult) -> str:
     """One-line JSON of a result (NaN becomes ``null``)."""
-    return json.dumps(_json_safe(result.to_dict()), sort_keys=True)
+    return json.dumps(json_safe(result.to_dict()), sort_keys=True)
 
 
 def train(
@@ -235,6 +220,6 @@ def train(
         if bar is not None:
             bar.close()
     if out_dir is not None:
-        record = _json_safe(result.to_dict(with_curve=True))
+        record = json_safe(result.to_dict(with_curve=True))
         atomic_write_bytes(out_dir / "result.json", json.dumps(record, indent=2).encode())
     return result

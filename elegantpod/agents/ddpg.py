@@ -62,10 +62,6 @@ class DDPG(OffPolicyLearner):
 
     name = "ddpg"
     config_cls = DDPGConfig
-    structural_hparams = ("num_envs", "hidden", "buffer_size")
-    default_max_steps: ClassVar[int] = 200_000
-    default_segment_steps: ClassVar[int] = 4_000
-    """Env steps per tournament segment: a few seconds of training on one CPU core."""
     n_critics: ClassVar[int] = 1
     """Critics evaluated together (an :class:`EnsembleQ`); the target takes their min."""
 

@@ -120,8 +120,7 @@ class DQN(OffPolicyLearner):
 
     name = "dqn"
     config_cls = DQNConfig
-    structural_hparams = ("num_envs", "hidden", "buffer_size", "dueling")
-    default_max_steps: ClassVar[int] = 200_000
+    structural_hparams = (*OffPolicyLearner.structural_hparams, "dueling")
     default_segment_steps: ClassVar[int] = 12_000
     """DQN needs 20-40k steps on CartPole; with the generator's two-segment "ready" rule a
     pod is judged after 24k, not after 8k when it has barely started."""

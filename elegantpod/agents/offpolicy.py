@@ -11,7 +11,7 @@ learning speed per env step does not depend on ``num_envs * horizon``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -70,6 +70,10 @@ class OffPolicyLearner(Learner):
     """
 
     is_on_policy = False
+    structural_hparams = ("num_envs", "hidden", "buffer_size")
+    default_max_steps: ClassVar[int] = 200_000
+    default_segment_steps: ClassVar[int] = 4_000
+    """Env steps per tournament segment: a few seconds of training on one CPU core."""
 
     def __init__(self, observation_space, action_space, config, device, seed):
         super().__init__(observation_space, action_space, config, device, seed)

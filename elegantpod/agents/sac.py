@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass
-from typing import ClassVar
 
 import gymnasium
 import torch
@@ -70,10 +69,6 @@ class SAC(OffPolicyLearner):
 
     name = "sac"
     config_cls = SACConfig
-    structural_hparams = ("num_envs", "hidden", "buffer_size")
-    default_max_steps: ClassVar[int] = 200_000
-    default_segment_steps: ClassVar[int] = 4_000
-    """Env steps per tournament segment: a few seconds of training on one CPU core."""
 
     @classmethod
     def supported_action_spaces(cls):

@@ -11,9 +11,7 @@ the self-contained report.
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from elegantpod.config import json_safe
 from elegantpod.finance import metrics
 from elegantpod.finance.data import sp500_index
 from elegantpod.finance.trading_env import ENV_ID, StockTradingEnv
@@ -93,28 +92,26 @@ class BacktestResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary: metrics of every strategy, range, trades and the agent."""
-
-        def clean(x):
-            return None if isinstance(x, float) and not math.isfinite(x) else x
-
         table = self.metrics()
-        return {
-            "start": f"{self.dates[0]:%Y-%m-%d}",
-            "end": f"{self.dates[-1]:%Y-%m-%d}",
-            "days": len(self.dates),
-            "periods_per_year": self.periods_per_year,
-            "initial_amount": self.initial_amount,
-            "cost": self.cost,
-            "data": self.data_source,
-            "tickers": list(self.positions.columns),
-            "metrics": {
-                name: {k: clean(float(v)) for k, v in row.items()} for name, row in table.iterrows()
-            },
-            "final_value": {k: float(v.iloc[-1]) for k, v in self.values().items()},
-            "orders": len(self.trades),
-            "total_costs": float(self.trades["cost"].sum()) if len(self.trades) else 0.0,
-            "agent": _json_ready(self.agent),
-        }
+        return json_safe(
+            {
+                "start": f"{self.dates[0]:%Y-%m-%d}",
+                "end": f"{self.dates[-1]:%Y-%m-%d}",
+                "days": len(self.dates),
+                "periods_per_year": self.periods_per_year,
+                "initial_amount": self.initial_amount,
+                "cost": self.cost,
+                "data": self.data_source,
+                "tickers": list(self.positions.columns),
+                "metrics": {
+                    name: {k: float(v) for k, v in row.items()} for name, row in table.iterrows()
+                },
+                "final_value": {k: float(v.iloc[-1]) for k, v in self.values().items()},
+                "orders": len(self.trades),
+                "total_costs": float(self.trades["cost"].sum()) if len(self.trades) else 0.0,
+                "agent": self.agent,
+            }
+        )
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
@@ -321,17 +318,3 @@ def _tournament_info(t) -> dict[str, Any]:
         "lineage": chain,
         "tournament_store": t.store.url,
     }
-
-
-def _json_ready(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {str(k): _json_ready(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [_json_ready(v) for v in x]
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if dataclasses.is_dataclass(x):
-        return _json_ready(dataclasses.asdict(x))
-    if isinstance(x, str | int | float | bool) or x is None:
-        return x
-    return str(x)

@@ -118,13 +118,22 @@ def render_html(result, title: str | None = None) -> str:
     return "\n".join(parts)
 
 
-def write_report(result, path: str | Path, title: str | None = None) -> Path:
-    """Write the report to ``path`` atomically (a failed write leaves no half file)."""
+def check_report_path(path: str | Path) -> Path:
+    """``path`` as a ``Path``; ``ValueError`` unless it ends in .html in an existing folder.
+
+    Called before a backtest runs (by the CLI) as well as before writing.
+    """
     path = Path(path)
     if path.suffix.lower() not in (".html", ".htm"):
         raise ValueError(f"report path {str(path)!r} should end in .html")
     if not path.parent.exists():
         raise ValueError(f"report directory {str(path.parent)!r} does not exist")
+    return path
+
+
+def write_report(result, path: str | Path, title: str | None = None) -> Path:
+    """Write the report to ``path`` atomically (a failed write leaves no half file)."""
+    path = check_report_path(path)
     atomic_write_bytes(path, render_html(result, title).encode("utf-8"))
     return path
 

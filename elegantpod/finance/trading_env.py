@@ -238,10 +238,14 @@ class StockTradingEnv:
             "shares_traded": traded,
             "cost_paid": paid,
         }
+        # One host check of "did any account finish?": on CPU it skips the restart in the
+        # many steps where none did; on accelerators the branch-free restart avoids the
+        # sync (only a recording env, evaluation, pays it).
+        any_done = bool(truncated.any()) if self._sparse or self.record else True
         if self.record:
             rows = torch.arange(self.num_envs, device=self.device)
             self._values[elapsed.clamp(max=self.num_days - 1), rows] = new_value
-            if bool(truncated.any()):
+            if any_done:
                 finished = self._values.clone()
                 if self._last_values is None:
                     self._last_values = finished
@@ -249,9 +253,7 @@ class StockTradingEnv:
                     self._last_values = torch.where(truncated, finished, self._last_values)
         self.elapsed = elapsed.masked_fill(truncated, 0)
         self.episode_return = episode_return.masked_fill(truncated, 0.0)
-        # On CPU a host check skips the restart in the many steps where no account
-        # finished; on accelerators the branch-free restart avoids that sync instead.
-        if self._sparse and not bool(truncated.any()):
+        if not any_done:
             obs = final_obs
         else:
             self._restart(truncated)

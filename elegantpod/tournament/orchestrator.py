@@ -24,7 +24,7 @@ from collections import Counter, defaultdict, deque
 from typing import Any
 
 from elegantpod.agents import get_algo
-from elegantpod.config import PodSpec, config_values, replace_checked
+from elegantpod.config import PodSpec, check_learners, config_values, replace_checked
 from elegantpod.envs import check_env_id, check_eval_env
 from elegantpod.tournament import leaderboard as lb
 from elegantpod.tournament.generator import (
@@ -925,12 +925,7 @@ def _check_spec(spec: TournamentSpec) -> None:
         learner = get_algo(algo)
         learner.check_env(spec.env_id, spec.env_kwargs)
         config = replace_checked(learner.config_cls(), spec.hparams.get(algo, {}))
-        if config.num_envs < spec.learners:
-            raise ValueError(
-                f"{spec.learners} fused learners need num_envs >= {spec.learners}; "
-                f"{algo} has num_envs={config.num_envs} (set hparams={{{algo!r}: "
-                f"{{'num_envs': {spec.learners}}}}})"
-            )
+        check_learners(spec.learners, config.num_envs, algo)
     unknown = set(spec.hparams) - {get_algo(a).name for a in spec.algos}
     if unknown:
         raise ValueError(
