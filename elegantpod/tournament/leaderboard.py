@@ -41,7 +41,9 @@ class Entry:
     """Hyperparameter changes from the parent: ``{name: [old, new]}``."""
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d["hparams"], d["mutation"] = dict(self.hparams), dict(self.mutation)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Entry:

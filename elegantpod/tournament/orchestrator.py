@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import functools
 import math
+import queue
 import random
 import threading
 import time
@@ -57,6 +58,10 @@ class _HybridMethod:
 
 
 LOOP_SECONDS = 0.1
+CURVE_EVENTS = 20_000
+"""Progress events kept per pod (the oldest go first): memory stays bounded in long runs."""
+SAVE_SECONDS = 1.0
+"""Segment results are saved to the store at most this often (control actions at once)."""
 MAX_TRANSIENT_FAILURES = 20
 
 
@@ -149,7 +154,9 @@ class Tournament:
         self._records: dict[str, PodRecord] = {}
         self._entries: list[lb.Entry] = []
         self._futures: dict[Any, str] = {}
-        self._curves: dict[str, list[dict]] = defaultdict(list)
+        self._flying: set[str] = set()  # pods with a segment in _futures
+        self._done: queue.SimpleQueue = queue.SimpleQueue()  # futures as they finish
+        self._curves: dict[str, deque] = defaultdict(lambda: deque(maxlen=CURVE_EVENTS))
         self._inbox: deque = deque()
         self.events_received: Counter = Counter()
         self.events_sent = 0
@@ -168,6 +175,8 @@ class Tournament:
         self.worker_deaths_survived = 0
         self._next_index = 0
         self._capacity_cache = (0.0, 0, False)
+        self._saved_at = -math.inf
+        self._dirty = False
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -204,17 +213,20 @@ class Tournament:
             _resume=True,
             **opts,
         )
-        state = s.read_json("state.json", {})
-        t._records = {d["pod_id"]: PodRecord.from_dict(d) for d in s.read_json("pods.json", [])}
+        saved_state = t.store.load_state() or {}
+        state = saved_state.get("state", {})
+        t._records = {d["pod_id"]: PodRecord.from_dict(d) for d in saved_state.get("pods", [])}
         for rec in t._records.values():
             if rec.status in ("running", "idle"):
                 rec.status = "queued"
-        t._entries = [lb.Entry.from_dict(d) for d in s.read_json("leaderboard.json", [])]
+        t._entries = [lb.Entry.from_dict(d) for d in saved_state.get("leaderboard", [])]
         t._total_steps = int(state.get("total_steps", 0))
         t._elapsed_before = float(state.get("elapsed_seconds", 0.0))
         t.worker_deaths_survived = int(state.get("worker_deaths_survived", 0))
-        # pods.json is written before state.json: never reuse an id that a record holds
-        highest = max((int(p[1:]) for p in t._records if p[1:].isdigit()), default=-1)
+        # Saves are at most SAVE_SECONDS apart: a pod created after the last one may have
+        # left checkpoints. Never reuse an id that a record or a checkpoint folder holds.
+        known = set(t._records) | set(t.store.pod_ids())
+        highest = max((int(p[1:]) for p in known if p[1:].isdigit()), default=-1)
         t._next_index = max(int(state.get("next_index", 0)), highest + 1)
         t._rng.seed(f"{spec.seed}-{t._next_index}")
         return t
@@ -563,7 +575,7 @@ class Tournament:
         return self._records[pod]
 
     def _in_flight(self, pod: str) -> bool:
-        return pod in self._futures.values()
+        return pod in self._flying
 
     def _elapsed(self) -> float:
         running = time.monotonic() - self._started_at if self._started_at is not None else 0.0
@@ -684,6 +696,10 @@ class Tournament:
             run_segment, task, key=key, pure=False, resources={"GPU": 1} if uses_gpu else None
         )
         self._futures[fut] = rec.pod_id
+        self._flying.add(rec.pod_id)
+        # Dask calls this from its own thread when the segment ends: the loop then waits
+        # on one queue instead of asking about every future in flight each round.
+        fut.add_done_callback(self._done.put)
         if rec.status == "queued":
             rec.status = "running"
 
@@ -713,10 +729,10 @@ class Tournament:
 
     def _step(self) -> bool:
         """One round: submit what fits, handle what finished. True when it is time to end."""
-        from distributed import wait
-
         with self._lock:
             self._drain_events()
+            if self._dirty:
+                self._save(force=False)
             if self._should_end():
                 return True
             capacity, uses_gpu = self._capacity()
@@ -732,14 +748,15 @@ class Tournament:
             )
             for rec in runnable[: max(0, capacity - len(self._futures))]:
                 self._submit(rec, uses_gpu)
-            futures = list(self._futures)
-        if not futures:
-            time.sleep(LOOP_SECONDS)
-            return False
         try:
-            done = wait(futures, timeout=LOOP_SECONDS, return_when="FIRST_COMPLETED").done
-        except TimeoutError:
+            done = [self._done.get(timeout=LOOP_SECONDS)]
+        except queue.Empty:
             return False
+        while len(done) < 1000:
+            try:
+                done.append(self._done.get_nowait())
+            except queue.Empty:
+                break
         with self._lock:
             self._drain_events()
             for fut in done:
@@ -776,6 +793,7 @@ class Tournament:
                 else:
                     fut.cancel()
             self._futures.clear()
+            self._flying.clear()
             for rec in self._records.values():
                 if rec.stop_requested and rec.status in ACTIVE:
                     rec.status = "stopped"
@@ -805,6 +823,7 @@ class Tournament:
         pod_id = self._futures.pop(fut, None)
         if pod_id is None:
             return
+        self._flying.discard(pod_id)
         rec = self._records[pod_id]
         if fut.status == "finished":
             result = fut.result()
@@ -829,7 +848,7 @@ class Tournament:
         else:
             rec.status = "failed"
             rec.error = f"{type(exc).__name__}: {exc}"
-        self._save()
+        self._save(force=False)
 
     def _on_result(self, rec: PodRecord, res: SegmentResult, ending: bool) -> None:
         first_worker = self._event_workers.pop((rec.pod_id, res.segment), None)
@@ -874,7 +893,7 @@ class Tournament:
             self._publish_control(child)
         else:
             rec.status = "queued"
-        self._save()
+        self._save(force=False)
 
     def _on_event(self, event) -> None:
         # Runs on the client's event-loop thread: it must never wait for self._lock, since
@@ -896,19 +915,32 @@ class Tournament:
             if rec is not None and msg.get("type") == "progress":
                 rec.steps_per_second = msg.get("steps_per_second", rec.steps_per_second)
 
-    def _save(self) -> None:
-        self.store.write_json("leaderboard.json", [e.to_dict() for e in lb.rank(self._entries)])
-        self.store.write_json("pods.json", [r.to_dict() for r in self._records.values()])
-        self.store.write_json(
-            "state.json",
+    def _save(self, force: bool = True) -> None:
+        """Snapshot leaderboard, records and counters to the store (one object).
+
+        Segment results save with ``force=False``: at most every :data:`SAVE_SECONDS`,
+        so that a thousand pods finishing segments do not each rewrite every record. A
+        client that dies loses at most that much bookkeeping, never a checkpoint: a
+        resumed pod re-runs from its checkpoints (a segment finds its own and reuses it).
+        """
+        now = time.monotonic()
+        if not force and now - self._saved_at < SAVE_SECONDS:
+            self._dirty = True
+            return
+        self.store.save_state(
             {
-                "total_steps": self._total_steps,
-                "elapsed_seconds": self._elapsed(),
-                "worker_deaths_survived": self.worker_deaths_survived,
-                "next_index": self._next_index,
-                "solved": self._solved,
-            },
+                "leaderboard": [e.to_dict() for e in lb.rank(self._entries)],
+                "pods": [r.to_dict() for r in self._records.values()],
+                "state": {
+                    "total_steps": self._total_steps,
+                    "elapsed_seconds": self._elapsed(),
+                    "worker_deaths_survived": self.worker_deaths_survived,
+                    "next_index": self._next_index,
+                    "solved": self._solved,
+                },
+            }
         )
+        self._saved_at, self._dirty = now, False
 
 
 def _config(learner, hparams: dict[str, Any]):

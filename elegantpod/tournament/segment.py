@@ -77,7 +77,9 @@ class _Control:
     """Reads a pod's control Variable; returns what the pod should do now."""
 
     def __init__(self, name: str | None):
-        self.name, self.var, self.last_poll, self.version = name, None, 0.0, -1
+        # The orchestrator knew the pod's state when it submitted this segment, so the
+        # first poll can wait POLL_SECONDS: a short segment then costs no round trip.
+        self.name, self.var, self.last_poll, self.version = name, None, time.monotonic(), -1
         if name is not None:
             from distributed import Variable
 
@@ -98,7 +100,8 @@ class _Control:
 
 class _Events:
     def __init__(self, topic: str | None, pod_id: str, segment: int):
-        self.topic, self.pod_id, self.segment, self.sent, self.last = topic, pod_id, segment, 0, 0.0
+        self.topic, self.pod_id, self.segment, self.sent = topic, pod_id, segment, 0
+        self.last = time.monotonic()  # the first progress event after EVENT_SECONDS
         self.worker = None
         if topic is not None:
             from distributed import get_worker

@@ -141,7 +141,10 @@ class PodRecord:
     stop_requested: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
+        # Shallow on purpose: the orchestrator serializes every record at each save, and
+        # dataclasses.asdict's deep copy was most of its CPU time with hundreds of pods.
+        d = {f.name: getattr(self, f.name) for f in _RECORD_FIELDS}
+        d["hparams"], d["mutation"] = dict(self.hparams), dict(self.mutation)
         for k in ("score_mean", "score_std", "steps_per_second"):
             if isinstance(d[k], float) and not math.isfinite(d[k]):
                 d[k] = None
@@ -151,3 +154,6 @@ class PodRecord:
     def from_dict(cls, d: dict[str, Any]) -> PodRecord:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
+
+
+_RECORD_FIELDS = dataclasses.fields(PodRecord)

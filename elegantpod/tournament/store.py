@@ -2,19 +2,34 @@
 
 Layout::
 
-    tournament.json      the tournament's spec (env, algorithms, budgets, seed)
-    leaderboard.json     ranked entries (the orchestrator is the single writer)
-    pods.json            every pod's record: algorithm, hyperparameters, lineage, status
-    pods/<pod>/seg-00003.pt   checkpoint at the end of each segment
+    tournament.json            the tournament's spec (env, algorithms, budgets, seed)
+    state/00000042.json        snapshot 42: leaderboard, every pod's record, counters
+    state/LATEST               pointer to the newest complete snapshot (written last)
+    leaderboard.json           a copy of the newest leaderboard, for people and tools
+    pods/<pod>/seg-00003.pt    checkpoint at the end of each segment
 
-Every write is atomic: on a local filesystem a temp file is renamed over the target; on
-object stores a single ``put`` is atomic per object.
+Why snapshots and a pointer: object stores (S3, GCS, Azure) have no rename, so the
+temp-file-and-rename trick of a local disk does not exist there, and some fsspec
+backends stream large writes in parts. So the orchestrator's state is never rewritten in
+place: each save is one new object under a versioned name, and only after it is
+complete does the small ``LATEST`` pointer move to it (with the snapshot's SHA-256). A
+writer that dies mid-save leaves at worst an unfinished object that nothing points to;
+a reader that finds the pointer torn or pointing at a bad object falls back to the newest
+snapshot that verifies. Leaderboard, records and counters live in one object, so they can
+never disagree with each other. Old snapshots are pruned, keeping the last
+:data:`KEEP_SNAPSHOTS`.
+
+On a local filesystem every file is additionally written atomically (temp file, fsync,
+rename), so a reader never sees half a file there either.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,19 +37,40 @@ import fsspec
 
 from elegantpod.checkpoint import atomic_write_bytes
 
+KEEP_SNAPSHOTS = 3
+"""Snapshots kept besides the newest (older ones are deleted after each save)."""
+POINTER = "state/LATEST"
+_SNAPSHOT = re.compile(r"^(\d{8})\.json$")
+
+
+class StoreError(ValueError):
+    """A store that cannot be read or written (names the store and the file)."""
+
 
 class Store:
-    """Read and write a tournament's files under ``url``."""
+    """Read and write a tournament's files under ``url`` (a path or an fsspec URL).
+
+    Remote filesystems take their credentials and endpoints from the environment in the
+    usual way of their fsspec package (``AWS_*`` variables and ``AWS_ENDPOINT_URL`` for
+    s3fs, ``GOOGLE_APPLICATION_CREDENTIALS`` for gcsfs...): every Dask worker reads the
+    same store, so configuration that travels with the environment reaches them all.
+    """
 
     def __init__(self, url: str | os.PathLike):
         url = os.fspath(url)
         if not url:
             raise ValueError("store must be a directory path or an fsspec URL, got ''")
-        self.fs, self.root = fsspec.core.url_to_fs(url)
-        self.is_local = "file" in (
-            self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,)
-        )
+        try:
+            self.fs, self.root = fsspec.core.url_to_fs(url)
+        except (ImportError, ValueError) as exc:
+            raise ValueError(
+                f"store {url!r}: {exc} (object stores need their fsspec package, e.g. "
+                "pip install 'elegantpod[s3]')"
+            ) from exc
+        protocols = self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,)
+        self.is_local = "file" in protocols or "local" in protocols
         self.url = str(Path(self.root).resolve()) if self.is_local else url.rstrip("/")
+        self._version: int | None = None  # newest snapshot written or read by this object
 
     def path(self, *parts: str) -> str:
         """Absolute path (local) or URL (remote) of a file in the store."""
@@ -43,12 +79,15 @@ class Store:
         return "/".join([self.url, *parts])
 
     def _fs_path(self, *parts: str) -> str:
-        return "/".join([self.root.rstrip("/"), *parts]) if not self.is_local else self.path(*parts)
+        if self.is_local:
+            return self.path(*parts)
+        return "/".join([self.root.rstrip("/"), *parts])
 
     def exists(self, *parts: str) -> bool:
         return self.fs.exists(self._fs_path(*parts))
 
     def write_bytes(self, name: str, data: bytes) -> None:
+        """Write one whole file: atomically on a local disk, one ``put`` on object stores."""
         if self.is_local:
             atomic_write_bytes(self.path(name), data)
         else:
@@ -57,13 +96,19 @@ class Store:
     def read_bytes(self, name: str) -> bytes:
         return self.fs.cat_file(self._fs_path(name))
 
-    def write_json(self, name: str, obj: Any) -> None:
-        self.write_bytes(name, json.dumps(obj, indent=1, sort_keys=True, allow_nan=False).encode())
+    def write_json(self, name: str, obj: Any, indent: int | None = 1) -> None:
+        """Write JSON (never NaN or infinities: they are not JSON)."""
+        self.write_bytes(name, _dumps(obj, indent))
 
     def read_json(self, name: str, default: Any = None) -> Any:
-        if not self.exists(name):
+        try:
+            data = self.read_bytes(name)
+        except FileNotFoundError:
             return default
-        return json.loads(self.read_bytes(name))
+        try:
+            return json.loads(data)
+        except ValueError as exc:
+            raise StoreError(f"{self.path(name)!r} is not valid JSON: {exc}") from exc
 
     def ensure(self) -> None:
         """Create the store's root (and prove it is writable)."""
@@ -71,9 +116,93 @@ class Store:
             self.fs.makedirs(self._fs_path("pods"), exist_ok=True)
             self.write_bytes(".write-test", b"")
             self.fs.rm(self._fs_path(".write-test"))
-        except OSError as exc:
+        except (OSError, PermissionError) as exc:
             raise ValueError(f"store {self.url!r} is not writable: {exc}") from exc
 
     def checkpoint(self, pod_id: str, segment: int) -> str:
         """Where segment ``segment`` of ``pod_id`` checkpoints."""
         return self.path("pods", pod_id, f"seg-{segment:05d}.pt")
+
+    def pod_ids(self) -> list[str]:
+        """Pods that have a checkpoint folder (one listing; used on resume)."""
+        try:
+            entries = self.fs.ls(self._fs_path("pods"), detail=False)
+        except FileNotFoundError:
+            return []
+        return sorted(os.path.basename(str(p).rstrip("/")) for p in entries)
+
+    # ------------------------------------------------------------------ snapshots
+    def save_state(self, state: dict[str, Any]) -> int:
+        """Save the orchestrator's state as a new snapshot, then move the pointer to it.
+
+        Returns the snapshot's version. ``state`` must hold a ``"leaderboard"`` list; a
+        readable copy of it goes to ``leaderboard.json`` after the pointer.
+        """
+        data = _dumps(state, None)  # fails on NaN before anything is written
+        if self._version is None:
+            self._version = self._newest_version()
+        version = self._version + 1
+        name = f"state/{version:08d}.json"
+        self.write_bytes(name, data)
+        pointer = {"version": version, "name": name, "sha256": hashlib.sha256(data).hexdigest()}
+        self.write_bytes(POINTER, _dumps(pointer, None))
+        self._version = version
+        self.write_json("leaderboard.json", state.get("leaderboard", []))
+        old = version - KEEP_SNAPSHOTS - 1
+        if old >= 1:
+            # pruning is housekeeping: a failure must not fail the save
+            with contextlib.suppress(OSError):
+                self.fs.rm(self._fs_path(f"state/{old:08d}.json"))
+        return version
+
+    def load_state(self) -> dict[str, Any] | None:
+        """The newest complete snapshot, or ``None`` if the store has none.
+
+        Follows the pointer; if the pointer is missing, torn or names a snapshot that does
+        not verify, the newest snapshot that parses is used instead.
+        """
+        pointer = None
+        try:
+            pointer = json.loads(self.read_bytes(POINTER))
+            data = self.read_bytes(pointer["name"])
+            if hashlib.sha256(data).hexdigest() != pointer["sha256"]:
+                raise ValueError("checksum mismatch")
+            state = json.loads(data)
+            self._version = max(int(pointer["version"]), self._newest_version())
+            return state
+        except FileNotFoundError:
+            if pointer is None and not self.exists("state"):
+                return None
+        except (ValueError, KeyError, TypeError):
+            pass
+        for version in sorted(self._versions(), reverse=True):
+            try:
+                state = json.loads(self.read_bytes(f"state/{version:08d}.json"))
+            except (ValueError, OSError):
+                continue
+            if isinstance(state, dict) and "leaderboard" in state:
+                self._version = self._newest_version()
+                return state
+        raise StoreError(f"store {self.url!r} has a state/ folder but no readable snapshot")
+
+    def _versions(self) -> list[int]:
+        try:
+            names = self.fs.ls(self._fs_path("state"), detail=False)
+        except FileNotFoundError:
+            return []
+        out = []
+        for n in names:
+            m = _SNAPSHOT.match(os.path.basename(str(n)))
+            if m:
+                out.append(int(m.group(1)))
+        return out
+
+    def _newest_version(self) -> int:
+        """Never reuse a snapshot name, even one a crashed writer left unpointed."""
+        return max(self._versions(), default=0)
+
+
+def _dumps(obj: Any, indent: int | None) -> bytes:
+    if indent is None:  # the C encoder: compact and several times faster
+        return json.dumps(obj, separators=(",", ":"), allow_nan=False).encode()
+    return json.dumps(obj, indent=indent, sort_keys=True, allow_nan=False).encode()

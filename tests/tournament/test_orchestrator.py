@@ -11,6 +11,7 @@ from distributed import Client
 
 from elegantpod import Pod, Tournament, cluster
 from elegantpod.checkpoint import load_checkpoint
+from elegantpod.tournament.store import Store
 from tests.helpers import latest_steps, wait_until
 
 TINY_PPO = {"ppo": {"num_envs": 8, "horizon": 16}}
@@ -18,8 +19,11 @@ TINY_PPO = {"ppo": {"num_envs": 8, "horizon": 16}}
 
 def check_store_intact(store):
     root = Path(store)
-    for name in ("tournament.json", "leaderboard.json", "pods.json", "state.json"):
+    for name in ("tournament.json", "leaderboard.json", "state/LATEST"):
         json.loads((root / name).read_text())
+    saved = Store(root).load_state()
+    assert set(saved) == {"leaderboard", "pods", "state"}
+    assert json.loads((root / "leaderboard.json").read_text()) == saved["leaderboard"]
     for ckpt in root.glob("pods/*/seg-*.pt"):
         load_checkpoint(ckpt)
     assert not list(root.rglob("*.tmp"))
@@ -174,7 +178,7 @@ def test_resume_after_the_client_is_gone(client, tmp_path):
     s1 = t.wait(120)
     board1 = t.leaderboard
     assert set(t.pods["status"]) <= {"idle", "replaced"}  # every live pod is resumable
-    segments1 = {r["pod_id"]: r["segment"] for r in json.loads((store / "pods.json").read_text())}
+    segments1 = {r["pod_id"]: r["segment"] for r in Store(store).load_state()["pods"]}
     first.close()
     second = Client(client.cluster)
     try:
