@@ -23,7 +23,7 @@ from elegantpod.agents import (
     get_algo,
 )
 from elegantpod.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from elegantpod.cluster import cluster
+from elegantpod.cluster import cluster, gateway_cluster, shutdown
 from elegantpod.config import PodSpec
 from elegantpod.envs import available_envs, make_env
 from elegantpod.pod import Evaluator, Pod, Worker
@@ -58,6 +58,8 @@ __all__ = [
     "TournamentSpec",
     "available_envs",
     "cluster",
+    "gateway_cluster",
+    "shutdown",
     "finance",
     "get_algo",
     "load_checkpoint",

@@ -1,3 +1,4 @@
+import logging
 import os
 
 import pytest
@@ -24,3 +25,23 @@ def client():
     cluster = c.cluster
     c.close()
     cluster.close()
+
+
+@pytest.fixture(scope="module")
+def s3():
+    """A real S3-compatible server (moto) on 127.0.0.1, and a fresh bucket per module.
+
+    Yields the environment (credentials, ``AWS_ENDPOINT_URL``) it set for this process;
+    pass it to the workers of any cluster that should reach the store.
+    """
+    pytest.importorskip("s3fs")
+    import s3fs
+
+    from tests.servers import s3_server
+
+    s3fs.S3FileSystem.clear_instance_cache()
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request otherwise
+    with s3_server() as env:
+        s3fs.S3FileSystem().mkdir("elegantpod-test")
+        yield env
+    s3fs.S3FileSystem.clear_instance_cache()

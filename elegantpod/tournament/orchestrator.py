@@ -60,6 +60,8 @@ class _HybridMethod:
 LOOP_SECONDS = 0.1
 CURVE_EVENTS = 20_000
 """Progress events kept per pod (the oldest go first): memory stays bounded in long runs."""
+FINISH_SECONDS = 120.0
+"""How long the end of a tournament waits for running segments to checkpoint and return."""
 SAVE_SECONDS = 1.0
 """Segment results are saved to the store at most this often (control actions at once)."""
 MAX_TRANSIENT_FAILURES = 20
@@ -775,16 +777,15 @@ class Tournament:
 
     def _finish(self) -> None:
         """Ask running pods to stop, collect their last segments, save, release."""
-        from distributed import wait
-
         with self._lock:
             self._stop_requested = True
             for pod_id in set(self._futures.values()):
                 self._publish_control(self._records[pod_id])
             futures = list(self._futures)
-        if futures:
-            with contextlib.suppress(TimeoutError):
-                wait(futures, timeout=120)
+        # Not distributed.wait: it needs a default client, and ours may not be one.
+        deadline = time.monotonic() + FINISH_SECONDS
+        while time.monotonic() < deadline and not all(f.done() for f in futures):
+            time.sleep(LOOP_SECONDS / 2)
         with self._lock:
             self._drain_events()
             for fut in futures:

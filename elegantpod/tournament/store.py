@@ -94,7 +94,10 @@ class Store:
             self.fs.pipe_file(self._fs_path(name), data)
 
     def read_bytes(self, name: str) -> bytes:
-        return self.fs.cat_file(self._fs_path(name))
+        path = self._fs_path(name)
+        if not self.is_local:
+            self.fs.invalidate_cache(path)  # other processes write here: no stale "missing"
+        return self.fs.cat_file(path)
 
     def write_json(self, name: str, obj: Any, indent: int | None = 1) -> None:
         """Write JSON (never NaN or infinities: they are not JSON)."""
@@ -126,7 +129,7 @@ class Store:
     def pod_ids(self) -> list[str]:
         """Pods that have a checkpoint folder (one listing; used on resume)."""
         try:
-            entries = self.fs.ls(self._fs_path("pods"), detail=False)
+            entries = self._list("pods")
         except FileNotFoundError:
             return []
         return sorted(os.path.basename(str(p).rstrip("/")) for p in entries)
@@ -185,9 +188,15 @@ class Store:
                 return state
         raise StoreError(f"store {self.url!r} has a state/ folder but no readable snapshot")
 
+    def _list(self, folder: str) -> list[str]:
+        """A fresh listing: fsspec caches listings, and other processes write here."""
+        path = self._fs_path(folder)
+        self.fs.invalidate_cache(path)
+        return self.fs.ls(path, detail=False)
+
     def _versions(self) -> list[int]:
         try:
-            names = self.fs.ls(self._fs_path("state"), detail=False)
+            names = self._list("state")
         except FileNotFoundError:
             return []
         out = []

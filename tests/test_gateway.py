@@ -1,0 +1,140 @@
+"""``elegantpod.cluster(gateway=...)`` against a real dask-gateway-server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from elegantpod import Tournament, cluster, gateway_cluster, shutdown
+from elegantpod.cluster import close_gateway
+from tests.helpers import wait_until
+from tests.servers import gateway_server, processes_under
+
+pytest.importorskip("dask_gateway_server")
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory):
+    with gateway_server(tmp_path_factory.mktemp("gateway")) as (address, workdir):
+        yield address, workdir
+
+
+def _gateway_clusters(address):
+    from dask_gateway import Gateway
+
+    gw = Gateway(address, auth="basic")
+    try:
+        return [c.name for c in gw.list_clusters()]
+    finally:
+        close_gateway(gw)
+
+
+def test_bad_gateway_arguments_fail_before_contacting_anything():
+    t0 = time.monotonic()
+    with pytest.raises(ValueError, match="http"):
+        cluster(gateway="gateway.example:8000")
+    with pytest.raises(ValueError, match="n_workers must be an integer >= 0, got -1"):
+        cluster(gateway="http://127.0.0.1:9", n_workers=-1)
+    with pytest.raises(ValueError, match=r"adapt must be .*got \(3, 1\)"):
+        cluster(gateway="http://127.0.0.1:9", adapt=(3, 1))
+    with pytest.raises(ValueError, match="not both"):
+        cluster("tcp://127.0.0.1:9", gateway="http://127.0.0.1:9")
+    with pytest.raises(ValueError, match="no gateway is configured"):
+        cluster(gateway=True)
+    assert time.monotonic() - t0 < 1.0
+
+
+def test_unreachable_gateway_is_a_clear_error():
+    with pytest.raises(ValueError, match="no Dask Gateway answering at 'http://127.0.0.1:9'"):
+        cluster(gateway="http://127.0.0.1:9", auth="basic")
+
+
+def test_cluster_options_scale_reconnect_and_shutdown(gateway):
+    address, workdir = gateway
+    with pytest.raises(ValueError, match=r"no cluster option 'worker_gpus'.*worker_cores"):
+        cluster(gateway=address, auth="basic", worker_gpus=1)
+    with pytest.raises(ValueError, match="worker_cores=5"):
+        cluster(gateway=address, auth="basic", worker_cores=5)
+    assert _gateway_clusters(address) == []  # nothing was started by the bad calls
+    c = cluster(gateway=address, auth="basic", worker_cores=1, worker_memory=1.5, n_workers=2)
+    try:
+        c.wait_for_workers(2, timeout=90)
+        workers = c.scheduler_info(n_workers=-1)["workers"].values()
+        assert all(w["nthreads"] == 1 for w in workers)
+        assert all(abs(w["memory_limit"] - 1.5 * 2**30) < 2**20 for w in workers)
+        assert c.submit(lambda x: x + 1, 1).result(timeout=60) == 2
+        name = c.cluster.name
+        # a second kernel reconnects by name; closing it leaves the cluster running
+        again = gateway_cluster(address, name=name, auth="basic")
+        assert again.submit(lambda: 7).result(timeout=60) == 7
+        again.close()
+        again.cluster.close()
+        close_gateway(again.cluster.gateway)
+        assert _gateway_clusters(address) == [name]
+        with pytest.raises(ValueError, match="no running gateway cluster named 'nope'"):
+            gateway_cluster(address, name="nope", auth="basic")
+        # adaptive scaling is the gateway's
+        c.cluster.adapt(minimum=1, maximum=2)
+    finally:
+        shutdown(c)
+    wait_until(lambda: _gateway_clusters(address) == [], timeout=60)
+    wait_until(lambda: not processes_under(workdir), timeout=60)
+
+
+def _reporting_busy_worker(t, client):
+    """A worker running a segment that has already sent a progress event (or None)."""
+    for w, keys in client.processing().items():
+        for key in keys:
+            pod, seg = key.split("-")[2], int(key.split("-")[3][1:])
+            if any(
+                e.get("type") == "progress" and e.get("segment") == seg and e.get("worker") == w
+                for e in t.curves(pod)
+            ):
+                return w
+    return None
+
+
+@pytest.mark.slow
+def test_tournament_on_gateway_survives_a_killed_worker(gateway, tmp_path):
+    address, workdir = gateway
+    c = gateway_cluster(address, auth="basic", n_workers=2)
+    c.close()  # a client that is not the default one: the orchestrator must not need it
+    c = c.cluster.get_client(set_as_default=False)
+    try:
+        c.wait_for_workers(2, timeout=90)
+        t = Tournament(
+            env="CartPole-v1",
+            algos=["ppo"],
+            pods=2,
+            max_steps=60_000,
+            segment_steps=8192,
+            eval_episodes=2,
+            hparams={"ppo": {"num_envs": 16, "horizon": 16}},
+            store=tmp_path / "store",
+            client=c,
+        )
+        # the dashboard's cluster panel reads the gateway cluster and can scale it
+        info = t.cluster_info()
+        assert info["workers"] == 2 and info["can_scale"]
+        assert info["dashboard"] and "127.0.0.1" in info["dashboard"]
+        t.start()
+        # kill a worker that is mid-segment and has reported progress on it, so the
+        # orchestrator can tell that Dask re-ran the segment elsewhere
+        wait_until(lambda: _reporting_busy_worker(t, c) is not None, timeout=120)
+        worker = _reporting_busy_worker(t, c)
+        pid = c.run(os.getpid, workers=[worker])[worker]
+        os.kill(pid, signal.SIGKILL)
+        s = t.wait(timeout=300)
+        assert s["status"] == "finished", s["error"]
+        assert s["pods_failed"] == 0 and s["env_steps_total"] >= 60_000
+        assert s["worker_deaths_survived"] >= 1
+        assert worker not in c.scheduler_info(n_workers=-1)["workers"]
+        assert len(t.leaderboard) >= 1
+        t.best()  # the best checkpoint loads
+    finally:
+        shutdown(c)
+    wait_until(lambda: _gateway_clusters(address) == [], timeout=60)
+    wait_until(lambda: not processes_under(workdir), timeout=60)
