@@ -41,6 +41,8 @@ bench:
 	$(PY) benchmarks/finance_pipeline.py
 	$(PY) benchmarks/fusion.py
 	$(PY) benchmarks/worker_parallelism.py
+	$(PY) benchmarks/orchestrator_throughput.py
+	$(PY) benchmarks/tournament_scaling.py
 	$(PY) benchmarks/mujoco_vs_sb3.py   # hours on 2 cores at its default 100k steps x 3 seeds
 	# on a CUDA machine: bash benchmarks/gpu_run.sh; python benchmarks/gpu_trading_pod.py
 

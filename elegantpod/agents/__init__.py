@@ -8,6 +8,37 @@ from elegantpod.agents.sac import SAC, SACConfig
 from elegantpod.agents.td3 import TD3, TD3Config
 
 ALGOS: dict[str, type[Learner]] = {"ppo": PPO, "sac": SAC, "td3": TD3, "ddpg": DDPG, "dqn": DQN}
+BUILTIN = frozenset(ALGOS)
+"""The algorithms that ship with elegantpod (every worker knows them)."""
+
+
+def register_algo(cls: type[Learner], name: str | None = None) -> type[Learner]:
+    """Make a :class:`Learner` subclass usable by name in pods, tournaments and the CLI.
+
+    Why a registry: specs and checkpoints name their algorithm (``PodSpec.algo``), so a
+    custom learner must be findable by that name wherever a pod is rebuilt. A
+    :class:`~elegantpod.tournament.Tournament` ships the registration of every
+    non-built-in algorithm it uses to its Dask workers (as a worker plugin, so workers
+    that join later get it too). Usable as a class decorator. Returns ``cls``.
+
+    Raises
+    ------
+    ValueError
+        If ``cls`` is not a ``Learner`` with ``name`` and ``config_cls``, or the name
+        belongs to a built-in algorithm.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, Learner)):
+        raise ValueError(f"register_algo needs a Learner subclass, got {cls!r}")
+    name = str(name or getattr(cls, "name", "")).lower()
+    if not name:
+        raise ValueError(f"{cls.__name__} has no name: set the class attribute `name`")
+    if name in BUILTIN and ALGOS[name] is not cls:
+        raise ValueError(f"{name!r} is a built-in algorithm; choose another name")
+    if not isinstance(getattr(cls, "config_cls", None), type):
+        raise ValueError(f"{cls.__name__} needs a `config_cls` (a frozen dataclass)")
+    cls.name = name
+    ALGOS[name] = cls
+    return cls
 
 
 def get_algo(name: str) -> type[Learner]:
@@ -34,4 +65,5 @@ __all__ = [
     "SACConfig",
     "TD3Config",
     "get_algo",
+    "register_algo",
 ]

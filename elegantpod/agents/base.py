@@ -27,6 +27,13 @@ class Learner(ABC):
     name: ClassVar[str]
     config_cls: ClassVar[type]
     is_on_policy: ClassVar[bool]
+    structural_hparams: ClassVar[tuple[str, ...]] = ()
+    """Hyperparameters that fix network or buffer shapes: never changed live or by a
+    mutation of a child that copies its parent's networks."""
+    default_max_steps: ClassVar[int] = 1_000_000
+    """Env steps of ``train()`` when the caller gives no budget."""
+    default_segment_steps: ClassVar[int] = 32_768
+    """Env steps per tournament segment when the tournament gives no segment budget."""
 
     def __init__(self, observation_space, action_space, config, device="cpu", seed: int = 0):
         self.check_spaces(observation_space, action_space)

@@ -93,6 +93,15 @@ class Tournament:
         Directory or fsspec URL for leaderboard, pod records and checkpoints.
     client
         A ``distributed.Client``; ``None``: :func:`elegantpod.cluster` on ``start()``.
+    mutation_policy
+        How the generator mutates a parent's hyperparameters (and the base ones, for the
+        explorers that start a population after its first pod): a function
+        ``(hparams, space, rng, config) -> (new_hparams, mutation)`` with the signature
+        of :func:`elegantpod.tournament.generator.mutate` (the default), where ``space``
+        is the algorithm's search space, ``rng`` a seeded ``random.Random`` and
+        ``mutation`` maps each changed name to ``[old, new]``. Its results are checked
+        like any hyperparameters. It runs in this process and is not saved in the
+        store: pass it again to :meth:`resume`.
     **options
         Any other :class:`TournamentSpec` field (``segment_steps``, ``leaderboard_size``,
         ``seed``, ``hparams``, ``generator``...).
@@ -115,6 +124,7 @@ class Tournament:
         target_reward: float | None = None,
         max_seconds: float | None = None,
         max_steps: int | None = None,
+        mutation_policy=None,
         _resume: bool = False,
         **options: Any,
     ):
@@ -135,6 +145,9 @@ class Tournament:
             **options,
         )
         _check_spec(spec)
+        if mutation_policy is not None and not callable(mutation_policy):
+            raise ValueError(f"mutation_policy must be a function, got {mutation_policy!r}")
+        self._mutation_policy = mutation_policy or mutate
         self.spec = spec
         self.store = Store(store)
         existing = self.store.read_json("tournament.json")
@@ -178,6 +191,7 @@ class Tournament:
         self._next_index = 0
         self._capacity_cache = (0.0, 0, False)
         self._saved_at = -math.inf
+        self._shipped: set[str] = set()
         self._dirty = False
 
     # ------------------------------------------------------------------ construction
@@ -189,6 +203,7 @@ class Tournament:
         has not started yet: call ``start()`` on it. ``overrides`` change spec fields,
         e.g. a longer ``max_seconds``.
         """
+        mutation_policy = overrides.pop("mutation_policy", None)
         s = Store(store)
         saved = s.read_json("tournament.json")
         if saved is None:
@@ -212,6 +227,7 @@ class Tournament:
             target_reward=spec.target_reward,
             max_seconds=spec.max_seconds,
             max_steps=spec.max_steps,
+            mutation_policy=mutation_policy,
             _resume=True,
             **opts,
         )
@@ -244,6 +260,8 @@ class Tournament:
                 from elegantpod.cluster import cluster
 
                 self.client = cluster()
+            for algo in self.spec.algos:
+                self._ship_algo(algo)
             if not self._records:
                 for _ in range(self.spec.pods):
                     self._new_pod(None)
@@ -376,6 +394,8 @@ class Tournament:
             rec = self._new_pod_record(
                 learner.name, dataclasses.asdict(cfg), parent_entry, mutation
             )
+            if self.client is not None:
+                self._ship_algo(learner.name)
             if self._status == "running":
                 self._publish_control(rec)
             self._save()
@@ -613,15 +633,56 @@ class Tournament:
         space = SEARCH_SPACES.get(algo, {})
         if parents:
             parent = choose_parent(parents, self._rng, self.spec.generator)
-            hparams, mutation = mutate(parent.hparams, space, self._rng, self.spec.generator)
+            hparams, mutation = self._mutate(algo, parent.hparams, space, structural=True)
             return self._new_pod_record(algo, hparams, parent, mutation)
         base = self._base_hparams(algo)
         if any(r.algo == algo for r in self._records.values()):
             # Not the first of its algorithm: explore around the base instead of cloning it.
-            hparams, mutation = mutate(base, space, self._rng, self.spec.generator)
+            hparams, mutation = self._mutate(algo, base, space, structural=False)
         else:
             hparams, mutation = base, {}
         return self._new_pod_record(algo, hparams, None, mutation)
+
+    def _mutate(self, algo: str, hparams: dict, space: dict, structural: bool):
+        """The mutation policy, its output checked like user input."""
+        new, mutation = self._mutation_policy(dict(hparams), space, self._rng, self.spec.generator)
+        learner = get_algo(algo)
+        try:
+            cfg = replace_checked(_config(learner, hparams), dict(new))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"mutation_policy returned bad {algo} hyperparameters: {exc}") from exc
+        if structural:
+            changed = [
+                k
+                for k in learner.structural_hparams
+                if new.get(k, hparams.get(k)) != hparams.get(k)
+            ]
+            if changed:
+                raise ValueError(
+                    f"mutation_policy changed {changed}, which fix the network shapes a "
+                    "child copies from its parent"
+                )
+        return dataclasses.asdict(cfg), dict(mutation)
+
+    def _ship_algo(self, algo: str) -> None:
+        """Register a custom (non-built-in) algorithm on every worker, present and future."""
+        from elegantpod.agents import BUILTIN
+
+        if algo in BUILTIN or algo in self._shipped:
+            return
+        from distributed.diagnostics.plugin import WorkerPlugin
+
+        class RegisterAlgo(WorkerPlugin):
+            def __init__(self, cls):
+                self.cls = cls
+
+            def setup(self, worker):
+                from elegantpod.agents import register_algo
+
+                register_algo(self.cls)
+
+        self.client.register_plugin(RegisterAlgo(get_algo(algo)), name=f"elegantpod-algo-{algo}")
+        self._shipped.add(algo)
 
     def _variable(self, pod_id: str):
         if pod_id not in self._variables:

@@ -117,7 +117,7 @@ class TournamentSpec:
 
 @dataclass
 class PodRecord:
-    """The orchestrator's view of one pod (mutable; saved in ``pods.json``)."""
+    """The orchestrator's view of one pod (mutable; saved in the store's state snapshots)."""
 
     pod_id: str
     algo: str

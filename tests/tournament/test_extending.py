@@ -1,0 +1,113 @@
+"""Custom algorithms (register_algo) and custom mutation policies in real tournaments."""
+
+from __future__ import annotations
+
+import pytest
+
+from elegantpod import Tournament
+from elegantpod.agents import ALGOS, PPO, get_algo, register_algo
+from elegantpod.tournament import GeneratorConfig
+from elegantpod.tournament.generator import mutate
+
+TINY = {"num_envs": 8, "horizon": 16}
+
+
+def test_register_algo_rejects_what_cannot_work():
+    with pytest.raises(ValueError, match="needs a Learner subclass"):
+        register_algo(dict)
+    with pytest.raises(ValueError, match="'ppo' is a built-in algorithm"):
+        register_algo(type("MyPPO", (PPO,), {}), name="ppo")
+    with pytest.raises(ValueError, match="mutation_policy must be a function, got 3"):
+        Tournament("CartPole-v1", store="unused", mutation_policy=3)
+
+
+@pytest.mark.slow
+def test_custom_algorithm_defined_here_runs_on_the_workers(client, tmp_path):
+    # Defined inside the test: the workers cannot import it, so the tournament must
+    # ship it to them (by value) for their pods to find it by name.
+    class HalfClipPPO(PPO):
+        """PPO with half the default clipping: a stand-in for a user's own algorithm."""
+
+        name = "halfclip"
+
+        def __init__(self, observation_space, action_space, config, device="cpu", seed=0):
+            super().__init__(observation_space, action_space, config, device, seed)
+            self.clip_used = self.config.clip_coef / 2
+
+    register_algo(HalfClipPPO)
+    try:
+        assert get_algo("HalfClip") is HalfClipPPO
+        t = Tournament(
+            "CartPole-v1",
+            ["halfclip", "ppo"],
+            pods=2,
+            max_steps=20_000,
+            segment_steps=4096,
+            eval_episodes=2,
+            hparams={"halfclip": TINY, "ppo": TINY},
+            store=tmp_path / "s",
+            client=client,
+        )
+        t.start()
+        s = t.wait(timeout=180)
+        assert s["status"] == "finished", s["error"]
+        assert s["pods_failed"] == 0
+        assert "halfclip" in set(t.pods["algo"])
+        halfclip = t.pods[t.pods["algo"] == "halfclip"]
+        assert (halfclip["segment"] >= 1).all()
+    finally:
+        ALGOS.pop("halfclip", None)
+
+
+@pytest.mark.slow
+def test_mutation_policy_decides_every_child(client, tmp_path):
+    def halve_lr(hparams, space, rng, config):
+        """Always halve the learning rate, touch nothing else."""
+        new = dict(hparams, lr=hparams["lr"] / 2)
+        return new, {"lr": [hparams["lr"], new["lr"]]}
+
+    t = Tournament(
+        "CartPole-v1",
+        ["ppo"],
+        pods=3,
+        max_steps=60_000,
+        segment_steps=2048,
+        eval_episodes=2,
+        hparams={"ppo": TINY},
+        generator=GeneratorConfig(ready_segments=1, truncation=0.5),
+        store=tmp_path / "s",
+        client=client,
+        mutation_policy=halve_lr,
+    )
+    t.start()
+    s = t.wait(timeout=180)
+    assert s["status"] == "finished", s["error"]
+    lineage = t.lineage()
+    mutated = [e for e in lineage if e["mutation"]]
+    assert len(mutated) >= 3  # two fresh explorers + at least one child
+    for e in mutated:
+        old, new = e["mutation"]["lr"]
+        assert set(e["mutation"]) == {"lr"} and new == pytest.approx(old / 2)
+    assert any(e["parent"] for e in mutated)
+
+
+@pytest.mark.slow
+def test_a_policy_returning_bad_values_fails_the_tournament_clearly(client, tmp_path):
+    def broken(hparams, space, rng, config):
+        new, mutation = mutate(hparams, space, rng, config)
+        return dict(new, lr=-1.0), mutation
+
+    t = Tournament(
+        "CartPole-v1",
+        ["ppo"],
+        pods=2,
+        max_steps=40_000,
+        segment_steps=2048,
+        eval_episodes=1,
+        hparams={"ppo": TINY},
+        store=tmp_path / "s",
+        client=client,
+        mutation_policy=broken,
+    )
+    with pytest.raises(ValueError, match="mutation_policy returned bad ppo hyperparameters"):
+        t.start()  # the second fresh pod is already an explorer made by the policy
