@@ -63,7 +63,8 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true", help="print the result as one JSON line")
     d = sub.add_parser("demo", help="the showcase run on the embedded default")
     d.add_argument("--seed", type=int, default=0)
-    d.add_argument("--max-seconds", type=float, default=180.0)
+    d.add_argument("--max-seconds", type=float, default=150.0)
+    d.add_argument("--out", default=None, help="folder for the store and report")
     return p
 
 
@@ -268,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
             return _backtest(args)
         from elegantpod.demo import run_demo
 
-        return run_demo(seed=args.seed, max_seconds=args.max_seconds)
+        return run_demo(seed=args.seed, max_seconds=args.max_seconds, out_dir=args.out)
     except ValueError as exc:  # CheckpointError is a ValueError too
         print(f"elegantpod: error: {exc}", file=sys.stderr)
         return 2

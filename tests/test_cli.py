@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -209,3 +210,33 @@ def test_tournament_bad_input(args, message, tmp_path):
 def test_tournament_needs_an_end_condition(tmp_path):
     p = run("tournament", "--env", "CartPole-v1", "--store", str(tmp_path / "t"))
     assert p.returncode == 2 and "end condition" in p.stderr
+
+
+@pytest.mark.slow
+def test_demo_runs_tournament_backtest_and_writes_the_report(tmp_path):
+    """`make demo` in small: PPO + SAC tournament, backtest, report path, leaderboard."""
+    p = subprocess.run(
+        [sys.executable, "-m", "elegantpod.cli", "demo", "--max-seconds", "25"]
+        + ["--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "Leaderboard (score = validation Sharpe ratio)" in p.stdout
+    assert "Equal-weight buy & hold" in p.stdout and "S&P 500" in p.stdout
+    report = Path(p.stdout.strip().splitlines()[-1].removeprefix("HTML report: "))
+    assert report == tmp_path / "backtest_report.html"
+    html = report.read_text()
+    assert html.startswith("<!DOCTYPE html>") and "<script src=" not in html
+
+
+def test_demo_bad_budget_is_a_clear_error():
+    p = subprocess.run(
+        [sys.executable, "-m", "elegantpod.cli", "demo", "--max-seconds", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 2
+    assert "max_seconds must be > 0, got 0.0" in p.stderr
