@@ -262,15 +262,18 @@ class PodSpec:
             check_learners(self.learners, self.hparams.num_envs)
 
     def to_dict(self) -> dict[str, Any]:
+        """The spec as plain JSON-able values (tuples become lists)."""
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         d["hparams"] = dataclasses.asdict(self.hparams) if self.hparams is not None else None
         return d
 
     def to_json(self) -> str:
+        """The spec as JSON: what checkpoints and segment tasks carry."""
         return json.dumps(self.to_dict(), sort_keys=True)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PodSpec:
+        """Rebuild and validate a spec from :meth:`to_dict` output (unknown keys are errors)."""
         from elegantpod.agents import get_algo
 
         d = dict(d)
@@ -284,4 +287,5 @@ class PodSpec:
 
     @classmethod
     def from_json(cls, text: str) -> PodSpec:
+        """Rebuild and validate a spec from :meth:`to_json` output."""
         return cls.from_dict(json.loads(text))

@@ -157,6 +157,7 @@ class Pod:
 
     @property
     def checkpoint_path(self) -> Path | None:
+        """``out_dir/checkpoint.pt`` when the pod has an output folder, else ``None``."""
         return None if self.out_dir is None else self.out_dir / "checkpoint.pt"
 
     # -- training ---------------------------------------------------------------------

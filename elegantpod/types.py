@@ -70,10 +70,12 @@ class EvalResult:
 
     @property
     def mean(self) -> float:
+        """Mean return over the evaluation episodes."""
         return float(torch.tensor(self.returns, dtype=torch.float64).mean())
 
     @property
     def std(self) -> float:
+        """Standard deviation of the returns (population, ddof=0)."""
         return float(torch.tensor(self.returns, dtype=torch.float64).std(unbiased=False))
 
 
@@ -110,6 +112,7 @@ class TrainResult:
     """The last evaluation's ``fitness`` (``None`` when the fitness is the return)."""
 
     def to_dict(self, *, with_curve: bool = False) -> dict:
+        """The result as JSON-able values (``with_curve``: include the learning curve)."""
         d = dataclasses.asdict(self)
         if not with_curve:
             d.pop("curve")

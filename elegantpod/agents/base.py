@@ -82,6 +82,7 @@ class Learner(ABC):
 
     @classmethod
     def supported_action_spaces(cls) -> tuple[type, ...]:
+        """Action space types this algorithm can handle."""
         return (gymnasium.spaces.Discrete, gymnasium.spaces.Box)
 
     # -- the protocol ---------------------------------------------------------------

@@ -40,6 +40,7 @@ class DDPGConfig(OffPolicyConfig):
     """Standard deviation of the Gaussian noise added to actions in ``[-1, 1]``."""
 
     def validate(self) -> None:
+        """Raise ``ValueError`` naming the first hyperparameter out of range."""
         super().validate()
         if not self.exploration_noise >= 0:
             raise ValueError(f"exploration_noise must be >= 0, got {self.exploration_noise!r}")
@@ -67,6 +68,7 @@ class DDPG(OffPolicyLearner):
 
     @classmethod
     def supported_action_spaces(cls):
+        """Continuous (Box) actions only: the actor outputs them deterministically."""
         return (gymnasium.spaces.Box,)
 
     def __init__(self, observation_space, action_space, config=None, device="cpu", seed=0):
@@ -89,6 +91,7 @@ class DDPG(OffPolicyLearner):
         }
 
     def default_eval_every(self) -> int:
+        """Env steps between evaluations when the caller sets none."""
         return 1000
 
     # -- acting --------------------------------------------------------------------------

@@ -71,6 +71,7 @@ class DQNConfig(OffPolicyConfig):
     """Global gradient-norm clip."""
 
     def validate(self) -> None:
+        """Raise ``ValueError`` naming the first hyperparameter out of range."""
         super().validate()
         for name in ("target_update_every", "epsilon_decay_steps", "max_grad_norm"):
             positive(name, getattr(self, name))
@@ -127,6 +128,7 @@ class DQN(OffPolicyLearner):
 
     @classmethod
     def supported_action_spaces(cls):
+        """Discrete actions only: Q-values are one output per action."""
         return (gymnasium.spaces.Discrete,)
 
     def __init__(self, observation_space, action_space, config=None, device="cpu", seed=0):
@@ -138,6 +140,7 @@ class DQN(OffPolicyLearner):
         self.optimizers = {"q": torch.optim.Adam(self.q.parameters(), lr=c.lr, fused=True)}
 
     def default_eval_every(self) -> int:
+        """Env steps between evaluations when the caller sets none."""
         return 2000
 
     # -- acting --------------------------------------------------------------------------

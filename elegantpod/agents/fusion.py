@@ -60,6 +60,7 @@ class FusedLearners:
     # -- delegation ---------------------------------------------------------------------
     @property
     def lead(self) -> Learner:
+        """The first learner: what acting, evaluation and checkpoints' metadata use."""
         return self.learners[0]
 
     def __getattr__(self, name: str) -> Any:
@@ -70,15 +71,19 @@ class FusedLearners:
 
     @property
     def k(self) -> int:
+        """Number of fused learners."""
         return len(self.learners)
 
     def explore(self, obs: Tensor):
+        """Exploratory actions: each learner acts on its own shard of the sub-envs."""
         return self.lead.explore(obs)
 
     def act(self, obs: Tensor, deterministic: bool = True) -> Tensor:
+        """Actions of the (fused, hence shared) policy for ``obs``."""
         return self.lead.act(obs, deterministic)
 
     def set_hparams(self, **changes: Any) -> None:
+        """Apply live hyperparameter changes to every fused learner alike."""
         for learner in self.learners:
             learner.set_hparams(**changes)
 

@@ -41,6 +41,7 @@ class RunningNorm(nn.Module):
 
     @torch.no_grad()
     def update(self, x: Tensor) -> None:
+        """Fold a batch of observations into the running mean and variance."""
         if not self.enabled:
             return
         x = x.reshape(-1, *self.mean.shape)

@@ -49,6 +49,7 @@ class OffPolicyConfig:
     """Hidden layer sizes of every network."""
 
     def validate(self) -> None:
+        """Raise ``ValueError`` naming the first hyperparameter out of range."""
         for name in ("num_envs", "horizon", "lr", "batch_size", "buffer_size", "replay_ratio"):
             positive(name, getattr(self, name))
         in_range("gamma", self.gamma, 0.0, 1.0)

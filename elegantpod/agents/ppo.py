@@ -61,6 +61,7 @@ class PPOConfig:
     """Initial log standard deviation of Gaussian policies (continuous actions)."""
 
     def validate(self) -> None:
+        """Raise ``ValueError`` naming the first hyperparameter out of range."""
         for name in ("num_envs", "horizon", "lr", "epochs", "minibatch_size", "max_grad_norm"):
             positive(name, getattr(self, name))
         in_range("gamma", self.gamma, 0.0, 1.0)
@@ -134,9 +135,11 @@ class PPO(Learner):
 
     @property
     def action_dtype(self) -> torch.dtype:
+        """int64 for Discrete actions, float32 for Box actions (how rollouts store them)."""
         return torch.int64 if self.is_discrete else torch.float32
 
     def default_eval_every(self) -> int:
+        """Env steps between evaluations: two rollouts or more, so each sees new updates."""
         return max(2 * self.config.num_envs * self.config.horizon, 4096)
 
     # -- acting ----------------------------------------------------------------------

@@ -40,6 +40,7 @@ class SACConfig(OffPolicyConfig):
     """Entropy target; ``None``: ``-action_dim``."""
 
     def validate(self) -> None:
+        """Raise ``ValueError`` naming the first hyperparameter out of range."""
         super().validate()
         positive("init_alpha", self.init_alpha)
 
@@ -72,6 +73,7 @@ class SAC(OffPolicyLearner):
 
     @classmethod
     def supported_action_spaces(cls):
+        """Continuous (Box) actions only: the squashed Gaussian policy needs them."""
         return (gymnasium.spaces.Box,)
 
     def __init__(self, observation_space, action_space, config=None, device="cpu", seed=0):
@@ -97,6 +99,7 @@ class SAC(OffPolicyLearner):
         }
 
     def default_eval_every(self) -> int:
+        """Env steps between evaluations when the caller sets none."""
         return 1000
 
     def explore(self, obs: Tensor) -> tuple[Tensor, Tensor]:

@@ -38,6 +38,7 @@ class TD3Config(DDPGConfig):
     """Critic steps per actor (and target) step."""
 
     def validate(self) -> None:
+        """Raise ``ValueError`` naming the first hyperparameter out of range."""
         super().validate()
         for name in ("policy_noise", "noise_clip"):
             if not getattr(self, name) >= 0:

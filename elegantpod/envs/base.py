@@ -40,11 +40,18 @@ class VecEnv(Protocol):
     max_episode_steps: int | None
     env_id: str
 
-    def reset(self, seed: int | None = None) -> Tensor: ...
+    def reset(self, seed: int | None = None) -> Tensor:
+        """Reset every sub-env (reseeded when ``seed`` is given); the first observations."""
+        ...
 
-    def step(self, action: Tensor) -> StepResult: ...
+    def step(self, action: Tensor) -> StepResult:
+        """Step every sub-env; finished ones restart in the same step, keeping
+        ``info["final_obs"]`` for bootstrapping."""
+        ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release what the env holds (processes, simulators); native envs hold nothing."""
+        ...
 
 
 class TorchVecEnv:

@@ -49,10 +49,12 @@ class BacktestResult:
 
     @property
     def dates(self) -> pd.DatetimeIndex:
+        """Trading days of the backtest."""
         return pd.DatetimeIndex(self.account_value.index)
 
     @property
     def name(self) -> str:
+        """The agent's display name (algorithm and pod)."""
         return str(self.agent.get("name") or "Agent")
 
     def values(self) -> pd.DataFrame:
@@ -114,6 +116,7 @@ class BacktestResult:
         )
 
     def to_json(self) -> str:
+        """The result as JSON (``elegantpod backtest --json``)."""
         return json.dumps(self.to_dict(), sort_keys=True)
 
     def to_html(self, path: str | Path, title: str | None = None) -> Path:

@@ -62,14 +62,17 @@ class MarketData:
 
     @property
     def num_days(self) -> int:
+        """Number of trading days."""
         return len(self.dates)
 
     @property
     def num_stocks(self) -> int:
+        """Number of tickers."""
         return len(self.tickers)
 
     @property
     def has_high_low(self) -> bool:
+        """Whether high and low prices are present (CCI and DX need them)."""
         return self.high is not None and self.low is not None
 
     def locate(self, start=None, end=None) -> tuple[int, int]:

@@ -54,6 +54,7 @@ def esc(value: Any) -> str:
 
 
 def fmt_metric(value: float, kind: str) -> str:
+    """A metric for people: percent for returns and drawdowns, 2 decimals for ratios, '-' NaN."""
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "-"
     return f"{100 * value:.2f}%" if kind == "pct" else f"{value:.2f}"

@@ -30,10 +30,12 @@ class Bound:
     """Round to an integer (epochs, batch sizes)."""
 
     def clip(self, x: float) -> float | int:
+        """``x`` clipped into the bounds (rounded for integer hyperparameters)."""
         x = min(max(x, self.low), self.high)
         return int(round(x)) if self.integer else float(x)
 
     def sample(self, rng: random.Random) -> float | int:
+        """A fresh draw within the bounds (log-uniform when ``log``)."""
         if self.log:
             x = math.exp(rng.uniform(math.log(self.low), math.log(self.high)))
         else:
@@ -107,6 +109,7 @@ class GeneratorConfig:
     pods are not judged on their first, noisiest evaluations."""
 
     def validate(self) -> None:
+        """Raise ``ValueError`` naming the first bad setting."""
         if self.selection not in ("truncation", "softmax"):
             raise ValueError(f"selection must be 'truncation' or 'softmax', got {self.selection!r}")
         in_range("truncation", self.truncation, 1e-9, 1.0)

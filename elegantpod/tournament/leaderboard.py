@@ -41,12 +41,14 @@ class Entry:
     """Hyperparameter changes from the parent: ``{name: [old, new]}``."""
 
     def to_dict(self) -> dict[str, Any]:
+        """The entry as JSON-able values (for the store's snapshots)."""
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         d["hparams"], d["mutation"] = dict(self.hparams), dict(self.mutation)
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Entry:
+        """Rebuild an entry from :meth:`to_dict` output (unknown keys ignored)."""
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 

@@ -58,6 +58,7 @@ class TournamentSpec:
     evaluation episodes (``"sharpe"``, ``"calmar"``... see :data:`elegantpod.config.FITNESSES`)."""
 
     def validate(self) -> None:
+        """Raise ``ValueError`` naming the first bad field, before any cluster work."""
         positive("pods", self.pods)
         positive("learners", self.learners)
         positive("leaderboard_size", self.leaderboard_size)
@@ -97,12 +98,14 @@ class TournamentSpec:
         check_json("eval_env_kwargs", self.eval_env_kwargs)
 
     def to_dict(self) -> dict[str, Any]:
+        """The spec as JSON-able values (what ``tournament.json`` holds)."""
         d = dataclasses.asdict(self)
         d["algos"] = list(self.algos)
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TournamentSpec:
+        """Rebuild a spec from :meth:`to_dict` output (as saved in ``tournament.json``)."""
         d = dict(d)
         d["algos"] = tuple(d.get("algos", ("ppo",)))
         g = dict(d.get("generator") or {})
@@ -112,6 +115,7 @@ class TournamentSpec:
         return cls(**d)
 
     def to_json(self) -> str:
+        """The spec as JSON (``tournament.json``)."""
         return json.dumps(self.to_dict(), sort_keys=True)
 
 
@@ -141,6 +145,7 @@ class PodRecord:
     stop_requested: bool = False
 
     def to_dict(self) -> dict[str, Any]:
+        """The record as JSON-able values (non-finite scores become ``None``)."""
         # Shallow on purpose: the orchestrator serializes every record at each save, and
         # dataclasses.asdict's deep copy was most of its CPU time with hundreds of pods.
         d = {f.name: getattr(self, f.name) for f in _RECORD_FIELDS}
@@ -152,6 +157,7 @@ class PodRecord:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PodRecord:
+        """Rebuild a record from a snapshot (unknown keys ignored)."""
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 

@@ -84,6 +84,7 @@ class Store:
         return "/".join([self.root.rstrip("/"), *parts])
 
     def exists(self, *parts: str) -> bool:
+        """Whether a file (or folder) exists in the store."""
         return self.fs.exists(self._fs_path(*parts))
 
     def write_bytes(self, name: str, data: bytes) -> None:
@@ -94,6 +95,7 @@ class Store:
             self.fs.pipe_file(self._fs_path(name), data)
 
     def read_bytes(self, name: str) -> bytes:
+        """A whole file's bytes; ``FileNotFoundError`` if missing."""
         path = self._fs_path(name)
         if not self.is_local:
             self.fs.invalidate_cache(path)  # other processes write here: no stale "missing"
@@ -104,6 +106,7 @@ class Store:
         self.write_bytes(name, _dumps(obj, indent))
 
     def read_json(self, name: str, default: Any = None) -> Any:
+        """A JSON file's content, or ``default`` if it is missing."""
         try:
             data = self.read_bytes(name)
         except FileNotFoundError:
