@@ -132,6 +132,18 @@ def test_tournament_on_gateway_survives_a_killed_worker(gateway, tmp_path):
         assert s["pods_failed"] == 0 and s["env_steps_total"] >= 60_000
         assert s["worker_deaths_survived"] >= 1
         assert worker not in c.scheduler_info(n_workers=-1)["workers"]
+        # the dashboard's cluster panel shows the gateway cluster; its button scales it
+        d = t.dashboard(refresh_seconds=3600)
+        try:
+            d.refresh()
+            assert "workers 2" in d.cluster.value and "Dask dashboard" in d.cluster.value
+            assert not d.scale_up.disabled
+            d.scale_up.click()
+            c.wait_for_workers(3, timeout=90)
+            d.refresh()
+            assert "workers 3" in d.cluster.value
+        finally:
+            d.close()
         assert len(t.leaderboard) >= 1
         t.best()  # the best checkpoint loads
     finally:
