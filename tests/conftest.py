@@ -42,6 +42,7 @@ def s3():
     s3fs.S3FileSystem.clear_instance_cache()
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request otherwise
     with s3_server() as env:
-        s3fs.S3FileSystem().mkdir("elegantpod-test")
+        # moto keeps its state per process: a later module finds the bucket already there
+        s3fs.S3FileSystem().makedirs("elegantpod-test", exist_ok=True)
         yield env
     s3fs.S3FileSystem.clear_instance_cache()
