@@ -25,7 +25,7 @@ from elegantpod.agents import (
 from elegantpod.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from elegantpod.cluster import cluster, gateway_cluster, shutdown
 from elegantpod.config import PodSpec
-from elegantpod.envs import available_envs, make_env
+from elegantpod.envs import available_envs, make_env, register_env
 from elegantpod.pod import Evaluator, Pod, Worker
 from elegantpod.tournament import Tournament, TournamentSpec
 from elegantpod.training import train
@@ -64,6 +64,7 @@ __all__ = [
     "get_algo",
     "load_checkpoint",
     "make_env",
+    "register_env",
     "save_checkpoint",
     "train",
 ]

@@ -12,14 +12,31 @@ BUILTIN = frozenset(ALGOS)
 """The algorithms that ship with elegantpod (every worker knows them)."""
 
 
-def register_algo(cls: type[Learner], name: str | None = None) -> type[Learner]:
+def register_algo(
+    cls: type[Learner] | None = None,
+    name: str | None = None,
+    *,
+    search_space: dict | None = None,
+):
     """Make a :class:`Learner` subclass usable by name in pods, tournaments and the CLI.
 
     Why a registry: specs and checkpoints name their algorithm (``PodSpec.algo``), so a
     custom learner must be findable by that name wherever a pod is rebuilt. A
     :class:`~elegantpod.tournament.Tournament` ships the registration of every
     non-built-in algorithm it uses to its Dask workers (as a worker plugin, so workers
-    that join later get it too). Usable as a class decorator. Returns ``cls``.
+    that join later get it too). Usable as a class decorator, bare or with arguments
+    (``@register_algo(search_space={...})``). Returns ``cls``.
+
+    Parameters
+    ----------
+    cls
+        The learner class.
+    name
+        Registry name; default: ``cls.name``.
+    search_space
+        ``{hyperparameter: Bound}``: where a tournament's generator may move each one
+        (see :data:`elegantpod.tournament.generator.SEARCH_SPACES`). Without one, the
+        default mutation policy leaves this algorithm's hyperparameters unchanged.
 
     Raises
     ------
@@ -27,6 +44,8 @@ def register_algo(cls: type[Learner], name: str | None = None) -> type[Learner]:
         If ``cls`` is not a ``Learner`` with ``name`` and ``config_cls``, or the name
         belongs to a built-in algorithm.
     """
+    if cls is None:  # @register_algo(...) with arguments
+        return lambda c: register_algo(c, name, search_space=search_space)
     if not (isinstance(cls, type) and issubclass(cls, Learner)):
         raise ValueError(f"register_algo needs a Learner subclass, got {cls!r}")
     name = str(name or getattr(cls, "name", "")).lower()
@@ -36,6 +55,17 @@ def register_algo(cls: type[Learner], name: str | None = None) -> type[Learner]:
         raise ValueError(f"{name!r} is a built-in algorithm; choose another name")
     if not isinstance(getattr(cls, "config_cls", None), type):
         raise ValueError(f"{cls.__name__} needs a `config_cls` (a frozen dataclass)")
+    if search_space is not None:
+        from elegantpod.tournament.generator import SEARCH_SPACES, Bound
+
+        bad = {k: v for k, v in search_space.items() if not isinstance(v, Bound)}
+        if bad:
+            raise ValueError(f"search_space values must be Bound(...), got {bad!r}")
+        fields = getattr(cls.config_cls, "__dataclass_fields__", {})
+        unknown = sorted(set(search_space) - set(fields))
+        if unknown:
+            raise ValueError(f"search_space names unknown {cls.__name__} hyperparameters {unknown}")
+        SEARCH_SPACES[name] = dict(search_space)
     cls.name = name
     ALGOS[name] = cls
     return cls

@@ -45,6 +45,10 @@ class Learner(ABC):
         self.generator.manual_seed(int(seed))
         self.obs_shape = tuple(observation_space.shape)
         self.is_discrete = isinstance(action_space, gymnasium.spaces.Discrete)
+        self.action_shape: tuple[int, ...] = () if self.is_discrete else tuple(action_space.shape)
+        """Shape of one stored action: ``()`` for Discrete, ``(act_dim,)`` for Box."""
+        self.action_dtype = torch.int64 if self.is_discrete else torch.float32
+        """How rollouts and replay buffers store actions."""
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
         self.modules: dict[str, torch.nn.Module] = {}
 
@@ -84,6 +88,10 @@ class Learner(ABC):
     def supported_action_spaces(cls) -> tuple[type, ...]:
         """Action space types this algorithm can handle."""
         return (gymnasium.spaces.Discrete, gymnasium.spaces.Box)
+
+    def default_eval_every(self) -> int:
+        """Env steps between evaluations when the caller sets none."""
+        return 5_000
 
     # -- the protocol ---------------------------------------------------------------
     @abstractmethod

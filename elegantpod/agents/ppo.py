@@ -133,11 +133,6 @@ class PPO(Learner):
         self.params = params
         self.optimizers = {"ppo": torch.optim.Adam(params, lr=c.lr, eps=1e-5)}
 
-    @property
-    def action_dtype(self) -> torch.dtype:
-        """int64 for Discrete actions, float32 for Box actions (how rollouts store them)."""
-        return torch.int64 if self.is_discrete else torch.float32
-
     def default_eval_every(self) -> int:
         """Env steps between evaluations: two rollouts or more, so each sees new updates."""
         return max(2 * self.config.num_envs * self.config.horizon, 4096)

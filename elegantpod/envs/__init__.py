@@ -4,7 +4,13 @@ from elegantpod.envs.base import TorchVecEnv, VecEnv
 from elegantpod.envs.classic import Acrobot, CartPole, MountainCarContinuous, Pendulum
 from elegantpod.envs.gym import GymVecEnv
 from elegantpod.envs.isaac import IsaacVecEnv, make_isaac_env
-from elegantpod.envs.registry import available_envs, check_env_id, check_eval_env, make_env
+from elegantpod.envs.registry import (
+    available_envs,
+    check_env_id,
+    check_eval_env,
+    make_env,
+    register_env,
+)
 
 __all__ = [
     "Acrobot",
@@ -20,4 +26,5 @@ __all__ = [
     "check_env_id",
     "make_env",
     "make_isaac_env",
+    "register_env",
 ]

@@ -15,6 +15,41 @@ KWARG_ENVS = {"StockTrading-v0": ("elegantpod.finance.trading_env", "StockTradin
 """Native envs configured by keyword arguments (data, dates...), imported when used."""
 
 
+BUILTIN_ENVS = frozenset(NATIVE_ENVS) | frozenset(KWARG_ENVS)
+CUSTOM_ENVS: dict[str, type] = {}
+"""Env classes added with :func:`register_env` (a tournament ships them to its workers)."""
+
+
+def register_env(env_id: str, cls: type | None = None):
+    """Make your own batched env class usable by id: ``make_env``, pods, ``train``, tournaments.
+
+    Why: specs and checkpoints name their env by id, so a pod rebuilt anywhere (on a Dask
+    worker, from a checkpoint) must find the class by that id. ``cls`` should subclass
+    :class:`~elegantpod.envs.base.TorchVecEnv` (same-step auto-reset, ``final_obs``) and
+    take ``num_envs``, ``device``, ``seed`` and its own keyword arguments (a pod's
+    ``env_kwargs``). A :class:`~elegantpod.tournament.Tournament` on a registered env
+    registers it on its workers too. Usable as a decorator: ``@register_env("Line-v0")``.
+
+    Raises
+    ------
+    ValueError
+        For a class that is not a ``TorchVecEnv`` or an id of a built-in env.
+    """
+    from elegantpod.envs.base import TorchVecEnv
+
+    if cls is None:
+        return lambda c: register_env(env_id, c)
+    if not isinstance(env_id, str) or not env_id:
+        raise ValueError(f"env_id must be a non-empty string, got {env_id!r}")
+    if env_id in BUILTIN_ENVS:
+        raise ValueError(f"{env_id!r} is a built-in env; choose another id")
+    if not (isinstance(cls, type) and issubclass(cls, TorchVecEnv)):
+        raise ValueError(f"register_env needs a TorchVecEnv subclass, got {cls!r}")
+    NATIVE_ENVS[env_id] = cls
+    CUSTOM_ENVS[env_id] = cls
+    return cls
+
+
 def available_envs() -> list[str]:
     """Ids with a native torch implementation (any gymnasium id works too)."""
     return sorted([*NATIVE_ENVS, *KWARG_ENVS])

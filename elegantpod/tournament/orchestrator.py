@@ -260,6 +260,7 @@ class Tournament:
                 from elegantpod.cluster import cluster
 
                 self.client = cluster()
+            self._ship_env()
             for algo in self.spec.algos:
                 self._ship_algo(algo)
             if not self._records:
@@ -663,6 +664,29 @@ class Tournament:
                     "child copies from its parent"
                 )
         return dataclasses.asdict(cfg), dict(mutation)
+
+    def _ship_env(self) -> None:
+        """Register a custom env (``register_env``) on every worker, present and future."""
+        from elegantpod.envs.registry import CUSTOM_ENVS
+
+        env_id = self.spec.env_id
+        if env_id not in CUSTOM_ENVS or env_id in self._shipped:
+            return
+        from distributed.diagnostics.plugin import WorkerPlugin
+
+        class RegisterEnv(WorkerPlugin):
+            def __init__(self, env_id, cls):
+                self.env_id, self.cls = env_id, cls
+
+            def setup(self, worker):
+                from elegantpod.envs import register_env
+
+                register_env(self.env_id, self.cls)
+
+        self.client.register_plugin(
+            RegisterEnv(env_id, CUSTOM_ENVS[env_id]), name=f"elegantpod-env-{env_id}"
+        )
+        self._shipped.add(env_id)
 
     def _ship_algo(self, algo: str) -> None:
         """Register a custom (non-built-in) algorithm on every worker, present and future."""

@@ -111,3 +111,61 @@ def test_a_policy_returning_bad_values_fails_the_tournament_clearly(client, tmp_
     )
     with pytest.raises(ValueError, match="mutation_policy returned bad ppo hyperparameters"):
         t.start()  # the second fresh pod is already an explorer made by the policy
+
+
+@pytest.mark.slow
+def test_custom_env_defined_here_runs_on_the_workers(client, tmp_path):
+    import gymnasium
+    import numpy as np
+    import torch
+
+    from elegantpod.envs import TorchVecEnv, register_env
+    from elegantpod.envs.registry import CUSTOM_ENVS, NATIVE_ENVS
+
+    class Reach(TorchVecEnv):
+        """Move a point on [-1, 1] to a goal: a user's own batched env."""
+
+        state_dim = 2
+        default_max_episode_steps = 30
+
+        def __init__(
+            self, num_envs=1, device="cpu", seed=None, max_episode_steps=None, compile=None
+        ):
+            super().__init__(num_envs, device, seed, max_episode_steps, compile)
+            self.observation_space = gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32)
+            self.action_space = gymnasium.spaces.Discrete(3)
+
+        def _sample_initial_state(self, n):
+            return torch.rand(2, n, generator=self.generator, device=self.device) * 2 - 1
+
+        @classmethod
+        def dynamics(cls, state, action):
+            pos = (state[0] + (action.reshape(-1).to(state.dtype) - 1) * 0.1).clamp(-1, 1)
+            dist = (pos - state[1]).abs()
+            return torch.stack((pos, state[1])), -dist, dist < 0.05
+
+    with pytest.raises(ValueError, match="'CartPole-v1' is a built-in env"):
+        register_env("CartPole-v1", Reach)
+    with pytest.raises(ValueError, match="needs a TorchVecEnv subclass"):
+        register_env("Reach-v0", dict)
+    register_env("Reach-v0", Reach)
+    try:
+        t = Tournament(
+            "Reach-v0",
+            ["ppo"],
+            pods=2,
+            max_steps=20_000,
+            segment_steps=4096,
+            eval_episodes=4,
+            hparams={"ppo": TINY},
+            store=tmp_path / "s",
+            client=client,
+        )
+        t.start()
+        s = t.wait(timeout=180)
+        assert s["status"] == "finished", s["error"]
+        assert s["pods_failed"] == 0 and s["best_score"] is not None
+        assert t.best().spec.env_id == "Reach-v0"
+    finally:
+        NATIVE_ENVS.pop("Reach-v0", None)
+        CUSTOM_ENVS.pop("Reach-v0", None)
