@@ -192,6 +192,7 @@ class Tournament:
         self._capacity_cache = (0.0, 0, False)
         self._saved_at = -math.inf
         self._shipped: set[str] = set()
+        self._shown = None  # the dashboard that display(t) shows
         self._dirty = False
 
     # ------------------------------------------------------------------ construction
@@ -579,7 +580,11 @@ class Tournament:
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         try:
-            return self.dashboard().widget._repr_mimebundle_(include=include, exclude=exclude)
+            # One dashboard for all displays of this tournament: each would otherwise
+            # start a refresh thread of its own that nothing closes.
+            if self._shown is None:
+                self._shown = self.dashboard()
+            return self._shown.widget._repr_mimebundle_(include=include, exclude=exclude)
         except ImportError:
             return {"text/html": self._repr_html_(), "text/plain": repr(self)}
 

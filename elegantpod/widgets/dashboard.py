@@ -84,7 +84,9 @@ class Dashboard:
         self.add_button = W.Button(description="Add pod", icon="plus", button_style="success")
         self.add_button.on_click(lambda _: self._add())
 
-        self.curves = W.Output()
+        # An Image, not an Output: the refresh thread only sets a value (a trait synced to
+        # the front end); `with output:` from a thread would capture whatever cell runs.
+        self.curves = W.Image(format="png", layout=W.Layout(width="100%", max_width="1000px"))
         self.cluster = W.HTML()
         self.scale_up = W.Button(description="+1 worker", icon="plus")
         self.scale_down = W.Button(description="-1 worker", icon="minus")
@@ -301,16 +303,19 @@ class Dashboard:
         if len(events) == self._curve_count or now - self._curve_drawn_at < min_interval:
             return
         self._curve_count, self._curve_drawn_at = len(events), now
-        import matplotlib
+        import io
 
-        matplotlib.use("Agg", force=False)
-        import matplotlib.pyplot as plt
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
 
         by_pod: dict[str, list[dict[str, Any]]] = {}
         for m in events:
             if m.get("train_return") is not None:
                 by_pod.setdefault(m["pod"], []).append(m)
-        fig, (ax_t, ax_s) = plt.subplots(1, 2, figsize=(10, 3.2))
+        # Figure, not pyplot: pyplot's global state is not safe in a background thread.
+        fig = Figure(figsize=(10, 3.2))
+        FigureCanvasAgg(fig)
+        ax_t, ax_s = fig.subplots(1, 2)
         t0 = min((m["time"] for m in events), default=0.0)
         for pod, ms in sorted(by_pod.items()):
             ax_t.plot([m["time"] - t0 for m in ms], [m["train_return"] for m in ms], label=pod)
@@ -320,9 +325,6 @@ class Dashboard:
         if by_pod:
             ax_s.legend(fontsize="small", ncol=2)
         fig.tight_layout()
-        with self.curves:
-            self.curves.clear_output(wait=True)
-            from IPython.display import display
-
-            display(fig)
-        plt.close(fig)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=90)
+        self.curves.value = buf.getvalue()

@@ -83,6 +83,8 @@ def test_buttons_steer_a_running_tournament(client, tmp_path):
         assert "lr=" in first_row[7]  # key hyperparameters column
         assert "pods in flight" in d.cluster.value and "127.0.0.1" in d.cluster.value
         assert "p000" in d.lineage.value
+        # the curves tab is a PNG drawn off the main thread (no Output capture)
+        assert wait_until(lambda: bytes(d.curves.value).startswith(b"\x89PNG"), 30)
     finally:
         t.stop()
         t.wait(60)
