@@ -11,7 +11,7 @@ import pytest
 from elegantpod import Tournament, cluster, gateway_cluster, shutdown
 from elegantpod.cluster import close_gateway
 from tests.helpers import wait_until
-from tests.servers import gateway_server, processes_under
+from tests.servers import gateway_clusters, gateway_server, processes_under
 
 pytest.importorskip("dask_gateway_server")
 
@@ -23,13 +23,7 @@ def gateway(tmp_path_factory):
 
 
 def _gateway_clusters(address):
-    from dask_gateway import Gateway
-
-    gw = Gateway(address, auth="basic")
-    try:
-        return [c.name for c in gw.list_clusters()]
-    finally:
-        close_gateway(gw)
+    return gateway_clusters(address)
 
 
 def test_bad_gateway_arguments_fail_before_contacting_anything():
