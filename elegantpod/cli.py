@@ -3,17 +3,45 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from elegantpod.config import parse_assignments
+
+
+def _import_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        metavar="MODULE",
+        default=[],
+        help="import MODULE first (it may call register_algo / register_env); repeatable",
+    )
+
+
+def _import_modules(names: list[str]) -> None:
+    """Import user modules that register their own algorithms or envs, before any check."""
+    import importlib
+
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # `--import mymodule` finds ./mymodule.py
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:
+            raise ValueError(f"cannot import {name!r}: {type(exc).__name__}: {exc}") from exc
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="elegantpod", description="Cloud-native deep RL pods.")
     sub = p.add_subparsers(dest="command", required=True)
     t = sub.add_parser("train", help="train one pod")
+    _import_option(t)
     t.add_argument("--env", required=True, help="native or gymnasium env id")
-    t.add_argument("--algo", required=True, help="ppo, sac, td3, ddpg or dqn")
+    t.add_argument(
+        "--algo", required=True, help="ppo, sac, td3, ddpg, dqn, or one registered by --import"
+    )
     t.add_argument("--num-envs", type=int, default=None, help="parallel sub-envs")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--max-steps", type=int, default=None, help="env-step budget")
@@ -31,6 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--learners", type=int, default=1, help="fused learners (paper 4.3)")
     _env_options(t)
     r = sub.add_parser("tournament", help="run a tournament of pods on Dask")
+    _import_option(r)
     r.add_argument("--env", required=True, help="native or gymnasium env id")
     r.add_argument("--algos", default="ppo", help="comma-separated algorithms, e.g. ppo,sac")
     r.add_argument("--pods", type=int, default=4, help="population size")
@@ -49,6 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--eval-episodes", type=int, default=None, help="episodes per evaluation")
     _env_options(r)
     b = sub.add_parser("backtest", help="backtest a trading agent and write its report")
+    _import_option(b)
     b.add_argument("--checkpoint", required=True, help="checkpoint of a StockTrading-v0 agent")
     b.add_argument("--data", default=None, help="market data (default: the agent's own)")
     b.add_argument("--start", default=None, help="first day, YYYY-MM-DD")
@@ -261,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point; bad input prints one ``error:`` line and exits with status 2."""
     args = _parser().parse_args(argv)
     try:
+        _import_modules(getattr(args, "imports", []))
         if args.command == "train":
             return _train(args)
         if args.command == "tournament":

@@ -240,3 +240,40 @@ def test_demo_bad_budget_is_a_clear_error():
     )
     assert p.returncode == 2
     assert "max_seconds must be > 0, got 0.0" in p.stderr
+
+
+PLUGIN = '''
+from elegantpod.agents import PPO, register_algo
+
+
+@register_algo
+class MyPPO(PPO):
+    """A user's algorithm in a module of their own."""
+
+    name = "myppo"
+'''
+
+
+def test_import_registers_a_users_algorithm(tmp_path):
+    (tmp_path / "my_algos.py").write_text(PLUGIN)
+    p = subprocess.run(
+        [sys.executable, "-m", "elegantpod.cli", "train", "--import", "my_algos"]
+        + ["--env", "CartPole-v1", "--algo", "myppo", "--max-steps", "4096", "--json"]
+        + ["--out", str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout.strip().splitlines()[-1])["algo"] == "myppo"
+    bad = subprocess.run(
+        [sys.executable, "-m", "elegantpod.cli", "train", "--import", "no_such_mod"]
+        + ["--env", "CartPole-v1", "--algo", "ppo"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert bad.returncode == 2
+    assert "cannot import 'no_such_mod'" in bad.stderr
