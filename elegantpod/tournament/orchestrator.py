@@ -24,6 +24,8 @@ import uuid
 from collections import Counter, defaultdict, deque
 from typing import Any
 
+from distributed.diagnostics.plugin import WorkerPlugin
+
 from elegantpod.agents import get_algo
 from elegantpod.config import PodSpec, check_learners, config_values, replace_checked
 from elegantpod.envs import check_env_id, check_eval_env
@@ -261,9 +263,6 @@ class Tournament:
                 from elegantpod.cluster import cluster
 
                 self.client = cluster()
-            self._ship_env()
-            for algo in self.spec.algos:
-                self._ship_algo(algo)
             if not self._records:
                 for _ in range(self.spec.pods):
                     self._new_pod(None)
@@ -396,8 +395,6 @@ class Tournament:
             rec = self._new_pod_record(
                 learner.name, dataclasses.asdict(cfg), parent_entry, mutation
             )
-            if self.client is not None:
-                self._ship_algo(learner.name)
             if self._status == "running":
                 self._publish_control(rec)
             self._save()
@@ -670,48 +667,28 @@ class Tournament:
                 )
         return dataclasses.asdict(cfg), dict(mutation)
 
-    def _ship_env(self) -> None:
-        """Register a custom env (``register_env``) on every worker, present and future."""
+    def _ship(self, algo: str) -> None:
+        """Register a custom algorithm or env on every worker, present and future.
+
+        Pods are rebuilt on workers from names (``PodSpec.algo``, ``env_id``), so a
+        learner or env registered only in this process must be registered there too.
+        Called for every submitted segment (a set lookup once shipped), so pods added
+        before ``start()`` or after a resume are covered alike.
+        """
+        from elegantpod.agents import BUILTIN, register_algo
+        from elegantpod.envs import register_env
         from elegantpod.envs.registry import CUSTOM_ENVS
 
         env_id = self.spec.env_id
-        if env_id not in CUSTOM_ENVS or env_id in self._shipped:
-            return
-        from distributed.diagnostics.plugin import WorkerPlugin
-
-        class RegisterEnv(WorkerPlugin):
-            def __init__(self, env_id, cls):
-                self.env_id, self.cls = env_id, cls
-
-            def setup(self, worker):
-                from elegantpod.envs import register_env
-
-                register_env(self.env_id, self.cls)
-
-        self.client.register_plugin(
-            RegisterEnv(env_id, CUSTOM_ENVS[env_id]), name=f"elegantpod-env-{env_id}"
-        )
-        self._shipped.add(env_id)
-
-    def _ship_algo(self, algo: str) -> None:
-        """Register a custom (non-built-in) algorithm on every worker, present and future."""
-        from elegantpod.agents import BUILTIN
-
-        if algo in BUILTIN or algo in self._shipped:
-            return
-        from distributed.diagnostics.plugin import WorkerPlugin
-
-        class RegisterAlgo(WorkerPlugin):
-            def __init__(self, cls):
-                self.cls = cls
-
-            def setup(self, worker):
-                from elegantpod.agents import register_algo
-
-                register_algo(self.cls)
-
-        self.client.register_plugin(RegisterAlgo(get_algo(algo)), name=f"elegantpod-algo-{algo}")
-        self._shipped.add(algo)
+        wanted = []
+        if algo not in BUILTIN:
+            wanted.append((f"elegantpod-algo-{algo}", register_algo, (get_algo(algo),)))
+        if env_id in CUSTOM_ENVS:
+            wanted.append((f"elegantpod-env-{env_id}", register_env, (env_id, CUSTOM_ENVS[env_id])))
+        for name, register, args in wanted:
+            if name not in self._shipped:
+                self.client.register_plugin(_Register(register, *args), name=name)
+                self._shipped.add(name)
 
     def _variable(self, pod_id: str):
         if pod_id not in self._variables:
@@ -769,6 +746,7 @@ class Tournament:
             fitness=self.spec.fitness,
             learners=self.spec.learners,
         )
+        self._ship(rec.algo)
         seg = rec.segment + 1
         task = SegmentTask(
             tournament_id=self.id,
@@ -1032,6 +1010,16 @@ class Tournament:
             }
         )
         self._saved_at, self._dirty = now, False
+
+
+class _Register(WorkerPlugin):
+    """Runs ``register(*args)`` on each worker as it joins (custom algorithms and envs)."""
+
+    def __init__(self, register, *args):
+        self.register, self.args = register, args
+
+    def setup(self, worker) -> None:
+        self.register(*self.args)
 
 
 def _config(learner, hparams: dict[str, Any]):

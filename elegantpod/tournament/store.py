@@ -70,7 +70,8 @@ class Store:
         protocols = self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,)
         self.is_local = "file" in protocols or "local" in protocols
         self.url = str(Path(self.root).resolve()) if self.is_local else url.rstrip("/")
-        self._version: int | None = None  # newest snapshot written or read by this object
+        # Newest snapshot this object wrote; None: the first save lists the folder.
+        self._version: int | None = None
 
     def path(self, *parts: str) -> str:
         """Absolute path (local) or URL (remote) of a file in the store."""
@@ -173,9 +174,7 @@ class Store:
             data = self.read_bytes(pointer["name"])
             if hashlib.sha256(data).hexdigest() != pointer["sha256"]:
                 raise ValueError("checksum mismatch")
-            state = json.loads(data)
-            self._version = max(int(pointer["version"]), self._newest_version())
-            return state
+            return json.loads(data)
         except FileNotFoundError:
             if pointer is None and not self.exists("state"):
                 return None
@@ -187,7 +186,6 @@ class Store:
             except (ValueError, OSError):
                 continue
             if isinstance(state, dict) and "leaderboard" in state:
-                self._version = self._newest_version()
                 return state
         raise StoreError(f"store {self.url!r} has a state/ folder but no readable snapshot")
 
