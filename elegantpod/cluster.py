@@ -12,6 +12,7 @@ import warnings
 
 import dask
 from distributed import Client, LocalCluster
+from distributed.security import Security
 
 
 def _gpu_count() -> int:
@@ -33,6 +34,7 @@ def cluster(
     dashboard_address: str | None = "127.0.0.1:0",
     memory_limit: str | float | None = "auto",
     timeout: float = 10.0,
+    security=None,
     **kwargs,
 ) -> Client:
     """Return a ``distributed.Client`` for running pods.
@@ -65,25 +67,40 @@ def cluster(
         Where the Dask dashboard listens; loopback by default. ``None``: no dashboard.
     memory_limit, timeout, **kwargs
         Passed to the local cluster (``timeout``: how long to wait for ``address``).
+    security
+        TLS for a ``tls://`` scheduler at ``address``: a
+        ``distributed.security.Security`` with the CA and this client's certificate and
+        key (``None``: the Dask config's ``distributed.comm.tls.*``, see
+        :data:`TLS_HELP`). For a local cluster it is passed on (``True``: temporary
+        self-signed certificates), and scheduler, workers and client speak TLS.
 
     Raises
     ------
     ValueError
-        When no scheduler answers at ``address`` or the arguments are invalid.
+        When no scheduler answers at ``address``, a ``tls://`` address comes without
+        certificates, or the arguments are invalid.
     """
     if gateway is not None and gateway is not False:
         if address is not None:
             raise ValueError("give either address= or gateway=, not both")
+        if security is not None:
+            raise ValueError(
+                "security= is for address= or a local cluster; a Dask Gateway sets up "
+                "TLS to its clusters itself"
+            )
         return gateway_cluster(gateway, n_workers=n_workers, **kwargs)
     if n_workers is not None and (isinstance(n_workers, bool) or int(n_workers) < 1):
         raise ValueError(f"n_workers must be >= 1, got {n_workers!r}")
     if int(threads_per_worker) < 1:
         raise ValueError(f"threads_per_worker must be >= 1, got {threads_per_worker!r}")
     if address is not None:
+        _check_tls(address, security)
         try:
-            return Client(address, timeout=timeout)
+            return Client(address, timeout=timeout, security=security)
         except (OSError, TimeoutError) as exc:
             raise ValueError(f"no Dask scheduler reachable at {address!r}: {exc}") from exc
+    if security is not None:
+        kwargs["security"] = security
     n_gpus = _gpu_count() if gpu else 0
     if n_gpus:
         try:
@@ -135,6 +152,45 @@ def cluster(
     with dask.config.set(settings):
         lc = _local_cluster(n, threads_per_worker, dashboard_address, memory_limit, kwargs)
     return Client(lc)
+
+
+TLS_HELP = (
+    "in Python pass security=distributed.security.Security(tls_ca_file=..., "
+    "tls_client_cert=..., tls_client_key=..., require_encryption=True); from the CLI or "
+    "anywhere else set the Dask config distributed.comm.tls.ca-file, "
+    "distributed.comm.tls.client.cert and distributed.comm.tls.client.key (environment "
+    "variables DASK_DISTRIBUTED__COMM__TLS__CA_FILE, "
+    "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT, DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY)"
+)
+"""How to give a client the certificates a ``tls://`` scheduler asks for."""
+
+
+def _check_tls(address: str, security) -> None:
+    """A clear error for a ``tls://`` address without a CA file and client certificate.
+
+    Without them distributed fails with a TypeError about a missing ``ssl_context``.
+    """
+    if not str(address).lower().startswith("tls://"):
+        return
+    if security is None:
+        if dask.config.get("distributed.client.security-loader", None):
+            return  # the loader supplies the certificates
+        security = Security()  # what the Dask config holds
+    elif isinstance(security, dict):
+        security = Security(**security)
+    elif not isinstance(security, Security):
+        return  # True: temporary certificates, for distributed to judge
+    tls = security.get_tls_config_for_role("client")
+    missing = [
+        what
+        for key, what in (("ca_file", "CA file"), ("cert", "client certificate"))
+        if not tls.get(key)
+    ]
+    if missing:
+        raise ValueError(
+            f"{address!r} is a TLS scheduler but no {' and no '.join(missing)} is "
+            f"configured: {TLS_HELP}"
+        )
 
 
 TRIM_THRESHOLD = 256 * 1024 * 1024

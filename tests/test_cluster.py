@@ -1,6 +1,14 @@
+import datetime as dt
+import ipaddress
+import os
+import subprocess
+import sys
 import time
 
+import dask
 import pytest
+from distributed import LocalCluster
+from distributed.security import Security
 
 from elegantpod import cluster
 
@@ -26,8 +34,6 @@ def test_default_local_cluster_is_processes_on_loopback():
 
 
 def test_existing_scheduler_by_address():
-    from distributed import LocalCluster
-
     with LocalCluster(n_workers=1, processes=True, host="127.0.0.1", dashboard_address=None) as lc:
         c = cluster(lc.scheduler_address)
         try:
@@ -48,6 +54,7 @@ def test_unreachable_address_is_a_clear_error():
     [
         ({"n_workers": 0}, "n_workers must be >= 1, got 0"),
         ({"threads_per_worker": 0}, "threads_per_worker must be >= 1"),
+        ({"gateway": "http://127.0.0.1:9", "security": True}, "security= is for address="),
     ],
 )
 def test_bad_arguments(kwargs, message):
@@ -76,3 +83,145 @@ def _async_env_steps():
         return tuple(obs.shape)
     finally:
         env.close()
+
+
+# ------------------------------------------------------------------------- TLS schedulers
+NO_TLS_CONFIG = {
+    "distributed.comm.tls.ca-file": None,
+    "distributed.comm.tls.client.cert": None,
+    "distributed.comm.tls.client.key": None,
+    "distributed.client.security-loader": None,
+}
+
+
+def _write_certificates(folder):
+    """A self-signed CA and one certificate it signed for 127.0.0.1, as PEM files."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = dt.datetime.now(dt.timezone.utc)
+
+    def build(subject, issuer, public_key, signing_key, ca):
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+            .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
+            .public_key(public_key)
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        )
+        if not ca:
+            san = [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
+            builder = builder.add_extension(x509.SubjectAlternativeName(san), critical=False)
+        return builder.sign(signing_key, hashes.SHA256())
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_cert = build("elegantpod test CA", "elegantpod test CA", ca_key.public_key(), ca_key, True)
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = build("127.0.0.1", "elegantpod test CA", key.public_key(), ca_key, False)
+    paths = {name: folder / f"{name}.pem" for name in ("ca", "cert", "key")}
+    paths["ca"].write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    paths["cert"].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    paths["key"].write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return {name: str(path) for name, path in paths.items()}
+
+
+def test_tls_scheduler_by_address(tmp_path):
+    pem = _write_certificates(tmp_path)
+    roles = ("scheduler", "worker", "client")
+    files = {f"tls_{r}_{k}": pem[k] for r in roles for k in ("cert", "key")}
+    sec = Security(tls_ca_file=pem["ca"], require_encryption=True, **files)
+    with (
+        dask.config.set(NO_TLS_CONFIG),
+        LocalCluster(
+            n_workers=1,
+            processes=False,
+            protocol="tls",
+            host="127.0.0.1",
+            security=sec,
+            dashboard_address=None,
+        ) as lc,
+    ):
+        address = lc.scheduler_address
+        assert address.startswith("tls://127.0.0.1:")
+        c = cluster(address, security=sec, timeout=10)
+        try:
+            assert c.submit(lambda: 1).result(timeout=30) == 1
+        finally:
+            c.close()
+        # the CLI's way: certificates from the Dask config, no security= argument
+        config = {
+            "distributed.comm.tls.ca-file": pem["ca"],
+            "distributed.comm.tls.client.cert": pem["cert"],
+            "distributed.comm.tls.client.key": pem["key"],
+        }
+        with dask.config.set(config):
+            c = cluster(address, timeout=10)
+            try:
+                assert c.submit(lambda x: x + 1, 1, pure=False).result(timeout=30) == 2
+            finally:
+                c.close()
+
+
+def test_tls_address_without_certificates_is_a_clear_error(tmp_path):
+    with dask.config.set(NO_TLS_CONFIG):
+        for security in (None, Security()):
+            with pytest.raises(ValueError) as info:
+                cluster("tls://127.0.0.1:9", security=security, timeout=2)
+            msg = str(info.value)
+            assert "'tls://127.0.0.1:9' is a TLS scheduler but no CA file" in msg
+            for part in (
+                "security=distributed.security.Security(",
+                "distributed.comm.tls.ca-file",
+                "distributed.comm.tls.client.cert",
+                "DASK_DISTRIBUTED__COMM__TLS__CA_FILE",
+                "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY",
+            ):
+                assert part in msg
+        pem = _write_certificates(tmp_path)
+        with pytest.raises(ValueError, match="but no client certificate is configured"):
+            cluster("tls://127.0.0.1:9", security=Security(tls_ca_file=pem["ca"]), timeout=2)
+
+
+def test_tls_environment_variables_named_in_the_error_are_read():
+    env = {
+        "DASK_DISTRIBUTED__COMM__TLS__CA_FILE": "/certs/ca.pem",
+        "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT": "/certs/client.pem",
+        "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY": "/certs/client.key",
+    }
+    code = (
+        "from distributed.security import Security; "
+        "t = Security().get_tls_config_for_role('client'); "
+        "print(t['ca_file'], t['cert'], t['key'])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert out.stdout.split() == ["/certs/ca.pem", "/certs/client.pem", "/certs/client.key"]
+
+
+def test_local_cluster_with_tls():
+    c = cluster(n_workers=1, security=Security.temporary(), dashboard_address=None)
+    try:
+        assert c.scheduler.address.startswith("tls://127.0.0.1:")
+        assert all(a.startswith("tls://127.0.0.1:") for a in c.scheduler_info()["workers"])
+        assert c.submit(lambda: 1).result(timeout=60) == 1
+    finally:
+        cl = c.cluster
+        c.close()
+        cl.close()

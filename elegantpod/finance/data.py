@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib.resources
+import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -200,6 +201,15 @@ def load(source: Any, **kwargs: Any) -> MarketData:
     long format (:func:`load_long`), any other as a wide table of closes
     (:func:`load_wide`). Files may be CSV (optionally compressed) or parquet, local or
     any fsspec URL pandas can open.
+
+    Raises
+    ------
+    ValueError
+        A file that is missing, a directory, empty, binary or not a table, a CSV header
+        that repeats a column, or data that fails :func:`load_long`'s or
+        :func:`load_wide`'s checks; the message names the file.
+    ImportError
+        A parquet file without pyarrow installed.
     """
     if isinstance(source, MarketData):
         return source
@@ -219,13 +229,19 @@ def load_long(source: Any, *, source_name: str | None = None) -> MarketData:
     Raises
     ------
     ValueError
-        Missing columns, unparsable dates, NaN or non-positive prices, negative volume,
+        Missing or repeated columns, unparsable dates, NaN or non-positive prices, negative volume,
         duplicate (date, tic) rows, dates out of order within a ticker, tickers that do
         not share the same dates, or ``high < low``.
     """
     frame, label = _read_table(source)
     label = source_name or label
     frame = frame.rename(columns={c: str(c).strip().lower() for c in frame.columns})
+    repeated = frame.columns[frame.columns.duplicated()]
+    if len(repeated):
+        raise ValueError(
+            f"long-format data {label!r} has column {repeated[0]!r} more than once "
+            "(column names ignore case and surrounding spaces)"
+        )
     missing = [c for c in ("date", "tic", "close") if c not in frame.columns]
     if missing:
         raise ValueError(
@@ -341,6 +357,12 @@ def cached_load(source: str) -> MarketData:
 
 # ---------------------------------------------------------------------------- helpers
 def _read_table(source: Any) -> tuple[pd.DataFrame, str]:
+    """The one reader of files: a frame and a label for messages.
+
+    Every failure names the file: missing, a directory, empty, binary or not CSV,
+    unreadable parquet, or a CSV header that repeats a column name (pandas would rename
+    the copy ``X.1`` and load it as a ticker of its own).
+    """
     if isinstance(source, pd.DataFrame):
         return source.copy(), "<DataFrame>"
     if not isinstance(source, str | Path):
@@ -349,20 +371,48 @@ def _read_table(source: Any) -> tuple[pd.DataFrame, str]:
             f"got {type(source).__name__}"
         )
     text = str(source)
-    lower = text.lower()
+    parquet = text.lower().endswith((".parquet", ".pq"))
     try:
-        if lower.endswith((".parquet", ".pq")):
-            try:
-                return pd.read_parquet(text), text
-            except ImportError as exc:
-                raise ImportError(
-                    f"reading {text!r} needs a parquet engine: pip install pyarrow"
-                ) from exc
-        return pd.read_csv(text), text
+        if parquet:
+            return pd.read_parquet(text), text
+        # The raw first row: pandas de-duplicates the header it returns (X, X.1).
+        header = pd.read_csv(text, header=None, nrows=1, dtype=str, keep_default_na=False)
+        frame = pd.read_csv(text)
     except FileNotFoundError:
         raise ValueError(
             f"market data file {text!r} does not exist (or use a sample: {SAMPLES})"
         ) from None
+    except IsADirectoryError:
+        raise ValueError(f"market data path {text!r} is a directory, not a file") from None
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"market data file {text!r} is empty") from None
+    except UnicodeDecodeError:
+        raise ValueError(
+            f"market data file {text!r} is not a UTF-8 text CSV file (binary data?)"
+        ) from None
+    except ImportError as exc:
+        if parquet and importlib.util.find_spec("pyarrow") is None:
+            raise ImportError(
+                f"reading parquet needs pyarrow: pip install pyarrow (to read {text!r})"
+            ) from None
+        raise ImportError(f"reading {text!r}: {exc}") from None
+    except Exception as exc:  # pandas, pyarrow, gzip, urllib, fsspec and its HTTP client
+        if 404 in (getattr(exc, "code", None), getattr(exc, "status", None)):
+            raise ValueError(f"market data URL {text!r} does not exist (HTTP 404)") from None
+        kind = "parquet" if parquet else "CSV"
+        raise ValueError(
+            f"cannot read market data {text!r} as {kind}: {type(exc).__name__}: {exc}"
+        ) from None
+    names = [n for n in header.iloc[0].tolist() if n.strip()] if len(header) else []
+    if any("\x00" in n for n in names):
+        raise ValueError(f"market data file {text!r} is not a text CSV file (binary data?)")
+    repeated = [n for i, n in enumerate(names) if n in names[:i]]
+    if repeated:
+        raise ValueError(
+            f"market data file {text!r} has column {repeated[0]!r} more than once; "
+            "give each column a distinct name"
+        )
+    return frame, text
 
 
 def _parse_dates(values: pd.Series, label: str) -> pd.Series:

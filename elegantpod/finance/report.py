@@ -3,7 +3,9 @@
 Charts are PNGs embedded as base64 ``data:`` URIs and the monthly-returns heatmap is a
 coloured HTML table, so the file opens offline, attaches to an e-mail and makes no
 network request. Every string that came from a user (ticker names, agent names, data
-paths, hyperparameters) is HTML-escaped: a ticker called ``<script>`` stays text.
+paths, hyperparameters) is HTML-escaped: a ticker called ``<script>`` stays text. In the
+charts such strings are drawn as plain text: no mathtext (an agent called ``$\\foo{$``
+would not parse) and no LaTeX, whatever the user's matplotlibrc says.
 """
 
 from __future__ import annotations
@@ -140,6 +142,17 @@ def write_report(result, path: str | Path, title: str | None = None) -> Path:
 
 
 # ---------------------------------------------------------------------------- charts
+PLAIN_TEXT = {"text.usetex": False, "text.parse_math": False}
+"""Matplotlib settings for the charts: user strings are drawn as they are, ``$`` included."""
+
+
+def _plain_text():
+    """A context in which every Text made and drawn is plain (legends, labels, ticks)."""
+    import matplotlib
+
+    return matplotlib.rc_context(PLAIN_TEXT)
+
+
 def _figure():
     import matplotlib
 
@@ -161,6 +174,11 @@ def _img(png: bytes, alt: str, ident: str) -> str:
 
 
 def _equity_png(result) -> bytes:
+    with _plain_text():
+        return _draw_equity(result)
+
+
+def _draw_equity(result) -> bytes:
     fig = _figure()
     ax = fig.add_subplot()
     for i, (name, series) in enumerate(result.values().items()):
@@ -178,6 +196,11 @@ def _equity_png(result) -> bytes:
 
 
 def _drawdown_png(result) -> bytes:
+    with _plain_text():
+        return _draw_drawdown(result)
+
+
+def _draw_drawdown(result) -> bytes:
     fig = _figure()
     ax = fig.add_subplot()
     for i, (name, series) in enumerate(result.values().items()):

@@ -3,6 +3,7 @@ error, which must name the ticker, date or column that is wrong."""
 
 import datetime as dt
 import re
+import sys
 
 import numpy as np
 import pandas as pd
@@ -382,6 +383,98 @@ def test_missing_file(tmp_path):
     for fn in (load, load_long, load_wide):
         _raises([str(path), "does not exist"], fn, path)
     _raises([str(path), "does not exist"], load, str(path))
+
+
+def test_directory_is_a_clear_error(tmp_path):
+    for fn in (load, load_long, load_wide):
+        _raises([str(tmp_path), "is a directory"], fn, tmp_path)
+
+
+def test_missing_fsspec_url_is_a_clear_error():
+    url = "memory://elegantpod-test/no-such-dir/nope.csv"
+    _raises([url, "does not exist"], load, url)
+    _raises([url, "does not exist"], load_wide, url)
+
+
+def test_http_404_is_a_clear_error(tmp_path):
+    pytest.importorskip("aiohttp")
+    import functools
+    import http.server
+    import threading
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    handler = functools.partial(Quiet, directory=str(tmp_path))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        _wide_frame().to_csv(tmp_path / "here.csv", index=False)
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        assert load(f"{base}/here.csv").tickers == TICKERS
+        _raises([f"{base}/gone.csv", "does not exist"], load, f"{base}/gone.csv")
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_empty_and_binary_files(tmp_path):
+    cases = {
+        "empty.csv": (b"", "is empty"),
+        "blank.csv": (b"\n\n", "is empty"),
+        "random.csv": (bytes(range(256)) * 8, "binary"),
+        "nul.csv": (b"\x00" * 64, "binary"),
+        "zip.csv": (b"PK\x03\x04\x14\x00\x00\x00\x08\x00\xa4\x8b" * 8, "binary"),
+        "bad.csv.gz": (b"not gzip at all", "cannot read"),
+        "ragged.csv": (b"date,AAA\n2021-03-01,1\n2021-03-02,1,2,3\n", "cannot read"),
+    }
+    for name, (content, message) in cases.items():
+        path = tmp_path / name
+        path.write_bytes(content)
+        for fn in (load, load_long, load_wide):
+            _raises([str(path), message], fn, path)
+
+
+def test_garbage_parquet_files(tmp_path):
+    pytest.importorskip("pyarrow")
+    for name, content in (("empty.parquet", b""), ("text.pq", b"date,AAA\n2021-03-01,1\n")):
+        path = tmp_path / name
+        path.write_bytes(content)
+        _raises([str(path), "cannot read", "as parquet"], load, path)
+
+
+def test_parquet_dataset_directory(tmp_path):
+    pytest.importorskip("pyarrow")
+    folder = tmp_path / "closes.parquet"  # as Spark and pyarrow write datasets
+    folder.mkdir()
+    frame = _wide_frame()
+    frame.to_parquet(folder / "part-0.parquet", index=False)
+    _assert_same(load(folder), load_wide(frame), fields=("close",))
+
+
+def test_parquet_without_pyarrow_names_the_fix(tmp_path, monkeypatch):
+    path = tmp_path / "closes.parquet"
+    path.write_bytes(b"PAR1")
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # as if it were not installed
+    with pytest.raises(ImportError) as info:
+        load(path)
+    assert "reading parquet needs pyarrow: pip install pyarrow" in str(info.value)
+    assert str(path) in str(info.value)
+
+
+def test_repeated_column_in_a_csv_header(tmp_path):
+    # pandas would load the second AAA as a ticker "AAA.1"
+    path = tmp_path / "closes.csv"
+    frame = _wide_frame()
+    frame.columns = ["date", "AAA", "BBB", "AAA"]
+    frame.to_csv(path, index=False)
+    for fn in (load, load_wide, load_long):
+        _raises([str(path), "'AAA' more than once"], fn, path)
+    # a long-format file too, and names that differ only in case collide there
+    path = tmp_path / "long.csv"
+    _long_frame().rename(columns={"open": "Close"}).to_csv(path, index=False)
+    _raises([str(path), "'close' more than once"], load, path)
 
 
 def test_unsupported_source():

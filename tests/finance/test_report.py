@@ -86,3 +86,34 @@ def test_report_in_headless_chromium(result, tmp_path):
     keep = os.environ.get("ELEGANTPOD_ARTIFACTS")
     if keep:
         shutil.copy(shot, os.path.join(keep, "backtest_report.png"))
+
+
+DOLLAR = "$\\foo{$"  # what `backtest --name '$\foo{$'` passes: not valid mathtext
+
+
+def test_dollar_signs_are_plain_text_in_charts(tmp_path):
+    """Names with ``$`` reach matplotlib's legend (agent, benchmarks): no mathtext parse,
+    and no LaTeX even where the user's matplotlibrc turns it on."""
+    import matplotlib
+    import pandas as pd
+
+    market = write_market(tmp_path / "cl$ses.csv", days=330, tickers=["$AAA", "B$B", "$C{$"])
+    spec = PodSpec(
+        env_id="StockTrading-v0",
+        algo="ppo",
+        max_steps=512,
+        eval_episodes=1,
+        env_kwargs={"data": str(market), "end": "2015-12-31", "episode_days": 40},
+    )
+    pod = Pod(spec)
+    pod.run()
+    dates = pd.bdate_range("2015-01-01", "2016-12-31")
+    index = pd.Series(range(100, 100 + len(dates)), index=dates, name="$\\bar{$ index")
+    res = backtest(pod, start="2016-01-04", end="2016-03-31", name=DOLLAR, index=index)
+    with matplotlib.rc_context({"text.usetex": True}):
+        text = res.to_html(tmp_path / "report.html").read_text(encoding="utf-8")
+        assert matplotlib.rcParams["text.usetex"]  # the user's settings are left alone
+    assert matplotlib.rcParams["text.parse_math"]
+    assert f"<h1>Backtest: {DOLLAR}</h1>" in text
+    assert "$\\bar{$ index" in text and "$AAA, B$B, $C{$" in text
+    assert text.count('src="data:image/png;base64,') == 2
