@@ -32,13 +32,15 @@ class Entry:
     wall_seconds: float
     """Wall time the pod has trained."""
     checkpoint: str
-    """Path or URL of the checkpoint that holds this agent."""
+    """Store-relative name of the checkpoint that holds this agent (``pods/p003/seg-00002.pt``)."""
     segment: int = 0
     """Segment of the pod that produced the checkpoint."""
     parent: str | None = None
     """Pod id of the parent this pod was generated from (``None``: a fresh pod)."""
     mutation: dict[str, Any] = field(default_factory=dict)
     """Hyperparameter changes from the parent: ``{name: [old, new]}``."""
+    usable: bool = True
+    """False once its checkpoint failed to load: the generator no longer breeds from it."""
 
     def to_dict(self) -> dict[str, Any]:
         """The entry as JSON-able values (for the store's snapshots)."""

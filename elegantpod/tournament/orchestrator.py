@@ -30,6 +30,7 @@ from elegantpod.agents import get_algo
 from elegantpod.config import PodSpec, check_learners, config_values, replace_checked
 from elegantpod.envs import check_env_id, check_eval_env
 from elegantpod.tournament import leaderboard as lb
+from elegantpod.tournament import state as checked
 from elegantpod.tournament.generator import (
     SEARCH_SPACES,
     GeneratorConfig,
@@ -38,9 +39,14 @@ from elegantpod.tournament.generator import (
     mutate,
     should_replace,
 )
-from elegantpod.tournament.segment import SegmentResult, SegmentTask, run_segment
+from elegantpod.tournament.segment import (
+    ParentCheckpointError,
+    SegmentResult,
+    SegmentTask,
+    run_segment,
+)
 from elegantpod.tournament.spec import PodRecord, TournamentSpec
-from elegantpod.tournament.store import Store
+from elegantpod.tournament.store import Store, StoreError, checkpoint_name
 
 ACTIVE = ("queued", "running", "paused")
 
@@ -178,7 +184,6 @@ class Tournament:
         self.events_received: Counter = Counter()
         self.events_sent = 0
         """Progress events that finished segments report having sent (for auditing)."""
-        self._event_workers: dict[tuple[str, int], str] = {}
         self._versions: Counter = Counter()
         self._variables: dict[str, Any] = {}
         self._thread: threading.Thread | None = None
@@ -212,7 +217,13 @@ class Tournament:
         if saved is None:
             raise ValueError(f"store {s.url!r} holds no tournament (no tournament.json)")
         try:
-            spec = dataclasses.replace(TournamentSpec.from_dict(saved), **overrides)
+            spec = TournamentSpec.from_dict(checked.mapping(saved, "tournament.json"))
+        except (TypeError, ValueError) as exc:
+            raise StoreError(
+                f"{s.path('tournament.json')!r} is not a tournament spec: {exc}"
+            ) from None
+        try:
+            spec = dataclasses.replace(spec, **overrides)
         except TypeError as exc:
             raise ValueError(f"bad resume override: {exc}") from exc
         opts = {
@@ -234,21 +245,25 @@ class Tournament:
             _resume=True,
             **opts,
         )
-        saved_state = t.store.load_state() or {}
-        state = saved_state.get("state", {})
-        t._records = {d["pod_id"]: PodRecord.from_dict(d) for d in saved_state.get("pods", [])}
+        raw = t.store.load_state()
+        # Untrusted input: every field is checked (ids, paths, budgets) before any use.
+        t._records, t._entries, state = checked.load(
+            raw or {}, t.store.loaded_from or t.store.path("state")
+        )
         for rec in t._records.values():
             if rec.status in ("running", "idle"):
                 rec.status = "queued"
-        t._entries = [lb.Entry.from_dict(d) for d in saved_state.get("leaderboard", [])]
-        t._total_steps = int(state.get("total_steps", 0))
-        t._elapsed_before = float(state.get("elapsed_seconds", 0.0))
-        t.worker_deaths_survived = int(state.get("worker_deaths_survived", 0))
+        t._total_steps = state["total_steps"]
+        t._elapsed_before = state["elapsed_seconds"]
+        t.worker_deaths_survived = state["worker_deaths_survived"]
+        t._solved = state["solved"] and not any(
+            k in overrides for k in ("target_reward", "max_seconds", "max_steps")
+        )
         # Saves are at most SAVE_SECONDS apart: a pod created after the last one may have
         # left checkpoints. Never reuse an id that a record or a checkpoint folder holds.
         known = set(t._records) | set(t.store.pod_ids())
         highest = max((int(p[1:]) for p in known if p[1:].isdigit()), default=-1)
-        t._next_index = max(int(state.get("next_index", 0)), highest + 1)
+        t._next_index = max(state["next_index"], highest + 1)
         t._rng.seed(f"{spec.seed}-{t._next_index}")
         return t
 
@@ -259,6 +274,7 @@ class Tournament:
             if self._thread is not None and self._thread.is_alive():
                 raise RuntimeError("tournament is already running")
             self.store.ensure()
+            self.store.clean_orphans()
             if self.client is None:
                 from elegantpod.cluster import cluster
 
@@ -273,6 +289,9 @@ class Tournament:
                     self._publish_control(rec)
             self.topic = f"elegantpod-{self.id}"
             self.client.subscribe_topic(self.topic, self._on_event)
+            # The scheduler's own record of lost workers and the tasks they were running:
+            # a death is counted even when the segment sent no progress event before it.
+            self.client.subscribe_topic("all", self._on_scheduler_event)
             self._stop_requested = False
             self._status = "running"
             self._started_at = time.monotonic()
@@ -354,6 +373,10 @@ class Tournament:
             if parent is not None:
                 pid = parent.pod_id if isinstance(parent, lb.Entry) else str(parent)
                 matches = [e for e in self._entries if e.pod_id == pid]
+                if matches and not matches[0].usable:
+                    raise ValueError(
+                        f"parent {pid!r}: its checkpoint failed to load; choose another parent"
+                    )
                 if matches:
                     parent_entry = matches[0]
                 elif pid in self._records and self._records[pid].latest_checkpoint:
@@ -435,7 +458,7 @@ class Tournament:
                         "parent": e.parent,
                         "mutation": e.mutation,
                         "hparams": e.hparams,
-                        "checkpoint": e.checkpoint,
+                        "checkpoint": self.store.resolve(e.checkpoint),
                     }
                 )
         cols = [
@@ -485,10 +508,18 @@ class Tournament:
             return len(self._futures)
 
     def lineage(self) -> list[dict[str, Any]]:
-        """Parent -> child edges with the mutation that made each child."""
+        """Parent -> child edges with the mutation that made each child, each pod's status
+        and, for a failed pod, why it failed."""
         with self._lock:
             return [
-                {"pod": r.pod_id, "parent": r.parent, "algo": r.algo, "mutation": r.mutation}
+                {
+                    "pod": r.pod_id,
+                    "parent": r.parent,
+                    "algo": r.algo,
+                    "mutation": r.mutation,
+                    "status": r.status,
+                    "error": r.error,
+                }
                 for r in self._records.values()
             ]
 
@@ -505,7 +536,7 @@ class Tournament:
                 "solved": self._solved,
                 "best_score": best.score_mean if best else None,
                 "best_pod": best.pod_id if best else None,
-                "best_checkpoint": best.checkpoint if best else None,
+                "best_checkpoint": self.store.resolve(best.checkpoint) if best else None,
                 "wall_seconds": self._elapsed(),
                 "env_steps_total": self._total_steps,
                 "pods_total": len(self._records),
@@ -513,6 +544,9 @@ class Tournament:
                     1 for r in self._records.values() if r.segment >= 1 and r.status != "failed"
                 ),
                 "pods_failed": statuses["failed"],
+                "failures": dict(
+                    Counter(r.error for r in self._records.values() if r.status == "failed")
+                ),
                 "worker_deaths_survived": self.worker_deaths_survived,
                 "store": self.store.url,
                 "error": self._error,
@@ -526,7 +560,8 @@ class Tournament:
             if not self._entries:
                 raise ValueError("the leaderboard is empty: no segment has finished yet")
             best = lb.rank(self._entries)[0]
-        return Pod.from_checkpoint(best.checkpoint, device=device)
+        # the store's own path: a leaderboard entry can name nothing outside the store
+        return Pod.from_checkpoint(self.store.resolve(best.checkpoint), device=device)
 
     def cluster_info(self) -> dict[str, Any]:
         """Workers, threads, memory, GPUs, pods in flight and the Dask dashboard link."""
@@ -599,6 +634,9 @@ class Tournament:
             raise ValueError(f"unknown pod {pod!r}; pods: {known}")
         return self._records[pod]
 
+    def _resolve(self, name: str | None) -> str | None:
+        return None if name is None else self.store.resolve(name)
+
     def _in_flight(self, pod: str) -> bool:
         return pod in self._flying
 
@@ -632,7 +670,7 @@ class Tournament:
         """The generator at work: a fresh pod, or a mutated child of a leaderboard entry."""
         active = Counter(r.algo for r in self._records.values() if r.status in ACTIVE)
         algo = choose_algo(list(self.spec.algos), active, self._rng)
-        parents = [e for e in self._entries if e.algo == algo]
+        parents = [e for e in self._entries if e.algo == algo and e.usable]
         space = SEARCH_SPACES.get(algo, {})
         if parents:
             parent = choose_parent(parents, self._rng, self.spec.generator)
@@ -665,7 +703,11 @@ class Tournament:
                     f"mutation_policy changed {changed}, which fix the network shapes a "
                     "child copies from its parent"
                 )
-        return dataclasses.asdict(cfg), dict(mutation)
+        try:  # its lineage reaches the store and every HTML view: checked like a store's
+            mutation = checked.mutation(algo, dict(mutation), "mutation")
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"mutation_policy returned a bad mutation: {exc}") from exc
+        return dataclasses.asdict(cfg), mutation
 
     def _ship(self, algo: str) -> None:
         """Register a custom algorithm or env on every worker, present and future.
@@ -754,8 +796,10 @@ class Tournament:
             segment=seg,
             spec_json=spec.to_json(),
             checkpoint=self.store.checkpoint(rec.pod_id, seg),
-            resume_from=rec.latest_checkpoint,
-            parent_checkpoint=rec.parent_checkpoint if rec.latest_checkpoint is None else None,
+            resume_from=self._resolve(rec.latest_checkpoint),
+            parent_checkpoint=(
+                self._resolve(rec.parent_checkpoint) if rec.latest_checkpoint is None else None
+            ),
             segment_steps=self._segment_steps(rec.algo),
             segment_seconds=self.spec.segment_seconds,
             control=f"elegantpod-{self.id}-{rec.pod_id}",
@@ -873,8 +917,12 @@ class Tournament:
             if self._status != "failed":
                 self._status = "finished"
             self._save()
+            with contextlib.suppress(OSError):
+                self.store.clean_orphans()
         with contextlib.suppress(Exception):
             self.client.unsubscribe_topic(self.topic)
+        with contextlib.suppress(Exception):
+            self.client.unsubscribe_topic("all")
         if self._own_client:
             try:
                 cl = self.client.cluster
@@ -906,29 +954,30 @@ class Tournament:
                 rec.status = "queued"
             return
         exc = fut.exception()
+        if isinstance(exc, ParentCheckpointError):
+            # Breed from it no more: every child of a corrupt parent would fail the same way.
+            self._entries = [
+                dataclasses.replace(e, usable=False) if e.checkpoint == rec.parent_checkpoint else e
+                for e in self._entries
+            ]
         if isinstance(exc, KilledWorker) and rec.retries < self.spec.max_retries:
-            rec.retries += 1
-            self.worker_deaths_survived += 1
-            self._event_workers.pop((rec.pod_id, rec.segment + 1), None)  # counted here
+            rec.retries += 1  # the deaths were counted from the scheduler's events
             if rec.stop_requested:
                 rec.status = "stopped"
             elif rec.status != "paused":
                 rec.status = "queued"
         else:
             rec.status = "failed"
-            rec.error = f"{type(exc).__name__}: {exc}"
+            rec.error = f"{type(exc).__name__}: {exc}"[: checked.MAX_TEXT]
         self._save(force=False)
 
     def _on_result(self, rec: PodRecord, res: SegmentResult, ending: bool) -> None:
-        first_worker = self._event_workers.pop((rec.pod_id, res.segment), None)
-        if first_worker and res.worker and first_worker != res.worker:
-            self.worker_deaths_survived += 1  # Dask re-ran the segment after a worker died
         self.events_sent += res.events_sent
         # from the record, not the task: a re-run that found its checkpoint reports 0
         self._total_steps += max(0, res.env_steps - rec.env_steps)
         rec.segment = res.segment
         rec.env_steps = res.env_steps
-        rec.latest_checkpoint = res.checkpoint
+        rec.latest_checkpoint = checkpoint_name(rec.pod_id, res.segment)
         rec.score_mean, rec.score_std = res.score_mean, res.score_std
         rec.wall_seconds += res.wall_seconds
         rec.steps_per_second = res.steps_per_second
@@ -940,7 +989,7 @@ class Tournament:
             score_std=res.score_std,
             env_steps=res.env_steps,
             wall_seconds=rec.wall_seconds,
-            checkpoint=res.checkpoint,
+            checkpoint=rec.latest_checkpoint,
             segment=res.segment,
             parent=rec.parent,
             mutation=rec.mutation,
@@ -964,6 +1013,21 @@ class Tournament:
             rec.status = "queued"
         self._save(force=False)
 
+    def _on_scheduler_event(self, event) -> None:
+        """Count segments that were running on a worker the scheduler lost.
+
+        Runs on the client's event-loop thread, like :meth:`_on_event`: only a counter
+        moves here (an int increment is atomic under the GIL), no lock is taken.
+        """
+        _, msg = event
+        if not isinstance(msg, dict) or msg.get("action") != "remove-worker":
+            return
+        if msg.get("expected"):
+            return  # retired on purpose (scale down): the task moves, nobody died
+        prefix = f"elegantpod-{self.id}-"
+        lost = [k for k in msg.get("processing-tasks", ()) if str(k).startswith(prefix)]
+        self.worker_deaths_survived += len(lost)
+
     def _on_event(self, event) -> None:
         # Runs on the client's event-loop thread: it must never wait for self._lock, since
         # the orchestrator thread makes synchronous client calls while holding it.
@@ -978,8 +1042,6 @@ class Tournament:
             pod = msg["pod"]
             self.events_received[pod] += 1
             self._curves[pod].append(msg)
-            if "worker" in msg:
-                self._event_workers.setdefault((pod, msg.get("segment", 0)), msg["worker"])
             rec = self._records.get(pod)
             if rec is not None and msg.get("type") == "progress":
                 rec.steps_per_second = msg.get("steps_per_second", rec.steps_per_second)

@@ -30,6 +30,14 @@ EVENT_SECONDS = 0.5
 """Minimum interval between two progress events of one pod."""
 
 
+class ParentCheckpointError(CheckpointError):
+    """A new child could not load its parent's checkpoint: the parent is unusable.
+
+    Its own type so that the orchestrator tells this apart from a pod's own failure and
+    stops breeding from that leaderboard entry.
+    """
+
+
 @dataclass(frozen=True, kw_only=True)
 class SegmentTask:
     """Everything a worker needs to run one segment (pickled to the worker)."""
@@ -156,7 +164,10 @@ def _run(task: SegmentTask, spec: PodSpec, pod) -> SegmentResult:
         if task.resume_from:
             pod.load(task.resume_from)
         elif task.parent_checkpoint:
-            pod.load(task.parent_checkpoint, restore_rng=False)
+            try:
+                pod.load(task.parent_checkpoint, restore_rng=False)
+            except CheckpointError as exc:
+                raise ParentCheckpointError(f"parent checkpoint: {exc}") from None
     # The learner was built from the spec, so the spec's (possibly mutated) hyperparameters
     # are in force; the checkpoint only brought weights, optimizer moments and step count.
     hp = dataclasses.asdict(pod.learner.config)

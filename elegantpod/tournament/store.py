@@ -36,11 +36,16 @@ from typing import Any
 import fsspec
 
 from elegantpod.checkpoint import atomic_write_bytes
+from elegantpod.tournament import state
 
 KEEP_SNAPSHOTS = 3
 """Snapshots kept besides the newest (older ones are deleted after each save)."""
 POINTER = "state/LATEST"
+ORPHAN_SECONDS = 120.0
+"""Temporary files older than this are a killed writer's leftovers (a checkpoint write
+takes well under a second): :meth:`Store.clean_orphans` deletes them."""
 _SNAPSHOT = re.compile(r"^(\d{8})\.json$")
+_POINTED = re.compile(r"^state/\d{8}\.json$")
 
 
 class StoreError(ValueError):
@@ -72,6 +77,8 @@ class Store:
         self.url = str(Path(self.root).resolve()) if self.is_local else url.rstrip("/")
         # Newest snapshot this object wrote; None: the first save lists the folder.
         self._version: int | None = None
+        self.loaded_from: str | None = None
+        """The snapshot :meth:`load_state` read last (for error messages)."""
 
     def path(self, *parts: str) -> str:
         """Absolute path (local) or URL (remote) of a file in the store."""
@@ -127,8 +134,38 @@ class Store:
             raise ValueError(f"store {self.url!r} is not writable: {exc}") from exc
 
     def checkpoint(self, pod_id: str, segment: int) -> str:
-        """Where segment ``segment`` of ``pod_id`` checkpoints."""
-        return self.path("pods", pod_id, f"seg-{segment:05d}.pt")
+        """Absolute path or URL where segment ``segment`` of ``pod_id`` checkpoints."""
+        return self.resolve(checkpoint_name(pod_id, segment))
+
+    def resolve(self, name: str) -> str:
+        """Absolute path or URL of a store-relative checkpoint name, checked first.
+
+        Records keep names relative to the store, so a moved or copied store reads its
+        own checkpoints; the check keeps any name read from a file inside the store.
+        """
+        return self.path(*state.checkpoint_name(name, "checkpoint").split("/"))
+
+    def clean_orphans(self, older_than: float = ORPHAN_SECONDS) -> list[str]:
+        """Delete temporary files left by writers killed mid-write; return their paths.
+
+        A local atomic write goes through ``.<name>.<random>.tmp`` beside its target; a
+        writer killed before the rename leaves it behind. Only files older than
+        ``older_than`` seconds go, so a write in progress elsewhere is never touched.
+        Object stores write whole objects and leave no such files.
+        """
+        if not self.is_local:
+            return []
+        import time
+
+        removed = []
+        cutoff = time.time() - older_than
+        root = Path(self.url)
+        for tmp in [*root.glob("state/.*.tmp"), *root.glob("pods/*/.*.tmp"), *root.glob(".*.tmp")]:
+            with contextlib.suppress(OSError):
+                if tmp.is_file() and tmp.stat().st_mtime < cutoff:
+                    tmp.unlink()
+                    removed.append(str(tmp))
+        return removed
 
     def pod_ids(self) -> list[str]:
         """Pods that have a checkpoint folder (one listing; used on resume)."""
@@ -136,7 +173,8 @@ class Store:
             entries = self._list("pods")
         except FileNotFoundError:
             return []
-        return sorted(os.path.basename(str(p).rstrip("/")) for p in entries)
+        names = (os.path.basename(str(p).rstrip("/")) for p in entries)
+        return sorted(n for n in names if state.POD_ID.match(n))  # nothing else is ours
 
     # ------------------------------------------------------------------ snapshots
     def save_state(self, state: dict[str, Any]) -> int:
@@ -171,10 +209,15 @@ class Store:
         pointer = None
         try:
             pointer = json.loads(self.read_bytes(POINTER))
-            data = self.read_bytes(pointer["name"])
+            name = pointer["name"]
+            if not (isinstance(name, str) and _POINTED.match(name)):
+                raise ValueError(f"pointer names {name!r}, not a snapshot")  # stay inside
+            data = self.read_bytes(name)
             if hashlib.sha256(data).hexdigest() != pointer["sha256"]:
                 raise ValueError("checksum mismatch")
-            return json.loads(data)
+            loaded = json.loads(data)
+            self.loaded_from = self.path(*name.split("/"))
+            return loaded
         except FileNotFoundError:
             if pointer is None and not self.exists("state"):
                 return None
@@ -182,11 +225,12 @@ class Store:
             pass
         for version in sorted(self._versions(), reverse=True):
             try:
-                state = json.loads(self.read_bytes(f"state/{version:08d}.json"))
+                snapshot = json.loads(self.read_bytes(f"state/{version:08d}.json"))
             except (ValueError, OSError):
                 continue
-            if isinstance(state, dict) and "leaderboard" in state:
-                return state
+            if isinstance(snapshot, dict) and "leaderboard" in snapshot:
+                self.loaded_from = self.path("state", f"{version:08d}.json")
+                return snapshot
         raise StoreError(f"store {self.url!r} has a state/ folder but no readable snapshot")
 
     def _list(self, folder: str) -> list[str]:
@@ -210,6 +254,11 @@ class Store:
     def _newest_version(self) -> int:
         """Never reuse a snapshot name, even one a crashed writer left unpointed."""
         return max(self._versions(), default=0)
+
+
+def checkpoint_name(pod_id: str, segment: int) -> str:
+    """Store-relative name of a pod's checkpoint at the end of ``segment``."""
+    return f"pods/{state.check_pod_id(pod_id, 'pod id')}/seg-{segment:05d}.pt"
 
 
 def _dumps(obj: Any, indent: int | None) -> bytes:

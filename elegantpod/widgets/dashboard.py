@@ -18,7 +18,7 @@ from typing import Any
 import ipywidgets as W
 
 from elegantpod.agents import get_algo
-from elegantpod.widgets.html import COLUMNS, fmt, leaderboard_rows
+from elegantpod.widgets.html import COLUMNS, fmt, leaderboard_rows, lineage_html
 
 
 def parse_hparams(text: str) -> dict[str, str]:
@@ -282,20 +282,7 @@ class Dashboard:
         self.scale_up.disabled = self.scale_down.disabled = not c["can_scale"]
 
     def _refresh_lineage(self) -> None:
-        rows = []
-        for edge in self.t.lineage():
-            mutation = ", ".join(
-                f"{k}: {fmt(v[0])} → {fmt(v[1])}" for k, v in (edge["mutation"] or {}).items()
-            )
-            rows.append(
-                f"<tr><td>{fmt(edge['parent'])}</td><td>→ {fmt(edge['pod'])}</td>"
-                f"<td>{fmt(edge['algo'])}</td><td>{mutation}</td></tr>"
-            )
-        self._set(
-            self.lineage,
-            "<table><tr><th>parent</th><th>pod</th><th>algo</th>"
-            "<th>mutation</th></tr>" + "".join(rows) + "</table>",
-        )
+        self._set(self.lineage, lineage_html(self.t.lineage()))
 
     def _refresh_curves(self, min_interval: float = 2.0) -> None:
         events = [m for m in self.t.curves() if m.get("type") == "progress"]

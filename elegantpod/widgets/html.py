@@ -79,3 +79,25 @@ def leaderboard_html(board, title: str = "Leaderboard") -> str:
         f"<div><b>{html.escape(title)}</b><table>"
         f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
     )
+
+
+def lineage_html(edges: list[dict[str, Any]]) -> str:
+    """The lineage table (``Tournament.lineage()`` rows): parent, pod, mutation, status.
+
+    Every string may come from a store someone else wrote, and this HTML runs in the
+    user's notebook page: each one is escaped, mutation names included.
+    """
+    rows = []
+    for edge in edges:
+        mutation = ", ".join(
+            f"{fmt(k)}: {fmt(v[0])} → {fmt(v[1])}" for k, v in (edge["mutation"] or {}).items()
+        )
+        rows.append(
+            f"<tr><td>{fmt(edge['parent'])}</td><td>→ {fmt(edge['pod'])}</td>"
+            f"<td>{fmt(edge['algo'])}</td><td>{mutation}</td>"
+            f"<td>{fmt(edge.get('status'))}</td><td>{fmt(edge.get('error'))}</td></tr>"
+        )
+    return (
+        "<table><tr><th>parent</th><th>pod</th><th>algo</th>"
+        "<th>mutation</th><th>status</th><th>why it failed</th></tr>" + "".join(rows) + "</table>"
+    )

@@ -304,3 +304,50 @@ def test_algorithm_names_are_normalized(tmp_path):
         hparams={"SAC": {"lr": 3e-4}},
     )
     assert t.spec.algos == ("ppo", "sac") and t.spec.hparams == {"sac": {"lr": 3e-4}}
+
+
+@pytest.mark.slow
+def test_every_worker_death_is_counted_from_the_schedulers_view(tmp_path):
+    # Before: deaths were inferred from progress events, so a worker killed before its
+    # segment's first event (0.5 s in) went uncounted (1 of 2, 2 of 3 kills).
+    c = cluster(n_workers=2, dashboard_address=None)
+    try:
+        t = Tournament(
+            env="CartPole-v1",
+            algos=["ppo"],
+            pods=1,
+            max_seconds=240,
+            segment_steps=10**8,  # one long segment, killed twice
+            store=tmp_path / "s",
+            client=c,
+            max_retries=5,
+        )
+        t.start()
+        prefix = f"elegantpod-{t.id}-p000-"
+        for kill in range(2):
+
+            def victim():
+                running = c.processing()
+                return next(
+                    (
+                        w
+                        for w, keys in running.items()
+                        if any(str(k).startswith(prefix) for k in keys)
+                    ),
+                    None,
+                )
+
+            assert wait_until(lambda: victim() is not None, 60)
+            w = victim()
+            pid = c.run(os.getpid, workers=[w])[w]
+            os.kill(pid, signal.SIGKILL)  # at once: no progress event from this segment
+            assert wait_until(lambda n=kill + 1: t.worker_deaths_survived == n, 30)
+            assert wait_until(lambda w=w: victim() not in (None, w), 60)
+        t.stop()
+        summary = t.wait(timeout=120)
+        assert summary["worker_deaths_survived"] == 2
+        assert summary["pods_failed"] == 0
+    finally:
+        cl = c.cluster
+        c.close()
+        cl.close()

@@ -1,0 +1,284 @@
+"""A store's state read back as untrusted input: checked like user input, field by field.
+
+A store can come from anyone: a shared bucket, a colleague's run, a downloaded archive.
+Its snapshot names pods, checkpoints, hyperparameters, scores and budgets, and each of
+those reaches a file path, a worker, a budget check or an HTML view. So nothing from it
+is used before it passes here:
+
+- pod ids match :data:`POD_ID` (``p`` and digits): they become folder names;
+- checkpoints are store-relative names matching :data:`CHECKPOINT_NAME`, so a moved or
+  copied store reads its own files and no path or URL in a file can point elsewhere
+  (absolute paths written by older versions keep only their ``pods/<id>/seg-N.pt`` tail);
+- hyperparameters go through the learner's own checks (names, types, bounds);
+- counters and budgets are finite, non-negative and bounded;
+- mutation keys are hyperparameter names and lineage strings are bounded in length.
+
+Every error is a :class:`StateError` (a ``ValueError``) naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from elegantpod.agents import get_algo
+from elegantpod.config import config_values, replace_checked
+
+POD_ID = re.compile(r"^p[0-9]{3,9}$")
+"""Pod ids the orchestrator makes (``p000``, ``p001``...): the only ones a store may name."""
+CHECKPOINT_NAME = re.compile(r"^pods/(p[0-9]{3,9})/seg-([0-9]{5,9})\.pt$")
+"""A checkpoint's name relative to the store root."""
+STATUSES = ("queued", "running", "paused", "idle", "stopped", "replaced", "failed")
+MAX_COUNT = 10**15
+"""Upper bound of env-step counters (a thousand years at 30 M steps/s)."""
+MAX_SECONDS = 1e9
+"""Upper bound of wall-time counters (about 30 years)."""
+MAX_INDEX = 10**9
+"""Upper bound of pod indexes, segments, retries and death counts."""
+MAX_TEXT = 4000
+"""Longest error or lineage string kept from a store (longer ones are cut)."""
+
+
+class StateError(ValueError):
+    """A field of a store's state that fails its check (message: where and why)."""
+
+
+def check_pod_id(value: Any, where: str) -> str:
+    """``value`` if it is a pod id the orchestrator could have made, else ``StateError``."""
+    if not isinstance(value, str) or not POD_ID.match(value):
+        raise StateError(f"{where}: pod id must match {POD_ID.pattern}, got {value!r}")
+    return value
+
+
+def checkpoint_name(value: Any, where: str) -> str:
+    """A store-relative checkpoint name; legacy absolute paths keep their tail.
+
+    Never returns anything that could leave the store: the result always matches
+    :data:`CHECKPOINT_NAME` (no ``..``, no scheme, no leading slash).
+    """
+    if isinstance(value, str):
+        parts = value.replace("\\", "/").split("/")
+        tail = "/".join(parts[-3:])
+        if CHECKPOINT_NAME.match(tail):
+            return tail
+    raise StateError(
+        f"{where}: checkpoint must be a store-relative name like pods/p000/seg-00001.pt, "
+        f"got {value!r}"
+    )
+
+
+def _number(value: Any, where: str, high: float, integer: bool) -> float | int:
+    ok_type = isinstance(value, int) if integer else isinstance(value, int | float)
+    if isinstance(value, bool) or not ok_type or not math.isfinite(value):
+        kind = "an integer" if integer else "a finite number"
+        raise StateError(f"{where} must be {kind}, got {value!r}")
+    if not 0 <= value <= high:
+        raise StateError(f"{where} must be in [0, {high:g}], got {value!r}")
+    return value
+
+
+def count(value: Any, where: str, high: float = MAX_INDEX) -> int:
+    """A non-negative bounded integer."""
+    return int(_number(value, where, high, integer=True))
+
+
+def seconds(value: Any, where: str) -> float:
+    """A non-negative bounded number of seconds."""
+    return float(_number(value, where, MAX_SECONDS, integer=False))
+
+
+def score(value: Any, where: str, optional: bool = True) -> float | None:
+    """A finite score, or ``None`` where a score may be missing."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise StateError(f"{where} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def text(value: Any, where: str) -> str | None:
+    """An optional string, cut to :data:`MAX_TEXT` characters."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise StateError(f"{where} must be a string, got {type(value).__name__}")
+    return value[:MAX_TEXT]
+
+
+def hparams(algo: str, value: Any, where: str) -> dict[str, Any]:
+    """Hyperparameters checked by the learner's own config (names, types, bounds)."""
+    if not isinstance(value, dict):
+        raise StateError(f"{where} must be a dict, got {type(value).__name__}")
+    import dataclasses
+
+    learner = get_algo(algo)
+    try:
+        values = config_values(learner.config_cls, value, drop_unknown=True)
+        cfg = replace_checked(learner.config_cls(), values)
+    except (TypeError, ValueError) as exc:
+        raise StateError(f"{where}: {exc}") from None
+    return dataclasses.asdict(cfg)
+
+
+def _scalar_or_list(v: Any) -> bool:
+    if isinstance(v, list | tuple):
+        return len(v) <= 64 and all(_scalar_or_list(x) for x in v)
+    if isinstance(v, float):
+        return math.isfinite(v)
+    return v is None or isinstance(v, str | int | bool) and len(str(v)) <= 200
+
+
+def mutation(algo: str, value: Any, where: str) -> dict[str, list]:
+    """``{name: [old, new]}`` with names of the algorithm's hyperparameters."""
+    if not isinstance(value, dict):
+        raise StateError(f"{where} must be a dict, got {type(value).__name__}")
+    import dataclasses
+
+    names = {f.name for f in dataclasses.fields(get_algo(algo).config_cls)}
+    out = {}
+    for key, change in value.items():
+        if key not in names:
+            raise StateError(f"{where}: {key!r} is not a hyperparameter of {algo}")
+        if not (isinstance(change, list | tuple) and len(change) == 2 and _scalar_or_list(change)):
+            raise StateError(f"{where}[{key!r}] must be [old, new] values, got {change!r}")
+        out[key] = [list(v) if isinstance(v, tuple) else v for v in change]
+    return out
+
+
+def algo_name(value: Any, where: str) -> str:
+    """A registered algorithm's name."""
+    if not isinstance(value, str):
+        raise StateError(f"{where} must be an algorithm name, got {value!r}")
+    try:
+        return get_algo(value).name
+    except ValueError as exc:
+        raise StateError(f"{where}: {exc}") from None
+
+
+def mapping(value: Any, where: str) -> dict[str, Any]:
+    """``value`` if it is a dict (JSON object)."""
+    if not isinstance(value, dict):
+        raise StateError(f"{where} must be an object, got {type(value).__name__}")
+    return value
+
+
+def items(value: Any, where: str) -> list[Any]:
+    """``value`` if it is a list (JSON array)."""
+    if not isinstance(value, list):
+        raise StateError(f"{where} must be a list, got {type(value).__name__}")
+    return value
+
+
+def counters(value: Any, where: str = "state") -> dict[str, Any]:
+    """The tournament's counters: steps, elapsed seconds, deaths, next index, solved."""
+    d = mapping(value if value is not None else {}, where)
+    solved = d.get("solved", False)
+    if not isinstance(solved, bool):
+        raise StateError(f"{where}.solved must be true or false, got {solved!r}")
+    return {
+        "total_steps": count(d.get("total_steps", 0), f"{where}.total_steps", MAX_COUNT),
+        "elapsed_seconds": seconds(d.get("elapsed_seconds", 0.0), f"{where}.elapsed_seconds"),
+        "worker_deaths_survived": count(
+            d.get("worker_deaths_survived", 0), f"{where}.worker_deaths_survived"
+        ),
+        "next_index": count(d.get("next_index", 0), f"{where}.next_index"),
+        "solved": solved,
+    }
+
+
+def record(d: Any, where: str):
+    """A :class:`~elegantpod.tournament.spec.PodRecord` from a snapshot's dict, checked."""
+    from elegantpod.tournament.spec import PodRecord
+
+    d = mapping(d, where)
+    if "pod_id" not in d:
+        raise StateError(f"{where} has no pod_id")
+    pod_id = check_pod_id(d["pod_id"], f"{where}.pod_id")
+    where = f"{where} ({pod_id})"
+    algo = algo_name(d.get("algo"), f"{where}.algo")
+    status = d.get("status", "queued")
+    if status not in STATUSES:
+        raise StateError(f"{where}.status must be one of {list(STATUSES)}, got {status!r}")
+    parent = d.get("parent")
+    seed = d.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or abs(seed) > 2**62:
+        raise StateError(f"{where}.seed must be an integer, got {seed!r}")
+    stop = d.get("stop_requested", False)
+    if not isinstance(stop, bool):
+        raise StateError(f"{where}.stop_requested must be true or false, got {stop!r}")
+
+    def ckpt(key: str) -> str | None:
+        v = d.get(key)
+        return None if v is None else checkpoint_name(v, f"{where}.{key}")
+
+    return PodRecord(
+        pod_id=pod_id,
+        algo=algo,
+        hparams=hparams(algo, d.get("hparams", {}), f"{where}.hparams"),
+        seed=seed,
+        parent=None if parent is None else check_pod_id(parent, f"{where}.parent"),
+        mutation=mutation(algo, d.get("mutation") or {}, f"{where}.mutation"),
+        parent_checkpoint=ckpt("parent_checkpoint"),
+        status=status,
+        segment=count(d.get("segment", 0), f"{where}.segment"),
+        env_steps=count(d.get("env_steps", 0), f"{where}.env_steps", MAX_COUNT),
+        latest_checkpoint=ckpt("latest_checkpoint"),
+        score_mean=score(d.get("score_mean"), f"{where}.score_mean"),
+        score_std=score(d.get("score_std"), f"{where}.score_std"),
+        wall_seconds=seconds(d.get("wall_seconds", 0.0), f"{where}.wall_seconds"),
+        steps_per_second=score(d.get("steps_per_second"), f"{where}.steps_per_second"),
+        retries=count(d.get("retries", 0), f"{where}.retries"),
+        error=text(d.get("error"), f"{where}.error"),
+        stop_requested=stop,
+    )
+
+
+def entry(d: Any, where: str):
+    """A leaderboard :class:`~elegantpod.tournament.leaderboard.Entry`, checked."""
+    from elegantpod.tournament.leaderboard import Entry
+
+    d = mapping(d, where)
+    if "pod_id" not in d:
+        raise StateError(f"{where} has no pod_id")
+    pod_id = check_pod_id(d["pod_id"], f"{where}.pod_id")
+    where = f"{where} ({pod_id})"
+    if "checkpoint" not in d:
+        raise StateError(f"{where} has no checkpoint")
+    algo = algo_name(d.get("algo"), f"{where}.algo")
+    parent = d.get("parent")
+    usable = d.get("usable", True)
+    if not isinstance(usable, bool):
+        raise StateError(f"{where}.usable must be true or false, got {usable!r}")
+    std = d.get("score_std")
+    return Entry(
+        pod_id=pod_id,
+        algo=algo,
+        hparams=hparams(algo, d.get("hparams", {}), f"{where}.hparams"),
+        score_mean=score(d.get("score_mean"), f"{where}.score_mean", optional=False),
+        # a single evaluation episode has no spread: NaN is saved as null
+        score_std=math.nan if std is None else score(std, f"{where}.score_std"),
+        env_steps=count(d.get("env_steps", 0), f"{where}.env_steps", MAX_COUNT),
+        wall_seconds=seconds(d.get("wall_seconds", 0.0), f"{where}.wall_seconds"),
+        checkpoint=checkpoint_name(d["checkpoint"], f"{where}.checkpoint"),
+        segment=count(d.get("segment", 0), f"{where}.segment"),
+        parent=None if parent is None else check_pod_id(parent, f"{where}.parent"),
+        mutation=mutation(algo, d.get("mutation") or {}, f"{where}.mutation"),
+        usable=usable,
+    )
+
+
+def load(raw: Any, where: str) -> tuple[dict, list, dict[str, Any]]:
+    """Records by pod id, leaderboard entries and counters from a whole snapshot."""
+    raw = mapping(raw, where)
+    records = {}
+    for i, d in enumerate(items(raw.get("pods", []), f"{where}: pods")):
+        rec = record(d, f"{where}: pods[{i}]")
+        if rec.pod_id in records:
+            raise StateError(f"{where}: pods[{i}]: pod {rec.pod_id!r} appears twice")
+        records[rec.pod_id] = rec
+    entries = [
+        entry(d, f"{where}: leaderboard[{i}]")
+        for i, d in enumerate(items(raw.get("leaderboard", []), f"{where}: leaderboard"))
+    ]
+    return records, entries, counters(raw.get("state"), f"{where}: state")
