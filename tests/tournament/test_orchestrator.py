@@ -351,3 +351,34 @@ def test_every_worker_death_is_counted_from_the_schedulers_view(tmp_path):
         cl = c.cluster
         c.close()
         cl.close()
+
+
+@pytest.mark.slow
+def test_a_parent_whose_checkpoint_fails_to_load_breeds_no_more(client, tmp_path):
+    from tests.tournament.test_hostile_store import entry, make_store, record
+
+    store = tmp_path / "s"
+    make_store(
+        store,
+        pods=[
+            record("p000", status="replaced", segment=1),
+            record(
+                "p001", status="queued", parent="p000", parent_checkpoint="pods/p000/seg-00001.pt"
+            ),
+        ],
+        leaderboard=[entry("p000")],
+        state={"total_steps": 2048, "elapsed_seconds": 1.0, "next_index": 2},
+    )
+    (store / "pods/p000").mkdir(parents=True)
+    (store / "pods/p000/seg-00001.pt").write_bytes(b"not a checkpoint")
+    t = Tournament.resume(store, client=client, max_seconds=60)
+    t.start()
+    summary = t.wait(timeout=90)
+    assert summary["pods_failed"] == 1
+    failure = t.pod("p001")["error"]
+    assert failure.startswith("ParentCheckpointError") and "seg-00001.pt" in failure
+    assert list(summary["failures"]) == [failure]
+    saved = Store(store).load_state()
+    assert saved["leaderboard"][0]["usable"] is False  # the generator skips it from now on
+    with pytest.raises(ValueError, match="'p000': its checkpoint failed to load"):
+        t.add_pod(parent="p000")
