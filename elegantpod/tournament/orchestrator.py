@@ -833,7 +833,7 @@ class Tournament:
                     if failures > MAX_TRANSIENT_FAILURES:
                         raise
                     time.sleep(min(5.0, 0.2 * failures))
-            self._error = None if self._status != "failed" else self._error
+            self._error = None
             self._finish()
         except Exception:
             self._error = traceback.format_exc()
@@ -914,6 +914,13 @@ class Tournament:
                     rec.status = "idle"  # alive, not running: Tournament.resume continues it
             self._elapsed_before = self._elapsed()
             self._started_at = None
+            if self._records and all(r.status == "failed" for r in self._records.values()):
+                # Nothing trained: not a finished tournament (the CLI exits non-zero).
+                self._status = "failed"
+                reasons = Counter(r.error for r in self._records.values())
+                self._error = "every pod failed: " + "; ".join(
+                    f"{n} x {why}" for why, n in reasons.most_common()
+                )
             if self._status != "failed":
                 self._status = "finished"
             self._save()

@@ -374,7 +374,7 @@ def test_a_parent_whose_checkpoint_fails_to_load_breeds_no_more(client, tmp_path
     t = Tournament.resume(store, client=client, max_seconds=60)
     t.start()
     summary = t.wait(timeout=90)
-    assert summary["pods_failed"] == 1
+    assert summary["pods_failed"] == 1 and summary["status"] == "finished"
     failure = t.pod("p001")["error"]
     assert failure.startswith("ParentCheckpointError") and "seg-00001.pt" in failure
     assert list(summary["failures"]) == [failure]
@@ -382,3 +382,26 @@ def test_a_parent_whose_checkpoint_fails_to_load_breeds_no_more(client, tmp_path
     assert saved["leaderboard"][0]["usable"] is False  # the generator skips it from now on
     with pytest.raises(ValueError, match="'p000': its checkpoint failed to load"):
         t.add_pod(parent="p000")
+
+
+@pytest.mark.slow
+def test_a_tournament_whose_every_pod_failed_has_failed_and_says_why(client, tmp_path):
+    from tests.tournament.test_hostile_store import entry, make_store, record
+
+    store = tmp_path / "s"
+    make_store(
+        store,
+        pods=[
+            record(
+                "p001", status="queued", parent="p000", parent_checkpoint="pods/p000/seg-00001.pt"
+            )
+        ],
+        leaderboard=[entry("p000")],  # its checkpoint was never written
+        state={"next_index": 2},
+    )
+    t = Tournament.resume(store, client=client, max_seconds=60)
+    t.start()
+    summary = t.wait(timeout=90)
+    assert summary["status"] == "failed"
+    assert summary["error"].startswith("every pod failed: 1 x ParentCheckpointError")
+    assert "does not exist" in summary["error"]
