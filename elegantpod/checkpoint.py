@@ -1,18 +1,24 @@
 """Checkpoints: atomic writes, ``weights_only`` loads, clear errors.
 
 A checkpoint is a plain dict of tensors, numbers and strings (the pod spec as JSON), so
-``torch.load(..., weights_only=True)`` can read it: loading never runs pickled code.
+``torch.load(..., weights_only=True)`` can read it: loading never runs pickled code. A
+checkpoint may come from anyone, so every field is checked before use, errors name the
+file and the field, and files or URLs that its spec names are not read on its say-so.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from elegantpod.config import PodSpec, check_json
 
 FORMAT = "elegantpod-checkpoint"
 VERSION = 1
@@ -80,6 +86,11 @@ def load_checkpoint(
         source: Any = io.BytesIO(fs.cat_file(p))
     else:
         path = Path(path)
+        if path.is_dir():
+            raise CheckpointError(
+                f"checkpoint {str(path)!r} is a folder, not a file "
+                f"(a pod's is {str(path / 'checkpoint.pt')!r})"
+            )
         if not path.is_file():
             raise CheckpointError(f"checkpoint {str(path)!r} does not exist")
         source = path
@@ -87,8 +98,7 @@ def load_checkpoint(
         data = torch.load(source, map_location=map_location, weights_only=True)
     except Exception as exc:  # torch raises several types for truncated/garbage files
         raise CheckpointError(
-            f"checkpoint {str(path)!r} is corrupt or not a torch file: {type(exc).__name__}: "
-            f"{str(exc).splitlines()[0] if str(exc) else ''}"
+            f"checkpoint {str(path)!r} is corrupt or not a torch file: {_reason(exc)}"
         ) from exc
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise CheckpointError(f"{str(path)!r} is not an elegantpod checkpoint")
@@ -98,3 +108,99 @@ def load_checkpoint(
             f"this elegantpod reads version {VERSION}"
         )
     return data
+
+
+def _reason(exc: Exception) -> str:
+    """Why torch could not load a file, without torch's advice to retry with
+    ``weights_only=False`` or to allowlist globals: that would run the file's code."""
+    text = str(exc)
+    if "Weights only load failed" in text:
+        found = re.search(r"Unsupported global: GLOBAL (\S+)", text)
+        if found:
+            return (
+                f"it holds a Python object ({found.group(1)}), not only tensors, numbers "
+                "and strings; elegantpod never loads such files, since that runs code"
+            )
+        found = re.search(r"WeightsUnpickler error: \s*(.+)", text)
+        return found.group(1).strip() if found else "not a weights-only torch file"
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return f"{type(exc).__name__}: {first}"
+
+
+def checkpoint_spec(path: str | Path) -> PodSpec:
+    """The validated :class:`PodSpec` saved in a checkpoint (nothing is built)."""
+    return spec_of(load_checkpoint(path), path)
+
+
+def spec_of(data: dict[str, Any], path) -> PodSpec:
+    """The checkpoint's spec, or a :class:`CheckpointError` naming the file and field."""
+    if "spec" not in data:
+        raise CheckpointError(f"checkpoint {str(path)!r} has no field 'spec'")
+    try:
+        return PodSpec.from_json(data["spec"])
+    except ValueError as exc:
+        raise CheckpointError(f"checkpoint {str(path)!r}: field 'spec': {exc}") from None
+
+
+def check_devices(spec: PodSpec, path) -> None:
+    """Raise :class:`CheckpointError` when the checkpoint's devices are not on this machine."""
+    named = [("device", spec.device)] + [("learner_devices", d) for d in spec.learner_devices]
+    for name, device in named:
+        try:
+            present = _is_present(torch.device(device))
+        except (RuntimeError, TypeError):
+            present = False
+        if not present:
+            raise CheckpointError(
+                f"checkpoint {str(path)!r}: field 'spec.{name}' is {device!r}, which this "
+                "machine lacks; pass device='cpu' (or another) to load it here"
+            )
+
+
+def _is_present(dev: torch.device) -> bool:
+    if dev.type == "cuda":
+        return torch.cuda.is_available() and (dev.index or 0) < torch.cuda.device_count()
+    if dev.type == "mps":
+        return torch.backends.mps.is_available()
+    return True
+
+
+def resolve_env_kwargs(spec: PodSpec, env_kwargs, path, allow_remote: bool) -> PodSpec:
+    """The spec with the caller's env keywords in force; refuses a file or URL that only
+    the checkpoint names (unless ``allow_remote``)."""
+    from elegantpod.envs.registry import external_sources
+
+    given = dict(env_kwargs or {})
+    check_json("env_kwargs", given)
+    kept = {k: v for k, v in spec.env_kwargs.items() if k not in given}
+    kept_eval = {k: v for k, v in spec.eval_env_kwargs.items() if k not in given}
+    if not allow_remote:
+        for field, kwargs in (("env_kwargs", kept), ("eval_env_kwargs", kept_eval)):
+            for key, value in external_sources(kwargs).items():
+                shown = repr(value) if len(repr(value)) <= 200 else repr(value)[:200] + "..."
+                raise CheckpointError(
+                    f"checkpoint {str(path)!r} names {shown} as spec.{field}.{key}: "
+                    "elegantpod does not read a file or URL that a checkpoint names. Pass it "
+                    f"yourself (Pod.from_checkpoint(path, env_kwargs={{{key!r}: ...}}), "
+                    "backtest(..., data=...) or `elegantpod backtest --data`), or "
+                    "allow_remote=True for a checkpoint you trust"
+                )
+    if not given:
+        return spec
+    return dataclasses.replace(spec, env_kwargs={**kept, **given}, eval_env_kwargs=kept_eval)
+
+
+def checked_rng_state(
+    state: Any, generator: torch.Generator, where: str, field: str
+) -> torch.Tensor:
+    """``state`` as a CPU byte tensor that ``generator``'s kind accepts (tried on a scratch
+    generator), or a :class:`CheckpointError` naming the field."""
+    try:
+        state = state.cpu()
+        torch.Generator(device=generator.device).set_state(state)
+    except (RuntimeError, TypeError, AttributeError, ValueError) as exc:
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise CheckpointError(
+            f"{where}: field {field!r} is not a random-number-generator state ({reason})"
+        ) from None
+    return state

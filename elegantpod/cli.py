@@ -16,19 +16,46 @@ def _import_option(p: argparse.ArgumentParser) -> None:
         action="append",
         metavar="MODULE",
         default=[],
-        help="import MODULE first (it may call register_algo / register_env); repeatable",
+        help="import MODULE first (it may call register_algo / register_env): an installed "
+        "module, one in the working folder, or a path to a .py file; repeatable",
     )
 
 
+def _drop_working_folder() -> None:
+    """Take the working folder off ``sys.path``.
+
+    ``python -m`` puts it first, so any ``sympy.py`` lying there would run when torch
+    imports sympy, though the user only ran ``elegantpod train``. Only ``--import`` puts
+    a folder back (:func:`_import_modules`).
+    """
+    try:
+        here = os.path.realpath(os.getcwd())
+    except OSError:  # the working folder was deleted
+        here = None
+    sys.path[:] = [p for p in sys.path if p and os.path.realpath(p) != here]
+
+
 def _import_modules(names: list[str]) -> None:
-    """Import user modules that register their own algorithms or envs, before any check."""
+    """Import user modules that register their own algorithms or envs, before any check.
+
+    ``--import mymodule`` finds an installed module, else ``./mymodule.py``;
+    ``--import plugins/mymodule.py`` imports that file. Its folder joins the *end* of
+    ``sys.path`` (Dask workers started later inherit it), so it adds modules but never
+    shadows an installed one.
+    """
     import importlib
 
-    if "" not in sys.path and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # `--import mymodule` finds ./mymodule.py
     for name in names:
+        module, folder = name, os.getcwd()
+        if name.endswith(".py") or os.sep in name:
+            module = os.path.splitext(os.path.basename(name))[0]
+            folder = os.path.dirname(os.path.abspath(name))
+            if not os.path.isfile(name):
+                raise ValueError(f"cannot import {name!r}: no such file")
+        if folder not in sys.path:
+            sys.path.append(folder)
         try:
-            importlib.import_module(name)
+            importlib.import_module(module)
         except Exception as exc:
             raise ValueError(f"cannot import {name!r}: {type(exc).__name__}: {exc}") from exc
 
@@ -289,6 +316,7 @@ def _read_index(index: str | None):
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; bad input prints one ``error:`` line and exits with status 2."""
+    _drop_working_folder()  # before anything imports lazily (torch imports sympy late)
     args = _parser().parse_args(argv)
     try:
         _import_modules(getattr(args, "imports", []))

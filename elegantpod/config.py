@@ -146,6 +146,60 @@ def in_range(name: str, value: float, low: float, high: float) -> None:
         raise ValueError(f"{name} must be in [{low}, {high}], got {value!r}")
 
 
+MAX_LR = 1.0
+"""Hard limit of learning rates: Adam steps of that size already wreck a network, and a
+larger value is a typo (``lr=1e308``), never a choice."""
+MAX_EPOCHS = 1_000
+"""Hard limit of passes over one rollout: an update must end within a segment."""
+MAX_NUM_ENVS = 2**22
+"""Hard limit of sub-envs per worker (4,194,304; the GPU benchmarks run 262,144)."""
+MAX_HORIZON = 100_000
+"""Hard limit of vector steps per rollout (defaults: 16 to 64)."""
+MAX_LAYER_WIDTH = 65_536
+"""Hard limit of units in one hidden layer (one such square layer is 16 GiB of weights)."""
+MAX_LAYERS = 64
+"""Hard limit of hidden layers."""
+MAX_BATCH = 2**24
+"""Hard limit of transitions per gradient step (``batch_size``, ``minibatch_size``)."""
+MAX_BUFFER = 2**30
+"""Hard limit of replay transitions."""
+MAX_REPLAY_RATIO = 1_000.0
+"""Hard limit of gradient steps per collected transition (published values: up to 20)."""
+MAX_EVAL_EPISODES = 10_000
+"""Hard limit of deterministic episodes per evaluation (each one is a sub-env)."""
+
+
+def bounded(name: str, value: Any, high: float, *, integer: bool = False) -> None:
+    """Raise ``ValueError`` naming ``name`` unless ``0 < value <= high``.
+
+    ``high`` is a hard limit (one of the ``MAX_*`` constants): a value past it is a typo
+    or an attack that would allocate terabytes or never finish, so it fails here, with
+    its name, rather than deep inside torch.
+    """
+    if integer and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    positive(name, value)
+    if value > high:
+        raise ValueError(f"{name} must be <= {high:,} (a hard limit), got {value!r}")
+
+
+def check_hidden(hidden: Any) -> None:
+    """Raise ``ValueError`` unless ``hidden`` is 1 to :data:`MAX_LAYERS` layer sizes,
+    each an integer in ``[1, MAX_LAYER_WIDTH]``."""
+    if not isinstance(hidden, tuple | list) or not hidden:
+        raise ValueError(f"hidden must be positive layer sizes, got {hidden!r}")
+    if len(hidden) > MAX_LAYERS:
+        raise ValueError(f"hidden has {len(hidden)} layers; at most {MAX_LAYERS} (a hard limit)")
+    for h in hidden:
+        if isinstance(h, bool) or not isinstance(h, int) or h < 1:
+            raise ValueError(f"hidden must be positive layer sizes, got {hidden!r}")
+        if h > MAX_LAYER_WIDTH:
+            raise ValueError(
+                f"hidden layer size {h:,} exceeds {MAX_LAYER_WIDTH:,} (a hard limit), "
+                f"in hidden={tuple(hidden)!r}"
+            )
+
+
 def check_learners(learners: int, num_envs: int, algo: str | None = None) -> None:
     """Raise ``ValueError`` unless each of ``learners`` fused learners gets a sub-env."""
     if num_envs >= learners:
@@ -240,6 +294,11 @@ class PodSpec:
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first bad field."""
+        for name in ("env_id", "algo", "device"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise ValueError(f"{name} must be a non-empty string, got {getattr(self, name)!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise ValueError(f"seed must be an integer, got {self.seed!r}")
         if isinstance(self.learners, bool) or not isinstance(self.learners, int):
             raise ValueError(f"learners must be an integer, got {self.learners!r}")
         positive("learners", self.learners)
@@ -253,7 +312,7 @@ class PodSpec:
         check_json("eval_env_kwargs", self.eval_env_kwargs)
         positive("max_steps", self.max_steps, allow_none=True)
         positive("max_seconds", self.max_seconds, allow_none=True)
-        positive("eval_episodes", self.eval_episodes)
+        bounded("eval_episodes", self.eval_episodes, MAX_EVAL_EPISODES, integer=True)
         positive("eval_every_steps", self.eval_every_steps, allow_none=True)
         if self.target_reward is not None and not math.isfinite(self.target_reward):
             raise ValueError(f"target_reward must be a finite number, got {self.target_reward!r}")
@@ -273,19 +332,134 @@ class PodSpec:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PodSpec:
-        """Rebuild and validate a spec from :meth:`to_dict` output (unknown keys are errors)."""
+        """Rebuild and validate a spec from :meth:`to_dict` output.
+
+        Raises
+        ------
+        ValueError
+            Naming unknown or missing keys, hyperparameters the algorithm does not have,
+            or the first bad value: a spec may come from a file someone else wrote.
+        """
         from elegantpod.agents import get_algo
 
+        if not isinstance(d, dict):
+            raise ValueError(f"a spec must be a JSON object, got {type(d).__name__}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ValueError(
+                f"unknown spec key(s) {unknown}; valid keys: {', '.join(sorted(names))}"
+            )
+        missing = [k for k in ("env_id", "algo") if k not in d]
+        if missing:
+            raise ValueError(f"the spec lacks {missing}")
         d = dict(d)
         if "learner_devices" in d:
+            if not isinstance(d["learner_devices"], list | tuple | None):
+                raise ValueError(f"learner_devices must be a list, got {d['learner_devices']!r}")
             d["learner_devices"] = tuple(d["learner_devices"] or ())
         hp = d.get("hparams")
         if hp is not None:
             config_cls = get_algo(d["algo"]).config_cls
-            d["hparams"] = config_cls(**config_values(config_cls, hp))
-        return cls(**d)
+            if not isinstance(hp, dict):
+                raise ValueError(f"hparams must be a JSON object, got {type(hp).__name__}")
+            fields = {f.name for f in dataclasses.fields(config_cls)}
+            alien = sorted(set(hp) - fields)
+            if alien:
+                raise ValueError(
+                    f"hparams {alien} are not {d['algo']} hyperparameters "
+                    f"({config_cls.__name__} has {', '.join(sorted(fields))})"
+                )
+            try:
+                d["hparams"] = config_cls(**config_values(config_cls, hp))
+            except TypeError as exc:  # a list where a tuple of numbers belongs, say
+                raise ValueError(f"hparams: {exc}") from None
+        spec = cls(**d)
+        spec.validate()
+        return spec
 
     @classmethod
     def from_json(cls, text: str) -> PodSpec:
         """Rebuild and validate a spec from :meth:`to_json` output."""
-        return cls.from_dict(json.loads(text))
+        if not isinstance(text, str | bytes):
+            raise ValueError(f"a spec must be JSON text, got {type(text).__name__}")
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"a spec must be JSON text: {exc}") from None
+        return cls.from_dict(d)
+
+
+# ---------------------------------------------------------------------------- memory
+def estimate_pod_bytes(spec: PodSpec, obs_dim: int = 1, act_dim: int = 1) -> int:
+    """About how many bytes a pod of ``spec`` allocates, for ``obs_dim`` observation
+    dimensions and ``act_dim`` action dimensions (or discrete choices).
+
+    Why: rollouts (``horizon * num_envs`` transitions), replays (``buffer_size``) and
+    networks (``hidden``) are preallocated tensors; past the device's memory their
+    allocation ends the process with a raw error, or swaps the machine to a halt. The
+    estimate counts rollout and replay storage (float32, two observations per
+    transition), the state of the training and evaluation envs, the networks with their
+    gradients and Adam moments, and the largest activations of an update, per fused
+    learner. With the default dimensions of 1 it is a lower bound, usable before an env
+    exists to tell them.
+    """
+    hp = spec.hparams if spec.hparams is not None else _default_hparams(spec.algo)
+    num_envs, horizon = int(getattr(hp, "num_envs", 1)), int(getattr(hp, "horizon", 1))
+    hidden = tuple(int(h) for h in getattr(hp, "hidden", ()) or ())
+    buffer_size = int(getattr(hp, "buffer_size", 0) or 0)
+    transition = 4 * (2 * obs_dim + act_dim + 3)
+    rollout = horizon * num_envs * transition
+    envs = (num_envs + int(spec.eval_episodes)) * 16 * obs_dim  # state, obs, final obs...
+    widths = (obs_dim, *hidden, act_dim)
+    params = sum(a * b + b for a, b in zip(widths, widths[1:], strict=False))
+    if buffer_size:  # off-policy: actor, twin critics and target copies
+        rows = int(getattr(hp, "batch_size", 1))
+        learner = buffer_size * transition + 6 * (16 * params + 8 * rows * sum(widths))
+    else:  # on-policy: actor and critic, and one pass over the whole rollout
+        rows = min(int(getattr(hp, "minibatch_size", 1)), horizon * num_envs)
+        whole = 8 * horizon * num_envs * max(widths)
+        learner = rollout + whole + 2 * (16 * params + 8 * rows * sum(widths))
+    return rollout + envs + int(spec.learners) * learner
+
+
+def available_bytes(device: Any) -> int | None:
+    """Free memory of ``device`` now (``None`` where it cannot be asked)."""
+    import torch
+
+    dev = torch.device(device)
+    if dev.type == "cpu":
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    if dev.type == "cuda" and torch.cuda.is_available():
+        return int(torch.cuda.mem_get_info(dev)[0])
+    return None
+
+
+def check_memory(spec: PodSpec, obs_dim: int = 1, act_dim: int = 1) -> None:
+    """Raise ``ValueError`` naming the sizes when a pod of ``spec`` would not fit the
+    memory its device has free now (see :func:`estimate_pod_bytes`)."""
+    need = estimate_pod_bytes(spec, obs_dim, act_dim)
+    have = available_bytes(spec.device)
+    if have is None or need <= have:
+        return
+    hp = spec.hparams if spec.hparams is not None else _default_hparams(spec.algo)
+    keys = ("num_envs", "horizon", "hidden", "buffer_size", "batch_size", "minibatch_size")
+    sizes = [f"{k}={getattr(hp, k)!r}" for k in keys if hasattr(hp, k)]
+    sizes += [f"eval_episodes={spec.eval_episodes}", f"learners={spec.learners}"]
+    raise ValueError(
+        f"this {spec.algo} pod would need about {_gib(need)} of memory "
+        f"({', '.join(sizes)}, obs_dim={obs_dim}) but {spec.device} has {_gib(have)} "
+        "free: lower those sizes"
+    )
+
+
+def _default_hparams(algo: str) -> Any:
+    from elegantpod.agents import get_algo
+
+    return get_algo(algo).config_cls()
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:,.1f} GiB"

@@ -8,18 +8,30 @@ count with identical weights, optimizer moments and RNG streams.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import gymnasium
 import torch
 
 from elegantpod.agents import get_algo
 from elegantpod.agents.base import Learner
 from elegantpod.buffers import RolloutBuffer
-from elegantpod.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from elegantpod.config import PodSpec
+from elegantpod.checkpoint import (
+    CheckpointError,
+    check_devices,
+    checked_rng_state,
+    load_checkpoint,
+    resolve_env_kwargs,
+    save_checkpoint,
+    spec_of,
+)
+from elegantpod.config import PodSpec, check_memory
 from elegantpod.envs import make_env
 from elegantpod.envs.base import VecEnv
 from elegantpod.types import EvalResult, Progress, TrainResult
@@ -126,8 +138,9 @@ class Pod:
     def __init__(self, spec: PodSpec, out_dir: str | Path | None = None, resume: bool = False):
         algo = get_algo(spec.algo)
         hparams = spec.hparams if spec.hparams is not None else algo.config_cls()
-        self.spec = spec if spec.hparams is not None else _replace(spec, hparams=hparams)
+        self.spec = spec if spec.hparams is not None else dataclasses.replace(spec, hparams=hparams)
         self.spec.validate()  # with the hyperparameters in force (defaults filled in)
+        check_memory(self.spec)  # a lower bound, before the envs allocate anything
         self.out_dir = Path(out_dir) if out_dir is not None else None
         torch.manual_seed(spec.seed)
         self.env = make_env(
@@ -137,6 +150,8 @@ class Pod:
             seed=spec.seed,
             **spec.env_kwargs,
         )
+        # now with the env's dimensions, before buffers and networks are allocated
+        check_memory(self.spec, *_dims(self.env))
         self.learner: Learner = _build_learner(algo, self.env, hparams, spec)
         horizon = hparams.horizon
         self.worker = Worker(self.env, self.learner, horizon, spec.seed)
@@ -150,6 +165,8 @@ class Pod:
         self.env_steps = 0
         self.curve: list[Progress] = []
         self.last_eval: EvalResult | None = None
+        self.stop_event = threading.Event()
+        """Set by :meth:`request_stop`; the run in progress (or the next) polls it."""
         if resume:
             if self.out_dir is None:
                 raise ValueError("resume=True needs out_dir")
@@ -165,13 +182,18 @@ class Pod:
         self,
         callback: Callable[[Progress], bool | None] | None = None,
         on_iteration: Callable[[Pod, dict[str, float]], bool | None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
     ) -> TrainResult:
         """Train until the target, the step budget or the time budget is reached.
 
         ``callback(progress)`` is called after each evaluation and
         ``on_iteration(pod, stats)`` after each learner update (this is where a
         tournament polls its controls and publishes progress); either returning
-        ``False`` stops the run.
+        ``False`` stops the run. ``should_stop()`` is polled inside each update too,
+        between gradient steps, as is :meth:`request_stop`: a stop then ends even a long
+        update within one gradient step, and the run ends (checkpointed) with the
+        weights learned so far. It must be cheap (read a remote control at most every
+        few tenths of a second).
         ``wall_seconds`` counts from here (envs and networks already built) to the end of
         the evaluation that first met the target, or to the end of training.
         """
@@ -182,24 +204,37 @@ class Pod:
         start = time.perf_counter()
         solved, stats = False, {}
         per_rollout = self.env.num_envs * self.worker.horizon
-        while True:
-            batch = self.worker.rollout()
-            stats = learner.update(batch) or stats
-            self.env_steps += per_rollout
-            if on_iteration is not None and on_iteration(self, stats) is False:
-                break
-            elapsed = time.perf_counter() - start
-            out_of_steps = max_steps is not None and self.env_steps >= max_steps
-            out_of_time = spec.max_seconds is not None and elapsed >= spec.max_seconds
-            if self.env_steps >= next_eval or out_of_steps or out_of_time:
-                next_eval += eval_every
-                progress = self._evaluate(start, stats)
-                score = progress.eval_return_mean if progress.score is None else progress.score
-                solved = spec.target_reward is not None and score >= spec.target_reward
-                if callback is not None and callback(progress) is False:
+
+        def is_stopping() -> bool:
+            return self.stop_event.is_set() or (should_stop is not None and bool(should_stop()))
+
+        # a learner that does not poll (a user's own, say) stops between updates only
+        outside = getattr(learner, "should_stop", None) or (lambda: False)
+        learner.should_stop = is_stopping
+        try:
+            while True:
+                batch = self.worker.rollout()
+                stats = learner.update(batch) or stats
+                self.env_steps += per_rollout
+                if is_stopping():
                     break
-            if solved or out_of_steps or out_of_time:
-                break
+                if on_iteration is not None and on_iteration(self, stats) is False:
+                    break
+                elapsed = time.perf_counter() - start
+                out_of_steps = max_steps is not None and self.env_steps >= max_steps
+                out_of_time = spec.max_seconds is not None and elapsed >= spec.max_seconds
+                if self.env_steps >= next_eval or out_of_steps or out_of_time:
+                    next_eval += eval_every
+                    progress = self._evaluate(start, stats)
+                    score = progress.eval_return_mean if progress.score is None else progress.score
+                    solved = spec.target_reward is not None and score >= spec.target_reward
+                    if callback is not None and callback(progress) is False:
+                        break
+                if solved or out_of_steps or out_of_time:
+                    break
+        finally:
+            learner.should_stop = outside
+            self.stop_event.clear()  # the request is answered
         wall = time.perf_counter() - start
         ckpt = self.save() if self.out_dir is not None else None
         ev = self.last_eval
@@ -236,6 +271,13 @@ class Pod:
     def evaluate(self) -> EvalResult:
         """A fresh deterministic evaluation of the current policy."""
         return self.evaluator.evaluate(self.learner)
+
+    def request_stop(self) -> None:
+        """Ask the run in progress (or else the next) to end within one gradient step.
+
+        Safe to call from any thread: a control thread, a widget, a signal handler.
+        """
+        self.stop_event.set()
 
     def close(self) -> None:
         """Release the envs (an async gymnasium env's worker processes, say)."""
@@ -276,40 +318,107 @@ class Pod:
 
         ``restore_rng=False`` keeps this pod's own random streams: a child pod copies its
         parent's networks and optimizer state but explores on its own seed.
+
+        Raises
+        ------
+        CheckpointError
+            Naming the file and the field that is missing, malformed or does not fit.
         """
-        data = load_checkpoint(path, map_location=self.spec.device)
-        saved = PodSpec.from_json(data["spec"])
+        self._restore(load_checkpoint(path, map_location=self.spec.device), path, restore_rng)
+
+    def _restore(self, data: dict[str, Any], path, restore_rng: bool = True) -> None:
+        where = f"checkpoint {str(path)!r}"
+        saved = spec_of(data, path)
         if saved.algo != self.spec.algo or saved.env_id != self.spec.env_id:
             raise CheckpointError(
-                f"checkpoint {str(path)!r} holds a {saved.algo!r} agent for {saved.env_id!r}, "
+                f"{where} holds a {saved.algo!r} agent for {saved.env_id!r}, "
                 f"not {self.spec.algo!r} for {self.spec.env_id!r}"
             )
+        env_steps = data.get("env_steps")
+        if isinstance(env_steps, bool) or not isinstance(env_steps, int) or env_steps < 0:
+            raise CheckpointError(
+                f"{where}: field 'env_steps' must be an integer >= 0, got {env_steps!r}"
+            )
+        # Check every RNG state before changing anything: a bad one leaves the pod as it was.
+        env_gen = getattr(self.env, "generator", None)
+        if restore_rng:
+            torch_rng = checked_rng_state(
+                data.get("torch_rng"), torch.default_generator, where, "torch_rng"
+            )
+            env_rng = data.get("env_rng")
+            if env_rng is not None and env_gen is not None:
+                env_rng = checked_rng_state(env_rng, env_gen, where, "env_rng")
+        if not isinstance(data.get("learner"), dict):
+            raise CheckpointError(f"{where}: field 'learner' is missing or not a dict")
         try:
             self.learner.load_state_dict(data["learner"])
-        except (RuntimeError, ValueError, KeyError) as exc:
-            first = str(exc).strip().splitlines()[0]
+        except (RuntimeError, ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise CheckpointError(
-                f"checkpoint {str(path)!r} does not fit this {self.spec.algo} network "
+                f"{where}: field 'learner' does not fit this {self.spec.algo} network "
                 f"(hidden={self.learner.config.hidden}): {first}"
             ) from exc
-        self.env_steps = int(data["env_steps"])
+        self.env_steps = env_steps
         if not restore_rng:
             self.learner.generator.manual_seed(self.spec.seed)
             return
-        torch.set_rng_state(data["torch_rng"].cpu())  # RNG states are CPU byte tensors
-        if data.get("env_rng") is not None and hasattr(self.env, "generator"):
-            self.env.generator.set_state(data["env_rng"].cpu())
+        torch.set_rng_state(torch_rng)
+        if env_rng is not None and env_gen is not None:
+            env_gen.set_state(env_rng)
 
     @classmethod
-    def from_checkpoint(cls, path: str | Path, device: str | None = None) -> Pod:
-        """Rebuild a pod (spec, weights, step count) from a checkpoint file alone."""
+    def from_checkpoint(
+        cls,
+        path: str | Path,
+        device: str | None = None,
+        *,
+        env_kwargs: dict[str, Any] | None = None,
+        allow_remote: bool = False,
+    ) -> Pod:
+        """Rebuild a pod (spec, weights, step count) from a checkpoint file.
+
+        A checkpoint may come from anyone, so a file or URL that its spec names for the
+        env (a trading env's ``data``: see
+        :func:`~elegantpod.envs.registry.external_sources`) is read only if you name it
+        yourself in ``env_kwargs``, or say ``allow_remote=True``.
+
+        Parameters
+        ----------
+        path
+            Local path or fsspec URL of the checkpoint.
+        device
+            Where the pod lives; ``None``: the checkpoint's device, which must exist here.
+        env_kwargs
+            Env keywords of your own, e.g. ``{"data": "prices.csv"}``: they replace the
+            checkpoint's, for the training and the evaluation env alike.
+        allow_remote
+            Read the files and URLs the checkpoint names: only for one you trust.
+
+        Raises
+        ------
+        CheckpointError
+            Naming the file and the field: a missing, corrupt or foreign file, a bad spec
+            or state, a device this machine lacks, or data you did not pass.
+        """
         data = load_checkpoint(path)
-        spec = PodSpec.from_json(data["spec"])
+        spec = spec_of(data, path)
         if device is not None:
-            spec = _replace(spec, device=device)
-        pod = cls(spec)
-        pod.load(path)
+            spec = dataclasses.replace(spec, device=device, learner_devices=())
+        else:
+            check_devices(spec, path)
+        pod = cls(resolve_env_kwargs(spec, env_kwargs, path, allow_remote))
+        pod._restore(data, path)
         return pod
+
+
+def _dims(env: VecEnv) -> tuple[int, int]:
+    """Observation and action dimensions (discrete: choices) of ``env``, for memory checks."""
+    obs = env.observation_space
+    act = env.action_space
+    obs_dim = math.prod(obs.shape) if obs.shape else 1
+    if isinstance(act, gymnasium.spaces.Discrete):
+        return obs_dim, int(act.n)
+    return obs_dim, math.prod(act.shape) if act.shape else 1
 
 
 def _build_learner(algo, env: VecEnv, hparams, spec: PodSpec):
@@ -325,9 +434,3 @@ def _build_learner(algo, env: VecEnv, hparams, spec: PodSpec):
             for i, dev in enumerate(devices)
         ]
     )
-
-
-def _replace(spec: PodSpec, **changes) -> PodSpec:
-    import dataclasses
-
-    return dataclasses.replace(spec, **changes)

@@ -10,7 +10,14 @@ from typing import Any
 
 from elegantpod.agents import get_algo
 from elegantpod.checkpoint import atomic_write_bytes
-from elegantpod.config import PodSpec, check_fitness, check_json, json_safe, replace_checked
+from elegantpod.config import (
+    PodSpec,
+    check_fitness,
+    check_json,
+    check_memory,
+    json_safe,
+    replace_checked,
+)
 from elegantpod.envs import check_env_id, check_eval_env
 from elegantpod.types import Progress, TrainResult
 
@@ -76,6 +83,7 @@ def build_spec(
         learners=learners,
     )
     spec.validate()
+    check_memory(spec)  # a lower bound (1-dimensional observations): no env is built yet
     return spec
 
 

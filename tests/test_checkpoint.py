@@ -1,4 +1,5 @@
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,112 @@ def test_atomic_save_leaves_old_file_intact_on_failure(tmp_path):
         save_checkpoint(path, {"a": Unpicklable()})
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["ck.pt"]  # no temp files left behind
+
+
+# -- malformed checkpoints: one clear CheckpointError naming the file and the field ----
+def _spec_change(**changes):
+    def change(data):
+        spec = json.loads(data["spec"])
+        spec.update(changes)
+        data["spec"] = json.dumps(spec)
+
+    return change
+
+
+def _set(key, value):
+    def change(data):
+        data[key] = value
+
+    return change
+
+
+MALFORMED = {
+    "no spec": (lambda d: d.pop("spec"), "has no field 'spec'"),
+    "extra spec keys": (_spec_change(evil=1), r"field 'spec': unknown spec key\(s\) \['evil'\]"),
+    "another algorithm's hyperparameters": (
+        _spec_change(hparams=dataclasses.asdict(SACConfig())),
+        r"field 'spec': hparams \[.*'buffer_size'.*\] are not ppo hyperparameters",
+    ),
+    "spec not a string": (
+        lambda d: d.update(spec=json.loads(d["spec"])),
+        "field 'spec': a spec must be JSON text, got dict",
+    ),
+    "spec not JSON": (_set("spec", "{not json"), "field 'spec': a spec must be JSON text"),
+    "absurd hyperparameter": (
+        _spec_change(hparams={"lr": 1e308}),
+        r"field 'spec': lr must be <= 1.0",
+    ),
+    "bad RNG state": (
+        _set("torch_rng", torch.zeros(3, dtype=torch.uint8)),
+        "field 'torch_rng' is not a random-number-generator state",
+    ),
+    "RNG state not a tensor": (
+        _set("torch_rng", "seed"),
+        "field 'torch_rng' is not a random-number-generator state",
+    ),
+    "bad step count": (_set("env_steps", "many"), "field 'env_steps' must be an integer"),
+    "no learner": (lambda d: d.pop("learner"), "field 'learner' is missing"),
+    "learner of junk": (_set("learner", {"modules": 3}), "field 'learner' does not fit"),
+}
+
+
+@pytest.fixture(scope="module")
+def good_checkpoint(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("good")
+    return _trained_pod(tmp, num_envs=8, horizon=64).checkpoint_path
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_malformed_checkpoints_are_one_clear_error(case, good_checkpoint, tmp_path):
+    change, message = MALFORMED[case]
+    data = torch.load(good_checkpoint, weights_only=True)
+    change(data)
+    path = tmp_path / "bad.pt"
+    torch.save(data, path)
+    where = f"checkpoint {str(path)!r}"
+    with pytest.raises(CheckpointError, match=message) as info:
+        Pod.from_checkpoint(path)
+    assert str(info.value).startswith(where)
+    pod = Pod(PodSpec(env_id="CartPole-v1", algo="ppo", hparams=PPOConfig(num_envs=8, horizon=64)))
+    before = torch.get_rng_state()
+    with pytest.raises(CheckpointError, match=message) as info:
+        pod.load(path)
+    assert str(info.value).startswith(where)
+    assert torch.equal(torch.get_rng_state(), before) and pod.env_steps == 0
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_a_device_this_machine_lacks_is_named(good_checkpoint, tmp_path):
+    data = torch.load(good_checkpoint, weights_only=True)
+    _spec_change(device="cuda")(data)
+    path = tmp_path / "gpu.pt"
+    torch.save(data, path)
+    with pytest.raises(CheckpointError, match=r"field 'spec.device' is 'cuda', which this"):
+        Pod.from_checkpoint(path)
+    assert Pod.from_checkpoint(path, device="cpu").env_steps == 4096  # loadable here, asked
+    # a pod of its own loads the weights onto its own device
+    pod = Pod(PodSpec(env_id="CartPole-v1", algo="ppo", hparams=PPOConfig(num_envs=8, horizon=64)))
+    pod.load(path)
+    assert pod.env_steps == 4096
+
+
+def test_junk_files_and_folders_get_no_advice_to_run_their_code(tmp_path):
+    junk = tmp_path / "junk.pt"
+    junk.write_bytes(b"definitely not a zip archive")
+    evil = tmp_path / "evil.pt"
+
+    class Evil:
+        def __reduce__(self):
+            return (print, ("pwned",))
+
+    torch.save({"format": "elegantpod-checkpoint", "version": 1, "x": Evil()}, evil)
+    for path in (junk, evil):
+        with pytest.raises(CheckpointError, match=f"checkpoint {str(path)!r} is corrupt") as info:
+            Pod.from_checkpoint(path)
+        text = str(info.value)
+        for advice in ("weights_only", "trusted source", "safe_globals", "Re-running"):
+            assert advice not in text, text
+    with pytest.raises(CheckpointError, match=r"holds a Python object \(print\)"):
+        load_checkpoint(evil)
+    with pytest.raises(CheckpointError, match="is a folder, not a file"):
+        Pod.from_checkpoint(tmp_path)

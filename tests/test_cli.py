@@ -277,3 +277,49 @@ def test_import_registers_a_users_algorithm(tmp_path):
     )
     assert bad.returncode == 2
     assert "cannot import 'no_such_mod'" in bad.stderr
+
+
+SHADOW = "open({marker!r}, 'w').write('ran')\nraise ImportError('a stray sympy.py')\n"
+
+
+@pytest.mark.parametrize("how", ["console script", "python -m"])
+def test_modules_in_the_working_folder_never_shadow_installed_ones(how, tmp_path):
+    """A ``sympy.py`` lying in the working folder must not run: torch imports sympy while
+    the first optimizer is built, and ``python -m`` puts the working folder on sys.path."""
+    marker = tmp_path / "marker"
+    (tmp_path / "sympy.py").write_text(SHADOW.format(marker=str(marker)))
+    (tmp_path / "my_algos.py").write_text(PLUGIN)
+    cmd = (
+        [str(Path(sys.executable).parent / "elegantpod")]
+        if how == "console script"
+        else [sys.executable, "-m", "elegantpod.cli"]
+    )
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    for extra in ([], ["--import", "my_algos", "--algo", "myppo"]):
+        p = subprocess.run(
+            [*cmd, "train", "--env", "CartPole-v1", "--algo", "ppo", "--max-steps", "2048"]
+            + ["--quiet", "--json", *extra],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+            env=env,
+        )
+        assert p.returncode == 0, p.stderr
+        assert not marker.exists(), f"the working folder's sympy.py ran ({extra})"
+    # --import still finds a module in the working folder, and a file named by path
+    assert json.loads(p.stdout.strip().splitlines()[-1])["algo"] == "myppo"
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "more_algos.py").write_text(PLUGIN.replace("myppo", "otherppo"))
+    p = subprocess.run(
+        [*cmd, "train", "--import", "plugins/more_algos.py", "--env", "CartPole-v1"]
+        + ["--algo", "otherppo", "--max-steps", "2048", "--quiet", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout.strip().splitlines()[-1])["algo"] == "otherppo"
+    assert not marker.exists()

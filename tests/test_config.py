@@ -1,7 +1,7 @@
 import pytest
 
-from elegantpod.agents import PPOConfig, SACConfig
-from elegantpod.config import PodSpec, parse_assignments, replace_checked
+from elegantpod.agents import DDPGConfig, DQNConfig, PPOConfig, SACConfig, TD3Config
+from elegantpod.config import MAX_EVAL_EPISODES, PodSpec, parse_assignments, replace_checked
 
 
 def test_replace_checked_coerces_strings_to_field_types():
@@ -55,3 +55,62 @@ def test_parse_assignments():
     assert parse_assignments(["lr=1e-3", " gamma = 0.9"]) == {"lr": "1e-3", "gamma": "0.9"}
     with pytest.raises(ValueError, match="key=value, got 'lr'"):
         parse_assignments(["lr"])
+
+
+ALL_CONFIGS = [PPOConfig, SACConfig, TD3Config, DDPGConfig, DQNConfig]
+
+
+@pytest.mark.parametrize("config_cls", ALL_CONFIGS)
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("lr", 1e308, r"lr must be <= 1.0 \(a hard limit\)"),
+        ("num_envs", 10**9, "num_envs must be <= 4,194,304"),
+        ("horizon", 10**9, "horizon must be <= 100,000"),
+        ("hidden", (10**6, 10**6), "hidden layer size 1,000,000 exceeds 65,536"),
+        ("hidden", (8,) * 65, "hidden has 65 layers; at most 64"),
+        ("num_envs", 2.5, "num_envs must be an integer"),
+        ("gamma", 1.5, r"gamma must be in \[0.0, 1.0\]"),
+    ],
+)
+def test_every_config_has_hard_limits(config_cls, key, value, message):
+    with pytest.raises(ValueError, match=message):
+        replace_checked(config_cls(), {key: value})
+
+
+@pytest.mark.parametrize(
+    ("config_cls", "key", "value", "message"),
+    [
+        (PPOConfig, "epochs", 10**9, "epochs must be <= 1,000"),
+        (PPOConfig, "minibatch_size", 2**30, "minibatch_size must be <= 16,777,216"),
+        (PPOConfig, "clip_coef", 2.0, "clip_coef must be <= 1.0"),
+        (SACConfig, "batch_size", 2**30, "batch_size must be <= 16,777,216"),
+        (SACConfig, "buffer_size", 2**40, "buffer_size must be <= 1,073,741,824"),
+        (TD3Config, "replay_ratio", 1e9, "replay_ratio must be <= 1,000.0"),
+        (DQNConfig, "learning_starts", 2**40, "learning_starts must be <= 1,073,741,824"),
+    ],
+)
+def test_sizes_and_counts_past_their_limits_are_named(config_cls, key, value, message):
+    with pytest.raises(ValueError, match=message):
+        replace_checked(config_cls(), {key: value})
+
+
+def test_defaults_limits_and_search_spaces_stay_valid():
+    from elegantpod.agents import get_algo
+    from elegantpod.tournament.generator import SEARCH_SPACES
+
+    for config_cls in ALL_CONFIGS:
+        config_cls().validate()
+    replace_checked(PPOConfig(), {"epochs": 1000, "lr": 1.0, "num_envs": 2**22})
+    replace_checked(SACConfig(), {"hidden": (65_536,), "batch_size": 2**24})
+    for algo, space in SEARCH_SPACES.items():
+        for key, bound in space.items():
+            for value in (bound.clip(bound.low), bound.clip(bound.high)):
+                replace_checked(get_algo(algo).config_cls(), {key: value})
+
+
+def test_eval_episodes_are_bounded():
+    spec = PodSpec(env_id="CartPole-v1", algo="ppo", eval_episodes=10**9)
+    with pytest.raises(ValueError, match="eval_episodes must be <= 10,000"):
+        spec.validate()
+    PodSpec(env_id="CartPole-v1", algo="ppo", eval_episodes=MAX_EVAL_EPISODES).validate()

@@ -1,8 +1,11 @@
 import math
+import threading
+import time
 
 import pytest
 import torch
 
+from elegantpod.agents import PPOConfig, SACConfig
 from elegantpod.config import PodSpec
 from elegantpod.pod import Evaluator, Pod
 
@@ -44,8 +47,6 @@ def test_same_seed_same_run():
 
 
 def test_gymnasium_env_through_the_adapter_in_a_pod():
-    from elegantpod.agents import PPOConfig
-
     pod = Pod(
         PodSpec(
             env_id="MountainCar-v0",
@@ -68,3 +69,39 @@ def test_bad_spec_values_are_named():
     with pytest.raises(ValueError, match="unknown algorithm"):
         Pod(PodSpec(env_id="CartPole-v1", algo="a3c"))
     assert torch.get_num_threads() >= 1
+
+
+def test_eval_episodes_past_the_limit_are_refused_before_any_env():
+    with pytest.raises(ValueError, match="eval_episodes must be <= 10,000"):
+        Pod(PodSpec(env_id="CartPole-v1", algo="ppo", eval_episodes=10**9))
+
+
+@pytest.mark.parametrize("learners", [1, 2])
+def test_a_stop_request_reaches_a_pod_inside_a_long_update(learners):
+    """1000 epochs of 32 minibatches: a minute in one update, unless the stop gets in."""
+    hp = PPOConfig(epochs=1000, minibatch_size=64)
+    pod = Pod(
+        PodSpec(env_id="CartPole-v1", algo="ppo", max_steps=2048, hparams=hp, learners=learners)
+    )
+    timer = threading.Timer(0.5, pod.request_stop)
+    timer.start()
+    start = time.perf_counter()
+    result = pod.run()
+    timer.join()
+    assert time.perf_counter() - start < 8
+    assert result.env_steps == 2048 and not pod.stop_event.is_set()  # answered, cleared
+
+
+def test_should_stop_is_polled_between_gradient_steps():
+    calls = []
+
+    def should_stop() -> bool:  # as a tournament segment reads its control variable
+        calls.append(1)
+        return len(calls) > 10
+
+    hp = SACConfig(learning_starts=64, replay_ratio=100.0, batch_size=32)
+    pod = Pod(PodSpec(env_id="Pendulum-v1", algo="sac", max_steps=10**6, hparams=hp))
+    result = pod.run(should_stop=should_stop)
+    assert result.env_steps == 64  # one rollout; its update owed 6400 gradient steps
+    assert pod.learner.gradient_steps == 10
+    assert pod.learner.should_stop() is False  # the pod's check is gone after the run

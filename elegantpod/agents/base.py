@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 import gymnasium
@@ -51,6 +51,10 @@ class Learner(ABC):
         """How rollouts and replay buffers store actions."""
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
         self.modules: dict[str, torch.nn.Module] = {}
+        self.should_stop: Callable[[], bool] = _never
+        """Polled between gradient steps (PPO: minibatches): ``True`` ends the update
+        early, with the statistics so far. A running :class:`~elegantpod.pod.Pod` sets
+        it, so that a stop request reaches a long update; it must be cheap."""
 
     # -- action spaces ----------------------------------------------------------------
     @classmethod
@@ -170,3 +174,8 @@ class Learner(ABC):
         if "generator" in state:
             self.generator.set_state(state["generator"].cpu())
         self._apply_lr()
+
+
+def _never() -> bool:
+    """The :attr:`Learner.should_stop` of a learner outside a running pod."""
+    return False

@@ -133,8 +133,10 @@ class DDPG(OffPolicyLearner):
         if n_updates == 0:
             return {}
         sums = torch.zeros(3, device=self.device)
-        actor_steps = 0
+        actor_steps, first = 0, self.gradient_steps
         for _ in range(n_updates):
+            if self.should_stop():  # a stop request ends even a long burst
+                break
             b = self.replay.sample(c.batch_size)
             y = self.td_target(b)
             q = self.critic(b.obs, b.action)
@@ -157,8 +159,11 @@ class DDPG(OffPolicyLearner):
                 actor_steps += 1
             sums[0] += j_q.detach()
             sums[2] += q.detach()[0].mean()
-        j_q_mean, j_mu_sum, q_mean = sums.tolist()
-        stats = {"losses/critic": j_q_mean / n_updates, "charts/q": q_mean / n_updates}
+        done = self.gradient_steps - first
+        if done == 0:
+            return {}
+        j_q_sum, j_mu_sum, q_sum = sums.tolist()
+        stats = {"losses/critic": j_q_sum / done, "charts/q": q_sum / done}
         if actor_steps:
             stats["losses/actor"] = j_mu_sum / actor_steps
         return stats

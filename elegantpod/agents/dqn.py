@@ -173,7 +173,10 @@ class DQN(OffPolicyLearner):
             return {}
         opt = self.optimizers["q"]
         sums = torch.zeros(2, device=self.device)
+        first = self.gradient_steps
         for _ in range(n_updates):
+            if self.should_stop():  # a stop request ends even a long burst
+                break
             b = self.replay.sample(c.batch_size)
             with torch.no_grad():
                 q_next_online = self.q(b.next_obs) if c.double else None
@@ -190,5 +193,8 @@ class DQN(OffPolicyLearner):
             if self.gradient_steps % c.target_update_every == 0:
                 polyak(self.q_target, self.q, c.tau)
             sums += torch.stack((loss.detach(), q.detach().mean()))
-        loss_mean, q_mean = (sums / n_updates).tolist()
+        done = self.gradient_steps - first
+        if done == 0:
+            return {}
+        loss_mean, q_mean = (sums / done).tolist()
         return {"losses/q": loss_mean, "charts/q": q_mean, "charts/epsilon": self.epsilon}

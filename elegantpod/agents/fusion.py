@@ -82,6 +82,16 @@ class FusedLearners:
         """Actions of the (fused, hence shared) policy for ``obs``."""
         return self.lead.act(obs, deterministic)
 
+    @property
+    def should_stop(self):
+        """The stop check every fused learner polls (see ``Learner.should_stop``)."""
+        return self.lead.should_stop
+
+    @should_stop.setter
+    def should_stop(self, check) -> None:
+        for learner in self.learners:
+            learner.should_stop = check
+
     def set_hparams(self, **changes: Any) -> None:
         """Apply live hyperparameter changes to every fused learner alike."""
         for learner in self.learners:

@@ -17,7 +17,18 @@ import torch
 
 from elegantpod.agents.base import Learner
 from elegantpod.buffers import ReplayBuffer
-from elegantpod.config import in_range, positive
+from elegantpod.config import (
+    MAX_BATCH,
+    MAX_BUFFER,
+    MAX_HORIZON,
+    MAX_LR,
+    MAX_NUM_ENVS,
+    MAX_REPLAY_RATIO,
+    bounded,
+    check_hidden,
+    in_range,
+    positive,
+)
 from elegantpod.types import Batch
 
 Tensor = torch.Tensor
@@ -49,16 +60,30 @@ class OffPolicyConfig:
     """Hidden layer sizes of every network."""
 
     def validate(self) -> None:
-        """Raise ``ValueError`` naming the first hyperparameter out of range."""
-        for name in ("num_envs", "horizon", "lr", "batch_size", "buffer_size", "replay_ratio"):
-            positive(name, getattr(self, name))
+        """Raise ``ValueError`` naming the first hyperparameter out of range.
+
+        Sizes and counts have hard limits (``elegantpod.config.MAX_*``), so that a typo
+        or a hostile mutation cannot allocate terabytes or start an endless update.
+        """
+        bounded("num_envs", self.num_envs, MAX_NUM_ENVS, integer=True)
+        bounded("horizon", self.horizon, MAX_HORIZON, integer=True)
+        bounded("batch_size", self.batch_size, MAX_BATCH, integer=True)
+        bounded("buffer_size", self.buffer_size, MAX_BUFFER, integer=True)
+        bounded("lr", self.lr, MAX_LR)
+        bounded("replay_ratio", self.replay_ratio, MAX_REPLAY_RATIO)
         in_range("gamma", self.gamma, 0.0, 1.0)
         positive("tau", self.tau)
         in_range("tau", self.tau, 0.0, 1.0)
+        if isinstance(self.learning_starts, bool) or not isinstance(self.learning_starts, int):
+            raise ValueError(f"learning_starts must be an integer, got {self.learning_starts!r}")
         if self.learning_starts < 0:
             raise ValueError(f"learning_starts must be >= 0, got {self.learning_starts!r}")
-        if not self.hidden or any(h < 1 for h in self.hidden):
-            raise ValueError(f"hidden must be positive layer sizes, got {self.hidden!r}")
+        if self.learning_starts > MAX_BUFFER:
+            raise ValueError(
+                f"learning_starts must be <= {MAX_BUFFER:,} (a hard limit), "
+                f"got {self.learning_starts!r}"
+            )
+        check_hidden(self.hidden)
 
 
 class OffPolicyLearner(Learner):

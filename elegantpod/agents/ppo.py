@@ -19,7 +19,17 @@ from torch import nn
 
 from elegantpod.agents.base import Learner
 from elegantpod.agents.nets import RunningNorm, mlp
-from elegantpod.config import in_range, positive
+from elegantpod.config import (
+    MAX_BATCH,
+    MAX_EPOCHS,
+    MAX_HORIZON,
+    MAX_LR,
+    MAX_NUM_ENVS,
+    bounded,
+    check_hidden,
+    in_range,
+    positive,
+)
 from elegantpod.types import Batch
 
 Tensor = torch.Tensor
@@ -61,14 +71,24 @@ class PPOConfig:
     """Initial log standard deviation of Gaussian policies (continuous actions)."""
 
     def validate(self) -> None:
-        """Raise ``ValueError`` naming the first hyperparameter out of range."""
-        for name in ("num_envs", "horizon", "lr", "epochs", "minibatch_size", "max_grad_norm"):
-            positive(name, getattr(self, name))
+        """Raise ``ValueError`` naming the first hyperparameter out of range.
+
+        Sizes and counts have hard limits (``elegantpod.config.MAX_*``), so that a typo
+        or a hostile mutation cannot allocate terabytes or start an endless update.
+        """
+        bounded("num_envs", self.num_envs, MAX_NUM_ENVS, integer=True)
+        bounded("horizon", self.horizon, MAX_HORIZON, integer=True)
+        bounded("epochs", self.epochs, MAX_EPOCHS, integer=True)
+        bounded("minibatch_size", self.minibatch_size, MAX_BATCH, integer=True)
+        bounded("lr", self.lr, MAX_LR)
+        positive("max_grad_norm", self.max_grad_norm)
         in_range("gamma", self.gamma, 0.0, 1.0)
         in_range("gae_lambda", self.gae_lambda, 0.0, 1.0)
-        positive("clip_coef", self.clip_coef)
-        if not self.hidden or any(h < 1 for h in self.hidden):
-            raise ValueError(f"hidden must be positive layer sizes, got {self.hidden!r}")
+        bounded("clip_coef", self.clip_coef, 1.0)
+        for name in ("ent_coef", "vf_coef", "init_log_std"):
+            if not math.isfinite(getattr(self, name)):
+                raise ValueError(f"{name} must be a finite number, got {getattr(self, name)!r}")
+        check_hidden(self.hidden)
 
 
 def gae(
@@ -212,9 +232,13 @@ class PPO(Learner):
             "losses/approx_kl",
             "losses/clipfrac",
         )
+        is_stopped = False
         for epoch in range(c.epochs):
             perm = torch.randperm(B, device=self.device, generator=self.generator)
             for start in range(0, B - mb + 1, mb):
+                if self.should_stop():  # a stop request ends even a long update
+                    is_stopped = True
+                    break
                 idx = perm[start : start + mb]
                 logp, entropy = self.log_prob_entropy(obs[idx], action[idx])
                 log_ratio = logp - old_logp[idx]
@@ -236,11 +260,11 @@ class PPO(Learner):
                     clipfrac = ((ratio - 1).abs() > c.clip_coef).float().mean()
                     sums += torch.stack((-l_clip.mean(), l_vf, s, approx_kl, clipfrac))
                 steps += 1
-            if epoch == c.epochs - 1:
+            if is_stopped or epoch == c.epochs - 1:
                 self.obs_norm.update(batch.obs)
                 yield dict(zip(keys, (sums / max(steps, 1)).tolist(), strict=True))
-            else:
-                yield {}
+                return
+            yield {}
 
 
 class _ParamHolder(nn.Module):

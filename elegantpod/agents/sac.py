@@ -122,7 +122,10 @@ class SAC(OffPolicyLearner):
         sums = torch.zeros(4, device=self.device)
         critic_params = list(self.critic.parameters())
         target_params = list(self.critic_target.parameters())
+        first = self.gradient_steps
         for _ in range(n_updates):
+            if self.should_stop():  # a stop request ends even a long burst
+                break
             b = self.replay.sample(c.batch_size)
             alpha = self.log_alpha.exp().detach()
             with torch.no_grad():
@@ -152,7 +155,10 @@ class SAC(OffPolicyLearner):
             with torch.no_grad():
                 torch._foreach_lerp_(target_params, critic_params, c.tau)
                 sums += torch.stack((j_q.detach(), j_pi.detach(), j_alpha.detach(), alpha))
-        vals = (sums / n_updates).tolist()
+        done = self.gradient_steps - first
+        if done == 0:
+            return {}
+        vals = (sums / done).tolist()
         return dict(
             zip(
                 ("losses/critic", "losses/actor", "losses/alpha", "charts/alpha"), vals, strict=True

@@ -15,6 +15,10 @@ KWARG_ENVS = {"StockTrading-v0": ("elegantpod.finance.trading_env", "StockTradin
 """Native envs configured by keyword arguments (data, dates...), imported when used."""
 
 
+SOURCE_KWARGS = ("data",)
+"""Env keywords whose values name files or URLs that the env reads (a trading env's
+market data); see :func:`external_sources`."""
+
 BUILTIN_ENVS = frozenset(NATIVE_ENVS) | frozenset(KWARG_ENVS)
 CUSTOM_ENVS: dict[str, type] = {}
 """Env classes added with :func:`register_env` (a tournament ships them to its workers)."""
@@ -48,6 +52,35 @@ def register_env(env_id: str, cls: type | None = None):
     NATIVE_ENVS[env_id] = cls
     CUSTOM_ENVS[env_id] = cls
     return cls
+
+
+def external_sources(env_kwargs: dict) -> dict:
+    """The entries of ``env_kwargs`` that would make an env read a file or fetch a URL.
+
+    Why: a spec inside a checkpoint comes from whoever wrote the file, and building its
+    env must not reach the network or read a local path on their say-so. A
+    :data:`SOURCE_KWARGS` keyword counts unless it names shipped data (``"sp500"``), and
+    so does any keyword whose value holds a URL (``"://"``), for custom envs.
+    """
+    from elegantpod.finance.data import SAMPLES
+
+    out = {}
+    for key, value in env_kwargs.items():
+        is_sample = value is None or (isinstance(value, str) and value in SAMPLES)
+        if (key in SOURCE_KWARGS and not is_sample) or any("://" in t for t in _strings(value)):
+            out[key] = value
+    return out
+
+
+def _strings(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _strings(v)
 
 
 def available_envs() -> list[str]:

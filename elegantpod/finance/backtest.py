@@ -140,6 +140,7 @@ def backtest(
     index: Any = None,
     device: str = "cpu",
     name: str | None = None,
+    allow_remote: bool = False,
     **env_overrides: Any,
 ) -> BacktestResult:
     """Replay ``agent``'s deterministic policy over ``[start, end]`` and compare it.
@@ -162,6 +163,11 @@ def backtest(
         Where the policy and the env run.
     name
         The agent's name in tables and charts.
+    allow_remote
+        Let a checkpoint's own spec name the market data (a file or URL) that its agent
+        is rebuilt with: only for a checkpoint you trust. Otherwise ``data`` stands in
+        for it, and without ``data`` such a checkpoint is refused (shipped samples such
+        as ``"sp500"`` are always fine).
     **env_overrides
         Other trading-env settings for the backtest (``cost``, ``initial_amount``...);
         by default those the agent trained with.
@@ -169,8 +175,9 @@ def backtest(
     Raises
     ------
     ValueError
-        For a non-trading agent, tickers or indicators that differ from the agent's, or
-        a range outside the data, before anything runs.
+        For a non-trading agent, tickers or indicators that differ from the agent's, a
+        range outside the data, or a checkpoint that names data you did not pass
+        (:class:`~elegantpod.checkpoint.CheckpointError`), before anything runs.
     """
     from elegantpod.pod import Pod
 
@@ -180,7 +187,7 @@ def backtest(
         agent = agent.best(device=device)
     elif isinstance(agent, str | Path):
         info["checkpoint"] = str(agent)
-        agent = Pod.from_checkpoint(agent, device=device)
+        agent = _from_checkpoint(agent, data, device, allow_remote)
     if not isinstance(agent, Pod):
         raise TypeError(
             f"agent must be a Pod, a checkpoint path or a Tournament, got {type(agent).__name__}"
@@ -216,6 +223,23 @@ def backtest(
         spec=spec.to_dict(),
     )
     return _run(agent.learner, env, info, bench_index)
+
+
+def _from_checkpoint(path, data, device: str, allow_remote: bool):
+    """The checkpoint's agent; the caller's ``data`` stands in for a file or URL that the
+    checkpoint names, without its training dates (that data need not cover them). Only
+    the policy's input size is checked then (by loading): the agent's tickers are in the
+    data that is not read."""
+    from elegantpod.checkpoint import checkpoint_spec
+    from elegantpod.envs.registry import external_sources
+    from elegantpod.pod import Pod
+
+    own = None
+    if data is not None and not allow_remote:
+        spec = checkpoint_spec(path)
+        if external_sources(spec.env_kwargs) or external_sources(spec.eval_env_kwargs):
+            own = {"data": data, "start": None, "end": None}
+    return Pod.from_checkpoint(path, device=device, env_kwargs=own, allow_remote=allow_remote)
 
 
 @torch.inference_mode()

@@ -99,9 +99,12 @@ def test_benchmarks_and_metrics(pod, market):
     assert d["tickers"] == TICKERS and d["agent"]["spec"]["env_id"] == "StockTrading-v0"
 
 
-def test_backtest_from_a_checkpoint_file(pod):
+def test_backtest_from_a_checkpoint_file(pod, market):
     path = pod.save()
-    a = backtest(path, start="2016-05-02", end="2016-06-30")
+    # the checkpoint names a local file: read only when the user names it too
+    with pytest.raises(ValueError, match="spec.env_kwargs.data"):
+        backtest(path, start="2016-05-02", end="2016-06-30")
+    a = backtest(path, data=market, start="2016-05-02", end="2016-06-30")
     b = backtest(pod, start="2016-05-02", end="2016-06-30")
     pd.testing.assert_series_equal(a.account_value, b.account_value, check_names=False)
     assert a.agent["checkpoint"] == str(path)
