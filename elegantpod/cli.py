@@ -87,9 +87,13 @@ def _parser() -> argparse.ArgumentParser:
     _env_options(t)
     r = sub.add_parser("tournament", help="run a tournament of pods on Dask")
     _import_option(r)
-    r.add_argument("--env", required=True, help="native or gymnasium env id")
-    r.add_argument("--algos", default="ppo", help="comma-separated algorithms, e.g. ppo,sac")
-    r.add_argument("--pods", type=int, default=4, help="population size")
+    r.add_argument(
+        "--env", default=None, help="native or gymnasium env id (with --resume: the store's)"
+    )
+    r.add_argument(
+        "--algos", default=None, help="comma-separated algorithms, e.g. ppo,sac (default ppo)"
+    )
+    r.add_argument("--pods", type=int, default=None, help="population size (default 4)")
     where = r.add_mutually_exclusive_group()
     where.add_argument("--workers", type=int, default=None, help="local worker processes")
     where.add_argument("--address", default=None, help="existing Dask scheduler address")
@@ -97,9 +101,14 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--max-seconds", type=float, default=None)
     r.add_argument("--max-steps", type=int, default=None, help="env steps over all pods")
     r.add_argument("--segment-steps", type=int, default=None, help="env steps per segment")
-    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--seed", type=int, default=None)
     r.add_argument("--store", required=True, help="directory or fsspec URL of the tournament")
     r.add_argument("--resume", action="store_true", help="continue the tournament in --store")
+    r.add_argument(
+        "--force",
+        action="store_true",
+        help="with --resume: take the store over from a writer that is gone (its lease)",
+    )
     r.add_argument("--json", action="store_true", help="print the summary as one JSON line")
     r.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     r.add_argument("--eval-episodes", type=int, default=None, help="episodes per evaluation")
@@ -194,30 +203,12 @@ def _train(args) -> int:
     return 0
 
 
-def follow(t, every: float | None = 2.0) -> None:
-    """Block while ``t`` runs, printing its progress to stderr every ``every`` seconds."""
-    import time
-
-    last = 0.0
-    while t.status == "running":
-        time.sleep(0.5)
-        if every is not None and time.monotonic() - last > every:
-            last = time.monotonic()
-            s = t.summary()
-            best = "-" if s["best_score"] is None else f"{s['best_score']:.1f} ({s['best_pod']})"
-            print(
-                f"[{s['wall_seconds']:6.1f}s] best {best}, pods in flight {t.pods_in_flight}, "
-                f"env steps {s['env_steps_total']}",
-                file=sys.stderr,
-                flush=True,
-            )
-
-
 def _tournament(args) -> int:
     import json
 
     from elegantpod.cluster import cluster
     from elegantpod.config import json_safe
+    from elegantpod.progress import follow
     from elegantpod.tournament import Tournament
 
     budget = {
@@ -225,31 +216,38 @@ def _tournament(args) -> int:
         "max_seconds": args.max_seconds,
         "max_steps": args.max_steps,
     }
+    given = {
+        "env": args.env,
+        "algos": args.algos,
+        "pods": args.pods,
+        "seed": args.seed,
+        "segment_steps": args.segment_steps,
+        "eval_episodes": args.eval_episodes,
+        "env_kwargs": env_kwargs(args.env_arg) or None,
+        "eval_env_kwargs": env_kwargs(args.eval_env_arg) or None,
+        "fitness": None if args.fitness == "return" else args.fitness,
+        **budget,
+    }
+    given = {k: v for k, v in given.items() if v is not None}
     if args.resume:
-        overrides = {k: v for k, v in budget.items() if v is not None}
-        t = Tournament.resume(args.store, **overrides)
+        # What is given must agree with the store, except budgets and the like, which
+        # change visibly; nothing given is silently ignored.
+        t = Tournament.resume(args.store, force=args.force, **given)
+        for key, (old, new) in t.resume_changes.items():
+            print(f"resume: {key} {old!r} -> {new!r}", file=sys.stderr)
     else:
+        if args.force:
+            raise ValueError("--force takes over a store's lease: it goes with --resume")
+        if args.env is None:
+            raise ValueError("--env is required (unless --resume continues a store)")
         if args.target_reward is None and args.max_seconds is None and args.max_steps is None:
             raise ValueError(
                 "give at least one end condition: --target-reward, --max-seconds or --max-steps"
             )
-        t = Tournament(
-            args.env,
-            args.algos,
-            args.pods,
-            store=args.store,
-            seed=args.seed,
-            segment_steps=args.segment_steps,
-            env_kwargs=env_kwargs(args.env_arg),
-            eval_env_kwargs=env_kwargs(args.eval_env_arg),
-            fitness=args.fitness,
-            **({"eval_episodes": args.eval_episodes} if args.eval_episodes else {}),
-            **budget,
-        )
+        env = given.pop("env")
+        t = Tournament(env, store=args.store, **given)
     # All input is checked; only now start (or reach) a cluster.
-    t.client = cluster(args.address, n_workers=args.workers)
-    t._own_client = True
-    t.start()
+    t.start(cluster(args.address, n_workers=args.workers), close_client=True)
     follow(t, every=None if args.quiet else 2.0)
     summary = t.wait()
     if not args.quiet:
@@ -263,7 +261,10 @@ def _tournament(args) -> int:
             f"{summary['best_score']} by {summary['best_pod']} in "
             f"{summary['wall_seconds']:.1f}s; store {summary['store']}"
         )
-    return 0 if summary["status"] == "finished" else 1
+    if summary["status"] != "finished":
+        print(f"elegantpod: tournament {summary['status']}: {summary['error']}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _backtest(args) -> int:

@@ -33,8 +33,8 @@ def run_demo(seed: int = 0, max_seconds: float = 150.0, out_dir: str | None = No
     int
         0 when the tournament finished with no failed pod and the report was written.
     """
-    from elegantpod.cli import follow
     from elegantpod.finance import DateSplits, backtest
+    from elegantpod.progress import follow
     from elegantpod.tournament import Tournament
 
     if not max_seconds > 0:

@@ -183,6 +183,31 @@ def test_tournament_json_contract(tmp_path):
     board = json.loads((store / "leaderboard.json").read_text())
     assert board[0]["pod_id"] == last["best_pod"]
 
+    # --resume needs no --env; what is given must agree with the store...
+    p = run("tournament", "--store", str(store), "--resume", "--env", "Pendulum-v1")
+    assert p.returncode == 2
+    assert "env_id='CartPole-v1'; a resume cannot change it to 'Pendulum-v1'" in p.stderr
+    p = run("tournament", "--store", str(store), "--resume", "--pods", "8")
+    assert p.returncode == 2 and "pods=2; a resume cannot change it to 8" in p.stderr
+    # ...and a budget changes visibly; the store's spec is used for everything else
+    p = run(
+        "tournament",
+        "--store",
+        str(store),
+        "--resume",
+        "--workers",
+        "2",
+        "--target-reward",
+        "1000",
+        "--max-steps",
+        str(last["env_steps_total"] + 20000),
+        "--json",
+    )
+    assert p.returncode == 0, p.stderr
+    assert "resume: target_reward 475.0 -> 1000.0" in p.stderr
+    resumed = json.loads(p.stdout.strip().splitlines()[-1])
+    assert resumed["env"] == "CartPole-v1" and resumed["env_steps_total"] > last["env_steps_total"]
+
 
 @pytest.mark.parametrize(
     ("args", "message"),

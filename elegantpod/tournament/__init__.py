@@ -1,7 +1,8 @@
-"""The tournament-based ensemble: leaderboard, generator, store and the Dask orchestrator."""
+"""The tournament-based ensemble: population (pure), runner (Dask), store, and the facade."""
 
 from elegantpod.tournament.generator import SEARCH_SPACES, Bound, GeneratorConfig
 from elegantpod.tournament.leaderboard import Entry
+from elegantpod.tournament.lease import Lease, LeaseError, LeaseLost
 from elegantpod.tournament.orchestrator import Tournament
 from elegantpod.tournament.spec import PodRecord, TournamentSpec
 from elegantpod.tournament.store import Store
@@ -11,6 +12,9 @@ __all__ = [
     "Bound",
     "Entry",
     "GeneratorConfig",
+    "Lease",
+    "LeaseError",
+    "LeaseLost",
     "PodRecord",
     "Store",
     "Tournament",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from elegantpod.config import in_range
-from elegantpod.tournament.leaderboard import Entry, rank, threshold
+from elegantpod.tournament.leaderboard import Entry, rank
 
 
 @dataclass(frozen=True)
@@ -94,10 +94,10 @@ class GeneratorConfig:
 
     selection: str = "truncation"
     """``"truncation"``: uniform among the top fraction; ``"softmax"``: weights
-    ``exp(z / temperature)`` over z-scored leaderboard scores."""
+    ``exp(z / temperature)`` over z-scored scores of the live pods."""
     truncation: float = 0.5
-    """Fraction of the leaderboard that parents come from, and below which a pod is
-    replaced by a new one at the end of its segment."""
+    """Fraction of the live pods that parents come from (the top) and that are replaced
+    at the end of a segment (the bottom)."""
     temperature: float = 1.0
     """Softmax temperature (lower: greedier)."""
     perturb_factors: tuple[float, float] = (0.8, 1.2)
@@ -107,6 +107,8 @@ class GeneratorConfig:
     ready_segments: int = 2
     """Segments a pod trains before it may be replaced (PBT's "ready" criterion): young
     pods are not judged on their first, noisiest evaluations."""
+    score_window: int = 2
+    """Segments whose scores the exploit rule averages per pod (smooths noisy evaluations)."""
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first bad setting."""
@@ -116,6 +118,10 @@ class GeneratorConfig:
         in_range("resample_prob", self.resample_prob, 0.0, 1.0)
         if not self.temperature > 0:
             raise ValueError(f"temperature must be > 0, got {self.temperature!r}")
+        for name in ("ready_segments", "score_window"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
 
 
 def choose_parent(entries: list[Entry], rng: random.Random, cfg: GeneratorConfig) -> Entry:
@@ -170,22 +176,34 @@ def choose_algo(algos: list[str], counts: Counter | dict[str, int], rng: random.
     return rng.choice([a for a in algos if counts.get(a, 0) == fewest])
 
 
-def should_replace(
-    score: float, entries: list[Entry], cfg: GeneratorConfig, segments_done: int
-) -> bool:
-    """Exploit: a ready pod whose segment scored below the top fraction is replaced.
+def should_exploit(pod_id: str, scores: dict[str, float], cfg: GeneratorConfig) -> bool:
+    """PBT's truncation rule: is ``pod_id`` in the bottom fraction of the live pods?
 
     Parameters
     ----------
-    score
-        The pod's latest segment score (NaN: replace, once ready).
-    entries
-        The leaderboard; with fewer than two entries nothing is replaced.
-    segments_done
-        Segments the pod has completed; see ``GeneratorConfig.ready_segments``.
+    pod_id
+        The (ready) pod that just finished a segment; a key of ``scores``.
+    scores
+        Recent score of every live pod with one (NaN: no finite score yet).
+    cfg
+        ``truncation``: the bottom ``floor(n * truncation)`` pods are replaced. A pod is
+        there when at least ``n - floor(n * truncation)`` pods score strictly higher, so
+        ties replace nobody; a NaN score ranks last. With fewer than two pods, never.
     """
-    if len(entries) < 2 or segments_done < cfg.ready_segments:
+    n = len(scores)
+    n_bottom = math.floor(n * cfg.truncation)
+    if n < 2 or n_bottom < 1:
         return False
-    if not math.isfinite(score):
-        return True
-    return score < threshold(entries, cfg.truncation)
+    mine = scores[pod_id]
+    if not math.isfinite(mine):
+        return any(math.isfinite(s) for s in scores.values())
+    better = sum(1 for p, s in scores.items() if p != pod_id and math.isfinite(s) and s > mine)
+    return better >= n - n_bottom
+
+
+def search_space(algo: str) -> dict[str, Bound]:
+    """Where the generator may move each hyperparameter of ``algo`` (its learner's own)."""
+    from elegantpod.agents import get_algo
+
+    space = getattr(get_algo(algo), "search_space", None)
+    return dict(space) if space is not None else dict(SEARCH_SPACES.get(algo, {}))

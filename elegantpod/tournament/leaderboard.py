@@ -96,12 +96,3 @@ def update(entries: list[Entry], candidate: Entry, k: int) -> tuple[list[Entry],
     if not inserted:
         return ranked[:k], False
     return new, True
-
-
-def threshold(entries: list[Entry], fraction: float) -> float:
-    """Score that separates the top ``fraction`` of the leaderboard from the rest."""
-    ranked = rank(entries)
-    if not ranked:
-        return -math.inf
-    n_top = max(1, math.ceil(len(ranked) * fraction))
-    return ranked[min(n_top, len(ranked)) - 1].score_mean

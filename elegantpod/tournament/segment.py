@@ -88,6 +88,7 @@ class _Control:
         # The orchestrator knew the pod's state when it submitted this segment, so the
         # first poll can wait POLL_SECONDS: a short segment then costs no round trip.
         self.name, self.var, self.last_poll, self.version = name, None, time.monotonic(), -1
+        self.unread: dict | None = None  # fetched by stop_requested(), not yet acted on
         if name is not None:
             from distributed import Variable
 
@@ -101,9 +102,29 @@ class _Control:
             return None
         self.last_poll = now
         try:
-            return self.var.get(timeout=1)
+            msg = self.var.get(timeout=1)
         except Exception:  # unset, or scheduler briefly unreachable: keep running
             return None
+        self.unread = None
+        return msg
+
+    def next(self) -> dict | None:
+        """The newest command not yet acted on (a poll, or what ``stop_requested`` read)."""
+        msg = self.poll()
+        if msg is None:
+            msg, self.unread = self.unread, None
+        return msg
+
+    def stop_requested(self) -> bool:
+        """Polled inside a learner's update: stop now if the pod or tournament stopped.
+
+        A command read here that is not a stop is kept for the next iteration.
+        """
+        msg = self.poll()
+        if msg is None:
+            return False
+        self.unread = msg
+        return msg.get("state") == "stopped" or msg.get("tournament") == "stopped"
 
 
 class _Events:
@@ -116,13 +137,20 @@ class _Events:
 
             self.worker = get_worker()
 
-    def publish(self, msg: dict, force: bool = False) -> None:
+    def publish(self, msg, force: bool = False) -> None:
+        """Send ``msg`` (a dict, or a function making one) unless rate-limited.
+
+        A function is called only when the event goes out, so what it drains (the
+        training returns since the last event) is never drained into a dropped event.
+        """
         if self.worker is None:
             return
         now = time.monotonic()
         if not force and now - self.last < EVENT_SECONDS:
             return
         self.last = now
+        if callable(msg):
+            msg = msg()
         self.sent += 1
         self.worker.log_event(
             self.topic,
@@ -179,7 +207,7 @@ def _run(task: SegmentTask, spec: PodSpec, pod) -> SegmentResult:
 
     def on_iteration(p, stats: dict[str, float]) -> bool | None:
         nonlocal stopped, applied_version
-        cmd = control.poll()
+        cmd = control.next()
         while cmd is not None:
             if cmd.get("version", -1) != applied_version and cmd.get("hparams"):
                 p.learner.set_hparams(**cmd["hparams"])
@@ -194,7 +222,7 @@ def _run(task: SegmentTask, spec: PodSpec, pod) -> SegmentResult:
             cmd = control.poll(force=True)
         elapsed = time.perf_counter() - start_wall
         events.publish(
-            {
+            lambda: {
                 "type": "progress",
                 "status": "running",
                 "env_steps": p.env_steps,
@@ -213,7 +241,13 @@ def _run(task: SegmentTask, spec: PodSpec, pod) -> SegmentResult:
         pod.spec = dataclasses.replace(
             spec, max_steps=budget_steps, max_seconds=task.segment_seconds
         )
-        pod.run(on_iteration=on_iteration)
+
+        def stop_now() -> bool:  # polled inside long updates too
+            nonlocal stopped
+            stopped = stopped or control.stop_requested()
+            return stopped
+
+        pod.run(on_iteration=on_iteration, should_stop=stop_now)
         ev = (
             pod.last_eval
             if pod.last_eval is not None and pod.curve and pod.curve[-1].env_steps == pod.env_steps

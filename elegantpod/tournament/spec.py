@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from elegantpod.config import check_fitness, check_json, positive
+from elegantpod.config import MAX_EVAL_EPISODES, bounded, check_fitness, check_json, positive
 from elegantpod.tournament.generator import GeneratorConfig
 
 
@@ -46,6 +46,9 @@ class TournamentSpec:
     """Parent selection and mutation."""
     max_retries: int = 3
     """Resubmissions of a segment after Dask gives up on it (``KilledWorker``)."""
+    failed_replacements: int = 8
+    """Failed pods replaced by new ones over the whole tournament; a setup that fails
+    every pod stops after this many instead of breeding failures forever."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of every pod's env (JSON values), e.g. a trading env's data and
     training dates."""
@@ -63,6 +66,7 @@ class TournamentSpec:
         positive("learners", self.learners)
         positive("leaderboard_size", self.leaderboard_size)
         positive("eval_episodes", self.eval_episodes)
+        bounded("eval_episodes", self.eval_episodes, MAX_EVAL_EPISODES, integer=True)
         for name in ("max_seconds", "max_steps", "segment_steps", "segment_seconds"):
             positive(name, getattr(self, name), allow_none=True)
         if self.target_reward is not None and not math.isfinite(self.target_reward):
@@ -73,6 +77,7 @@ class TournamentSpec:
             "eval_episodes",
             "seed",
             "max_retries",
+            "failed_replacements",
             "learners",
         ):
             value = getattr(self, name)
@@ -90,8 +95,9 @@ class TournamentSpec:
             raise ValueError(f"unknown device {self.device!r}") from exc
         if not self.algos:
             raise ValueError("algos must name at least one algorithm")
-        if self.max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0, got {self.max_retries!r}")
+        for name in ("max_retries", "failed_replacements"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
         self.generator.validate()
         check_fitness(self.fitness)
         check_json("env_kwargs", self.env_kwargs)
@@ -143,6 +149,8 @@ class PodRecord:
     retries: int = 0
     error: str | None = None
     stop_requested: bool = False
+    recent_scores: list[float] = field(default_factory=list)
+    """The last segment scores (``GeneratorConfig.score_window``) the exploit rule averages."""
 
     def to_dict(self) -> dict[str, Any]:
         """The record as JSON-able values (non-finite scores become ``None``)."""
@@ -150,6 +158,7 @@ class PodRecord:
         # dataclasses.asdict's deep copy was most of its CPU time with hundreds of pods.
         d = {f.name: getattr(self, f.name) for f in _RECORD_FIELDS}
         d["hparams"], d["mutation"] = dict(self.hparams), dict(self.mutation)
+        d["recent_scores"] = list(self.recent_scores)
         for k in ("score_mean", "score_std", "steps_per_second"):
             if isinstance(d[k], float) and not math.isfinite(d[k]):
                 d[k] = None

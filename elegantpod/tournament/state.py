@@ -183,6 +183,7 @@ def counters(value: Any, where: str = "state") -> dict[str, Any]:
             d.get("worker_deaths_survived", 0), f"{where}.worker_deaths_survived"
         ),
         "next_index": count(d.get("next_index", 0), f"{where}.next_index"),
+        "failures_replaced": count(d.get("failures_replaced", 0), f"{where}.failures_replaced"),
         "solved": solved,
     }
 
@@ -231,6 +232,10 @@ def record(d: Any, where: str):
         retries=count(d.get("retries", 0), f"{where}.retries"),
         error=text(d.get("error"), f"{where}.error"),
         stop_requested=stop,
+        recent_scores=[
+            score(x, f"{where}.recent_scores[{i}]", optional=False)
+            for i, x in enumerate(items(d.get("recent_scores", []), f"{where}.recent_scores")[:64])
+        ],
     )
 
 

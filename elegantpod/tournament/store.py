@@ -167,6 +167,47 @@ class Store:
                     removed.append(str(tmp))
         return removed
 
+    def checkpoints(self) -> dict[str, int]:
+        """Every checkpoint in the store, ``{store-relative name: size in bytes}`` (one
+        recursive listing; names that are not checkpoints are left out)."""
+        try:
+            root = self._fs_path("pods")
+            self.fs.invalidate_cache(root)
+            found = self.fs.find(root, detail=True)
+        except FileNotFoundError:
+            return {}
+        out = {}
+        base = self._fs_path("").rstrip("/")
+        for path, info in found.items():
+            name = str(path)[len(base) :].lstrip("/") if str(path).startswith(base) else ""
+            if not name:  # some backends drop the protocol or the leading slash
+                name = "/".join(str(path).replace("\\", "/").split("/")[-3:])
+            if state.CHECKPOINT_NAME.match(name):
+                out[name] = int(info.get("size") or 0)
+        return out
+
+    def prune(self, keep: set[str], settled: dict[str, int]) -> tuple[list[str], int]:
+        """Delete checkpoints nobody needs; return (deleted names, bytes left in pods/).
+
+        A checkpoint goes only if it is not in ``keep`` and its pod's segment number is
+        at most ``settled[pod]`` (the segments whose results the state already holds):
+        a segment still running, or one whose result came after the last save, is never
+        touched, nor is any pod the state does not know. Call it after the pointer moved.
+        """
+        deleted, left = [], 0
+        for name, size in self.checkpoints().items():
+            m = state.CHECKPOINT_NAME.match(name)
+            pod, segment = m.group(1), int(m.group(2))
+            if name in keep or pod not in settled or segment > settled[pod]:
+                left += size
+                continue
+            try:
+                self.fs.rm(self._fs_path(*name.split("/")))
+                deleted.append(name)
+            except OSError:
+                left += size  # housekeeping: a failure here must not fail the tournament
+        return deleted, left
+
     def pod_ids(self) -> list[str]:
         """Pods that have a checkpoint folder (one listing; used on resume)."""
         try:

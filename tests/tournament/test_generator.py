@@ -10,7 +10,7 @@ from elegantpod.tournament.generator import (
     choose_algo,
     choose_parent,
     mutate,
-    should_replace,
+    should_exploit,
 )
 from elegantpod.tournament.leaderboard import Entry
 
@@ -104,13 +104,23 @@ def test_choose_algo_keeps_the_mix():
         choose_algo([], {}, rng)
 
 
-def test_should_replace_only_ready_pods_below_the_top_fraction():
-    cfg = GeneratorConfig(truncation=0.5, ready_segments=2)
-    assert not should_replace(0.0, BOARD, cfg, segments_done=1)  # not ready yet
-    assert should_replace(5.0, BOARD, cfg, segments_done=2)
-    assert not should_replace(8.0, BOARD, cfg, segments_done=2)
-    assert should_replace(float("nan"), BOARD, cfg, segments_done=2)
-    assert not should_replace(0.0, BOARD[:1], cfg, segments_done=5)
+def test_should_exploit_replaces_the_bottom_fraction_of_the_live_pods():
+    nan = float("nan")
+    cfg = GeneratorConfig(truncation=0.5)
+    live = {"p0": 10.0, "p1": 8.0, "p2": 5.0, "p3": 1.0}
+    assert [p for p in live if should_exploit(p, live, cfg)] == ["p2", "p3"]
+    assert [p for p in live if should_exploit(p, live, GeneratorConfig(truncation=0.25))] == ["p3"]
+    # ties replace nobody: a pod is in the bottom only if enough pods are strictly better
+    assert not should_exploit("p1", {"p0": 5.0, "p1": 5.0}, cfg)
+    assert should_exploit("p1", {"p0": 5.0, "p1": 4.0}, cfg)
+    # no score ranks last, unless nobody has one
+    assert should_exploit("p1", {"p0": 5.0, "p1": nan}, cfg)
+    assert not should_exploit("p1", {"p0": nan, "p1": nan}, cfg)
+    # one pod alone, or a fraction that rounds down to no pod, replaces nothing
+    assert not should_exploit("p0", {"p0": -1e9}, cfg)
+    assert not should_exploit(
+        "p2", {"p0": 3.0, "p1": 2.0, "p2": 1.0}, GeneratorConfig(truncation=0.3)
+    )
 
 
 @pytest.mark.parametrize(

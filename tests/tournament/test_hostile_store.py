@@ -195,3 +195,13 @@ def test_pod_folders_that_are_not_pod_ids_are_ignored(tmp_path):
     for name in ("p000", "p012", "..evil", "notes"):
         (tmp_path / "s/pods" / name).mkdir(parents=True, exist_ok=True)
     assert s.pod_ids() == ["p000", "p012"]
+
+
+def test_data_a_store_names_is_not_read_unless_the_user_gives_it(tmp_path):
+    spec = TournamentSpec(
+        env_id="StockTrading-v0",
+        env_kwargs={"data": "http://127.0.0.1:9/prices.csv", "tickers": ["AAPL"]},
+    ).to_dict()
+    make_store(tmp_path / "s", spec=spec)
+    with pytest.raises(StoreError, match=r"names data to read in env_kwargs.*http://127.0.0.1:9"):
+        Tournament.resume(tmp_path / "s")

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from elegantpod.tournament.leaderboard import Entry, rank, threshold, update
+from elegantpod.tournament.leaderboard import Entry, rank, update
 
 
 def e(pod, score, std=1.0, steps=100, seg=1):
@@ -60,11 +60,7 @@ def test_nan_std_ranks_after_finite_std_on_equal_scores():
     assert [x.pod_id for x in rank([e("a", 1, math.nan), e("b", 1, 5.0)])] == ["b", "a"]
 
 
-def test_threshold_and_bad_k():
-    board = [e("a", 4), e("b", 3), e("c", 2), e("d", 1)]
-    assert threshold(board, 0.5) == 3
-    assert threshold(board, 0.25) == 4
-    assert threshold([], 0.5) == -math.inf
+def test_bad_k():
     with pytest.raises(ValueError, match="k must be >= 1, got 0"):
         update([], e("a", 1), k=0)
 

@@ -14,6 +14,7 @@ import pytest
 
 from elegantpod import Pod, Tournament, cluster
 from elegantpod.checkpoint import load_checkpoint
+from elegantpod.tournament.lease import LeaseError
 from elegantpod.tournament.store import Store
 
 CLIENT = textwrap.dedent(
@@ -68,7 +69,11 @@ def test_tournament_on_s3_resumes_after_its_client_is_killed(s3, tmp_path):
 
         with pytest.raises(ValueError, match="already holds a tournament"):
             Tournament(env="CartPole-v1", store=url, client=c)
-        t = Tournament.resume(url, client=c, max_steps=steps_before + 30_000)
+        # The killed client still holds the store's lease: refused, naming it...
+        with pytest.raises(LeaseError, match=r"is held by .* pid \d+, heartbeat .* force=True"):
+            Tournament.resume(url, client=c).start()
+        # ...until the user says that writer is gone.
+        t = Tournament.resume(url, client=c, max_steps=steps_before + 30_000, force=True)
         assert list(t.leaderboard["pod"]) == [e["pod_id"] for e in saved["leaderboard"]]
         segments = {r["pod_id"]: r["segment"] for r in saved["pods"]}
         t.start()

@@ -11,6 +11,7 @@ from distributed import Client
 
 from elegantpod import Pod, Tournament, cluster
 from elegantpod.checkpoint import load_checkpoint
+from elegantpod.tournament.spec import TournamentSpec
 from elegantpod.tournament.store import Store
 from tests.helpers import latest_steps, wait_until
 
@@ -84,7 +85,7 @@ def test_pause_resume_mutate_stop_reach_a_running_pod(client, tmp_path):
         assert latest_steps(t, "p000") == s1  # paused: the step count does not grow
         other = latest_steps(t, "p001")
         assert wait_until(lambda: latest_steps(t, "p001") > other, 5)  # p001 keeps going
-        t.resume("p000")
+        t.resume_pod("p000")
         assert wait_until(lambda: latest_steps(t, "p000") > s1, 5)
         assert t.pod("p000")["status"] == "running"
 
@@ -368,18 +369,24 @@ def test_a_parent_whose_checkpoint_fails_to_load_breeds_no_more(client, tmp_path
         ],
         leaderboard=[entry("p000")],
         state={"total_steps": 2048, "elapsed_seconds": 1.0, "next_index": 2},
+        spec=TournamentSpec(env_id="CartPole-v1", pods=2).to_dict(),
     )
     (store / "pods/p000").mkdir(parents=True)
     (store / "pods/p000/seg-00001.pt").write_bytes(b"not a checkpoint")
     t = Tournament.resume(store, client=client, max_seconds=60)
     t.start()
     summary = t.wait(timeout=90)
+    # p001 failed on its parent; its replacement is a fresh pod, not another child of it
     assert summary["pods_failed"] == 1 and summary["status"] == "finished"
+    children = {r["pod_id"]: r["parent"] for r in t.pods.to_dict("records")}
+    assert [p for p, parent in children.items() if parent == "p000"] == ["p001"], t.pods
+    assert t.pod("p002")["segment"] >= 1
     failure = t.pod("p001")["error"]
     assert failure.startswith("ParentCheckpointError") and "seg-00001.pt" in failure
     assert list(summary["failures"]) == [failure]
     saved = Store(store).load_state()
-    assert saved["leaderboard"][0]["usable"] is False  # the generator skips it from now on
+    usable = {e["pod_id"]: e["usable"] for e in saved["leaderboard"]}
+    assert usable["p000"] is False  # the generator skips it from now on
     with pytest.raises(ValueError, match="'p000': its checkpoint failed to load"):
         t.add_pod(parent="p000")
 
@@ -398,6 +405,7 @@ def test_a_tournament_whose_every_pod_failed_has_failed_and_says_why(client, tmp
         ],
         leaderboard=[entry("p000")],  # its checkpoint was never written
         state={"next_index": 2},
+        spec=TournamentSpec(env_id="CartPole-v1", pods=1, failed_replacements=0).to_dict(),
     )
     t = Tournament.resume(store, client=client, max_seconds=60)
     t.start()

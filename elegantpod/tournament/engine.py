@@ -1,0 +1,367 @@
+"""The engine: the background loop that drives a tournament, and its lifecycle.
+
+Each round: decide under the lock what to submit (the population, pure), submit and read
+finished segments outside it (the runner, Dask), fold the outcomes in under the lock,
+then save outside it. Saving goes through the store's lease (one writer per store); a
+failing store pauses saving with a visible warning and retries with back-off, while the
+pods train on, and pruning keeps the store bounded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import traceback
+from typing import Any
+
+from elegantpod.tournament.lease import Lease, LeaseError, LeaseLost
+from elegantpod.tournament.population import needed_checkpoints
+from elegantpod.tournament.runner import Runner, control_message
+from elegantpod.tournament.segment import SegmentTask
+
+LOOP_SECONDS = 0.1
+FINISH_SECONDS = 120.0
+"""How long the end of a tournament waits for running segments to checkpoint and return."""
+SAVE_SECONDS = 1.0
+"""Segment results are saved to the store at most this often (control actions at once)."""
+PRUNE_SECONDS = 10.0
+"""Checkpoints nobody needs any more are deleted at most this often (one listing each)."""
+MAX_TRANSIENT_FAILURES = 20
+"""Consecutive scheduler errors after which a tournament gives up."""
+
+
+def _transient_errors() -> tuple[type[BaseException], ...]:
+    from distributed.comm.core import CommClosedError
+
+    return (OSError, CommClosedError, TimeoutError)
+
+
+TRANSIENT_ERRORS = _transient_errors()
+
+
+class Engine:
+    """Lifecycle and loop of a :class:`~elegantpod.tournament.Tournament` (a mixin: the
+    facade owns ``spec``, ``store``, ``population``, ``client``, ``_lock``)."""
+
+    def _init_engine(self) -> None:
+        self._runner: Runner | None = None
+        self._lease: Lease | None = None
+        self._force = False
+        self._thread: threading.Thread | None = None
+        self._write_lock = threading.Lock()  # one snapshot write at a time
+        self._stop_requested = False
+        self._status = "created"
+        self._error: str | None = None
+        self.warning: str | None = None
+        """Why saving to the store is failing right now (training goes on), or None."""
+        self._elapsed_before = 0.0
+        self._started_at: float | None = None
+        self.worker_deaths_survived = 0
+        self._deaths_at_start = 0
+        self._dirty = False
+        self._saved_at = -float("inf")
+        self._save_failures = 0
+        self._retry_save_at = 0.0
+        self._pruned_at = -float("inf")
+        self.store_bytes: int | None = None
+        """Bytes of checkpoints in the store at the last pruning (``summary()`` shows it)."""
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self, client=None, *, close_client: bool | None = None):
+        """Start (or continue) the tournament in the background and return at once.
+
+        ``client`` replaces the one given at construction; ``close_client=True`` closes
+        it (and its cluster) when the tournament ends, as for the embedded default.
+        Raises :class:`~elegantpod.tournament.lease.LeaseError` if another tournament
+        writes this store.
+        """
+        with self._lock:
+            if self._thread is not None and self._thread.is_alive():
+                raise RuntimeError("tournament is already running")
+            if client is not None:
+                self.client, self._own_client = client, bool(close_client)
+            elif close_client is not None:
+                self._own_client = close_client
+        self.store.ensure()
+        lease = Lease(self.store).acquire(force=self._force)
+        try:
+            self.store.clean_orphans()
+            if self.client is None:
+                from elegantpod.cluster import cluster
+
+                self.client = cluster()
+            with self._lock:
+                self.population.fill()
+                self._lease = lease
+            self.store.write_json("tournament.json", self.spec.to_dict())
+            self._save(force=True)
+            self._runner = Runner(self.client, self.id)
+            self._runner.open()
+            with self._lock:
+                messages = [(r.pod_id, control_message(r, False)) for r in self.population.alive()]
+                self._stop_requested = False
+                self._error = None
+                self._status = "running"
+                self._started_at = time.monotonic()
+                self._deaths_at_start = self.worker_deaths_survived
+            self._runner.publish(messages)
+        except BaseException:
+            self._lease = None
+            lease.release()
+            raise
+        self._thread = threading.Thread(
+            target=self._loop, name=f"tournament-{self.id}", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def wait(self, timeout: float | None = None) -> dict[str, Any]:
+        """Block until the tournament ends (or ``timeout``); return :meth:`summary`."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return self.summary()
+
+    def _loop(self) -> None:
+        try:
+            failures = 0
+            while True:
+                try:
+                    if self._step():
+                        break
+                    failures = 0
+                except TRANSIENT_ERRORS as exc:
+                    # A scheduler hiccup must not end a tournament of many hours: retry,
+                    # and give up only if it persists.
+                    failures += 1
+                    self.warning = f"scheduler error ({failures}): {type(exc).__name__}: {exc}"
+                    if failures > MAX_TRANSIENT_FAILURES:
+                        raise
+                    time.sleep(min(5.0, 0.2 * failures))
+        except LeaseLost as exc:
+            self._error, self._status = str(exc), "failed"
+        except Exception:
+            self._error, self._status = traceback.format_exc(), "failed"
+        finally:
+            with contextlib.suppress(Exception):
+                self._finish()
+
+    def _step(self) -> bool:
+        """One round: submit what fits, handle what finished. True when it is time to end."""
+        runner = self._runner
+        capacity, uses_gpu = runner.capacity()
+        with self._lock:
+            self._drain_events()
+            if self.population.should_end(
+                self._elapsed(), self._stop_requested, runner.in_flight()
+            ):
+                return True
+            todo = []
+            for rec in self.population.runnable(runner.flying, capacity - runner.in_flight()):
+                todo.append((rec.pod_id, self._task(rec), rec.retries, self._shipping(rec.algo)))
+                runner.reserve(rec.pod_id)
+                self.population.submitted(rec)
+        for pod_id, task, retries, ship in todo:  # network calls: never under the lock
+            runner.submit(pod_id, task, retries, uses_gpu, ship)
+        self._handle(runner.take_done(LOOP_SECONDS), ending=False)
+        self._save()
+        return False
+
+    def _handle(self, done: list, ending: bool) -> None:
+        runner = self._runner
+        outcomes = [o for o in map(runner.outcome, done) if o is not None]
+        messages = []
+        with self._lock:
+            self._drain_events()
+            self.worker_deaths_survived = self._deaths_at_start + runner.worker_deaths
+            for o in outcomes:
+                if o.pod_id not in self.population.records:
+                    continue
+                if o.kind == "result":
+                    self.events_sent += o.result.events_sent
+                    new = self.population.on_result(
+                        o.result, ending=ending, stopping=self._stop_requested
+                    )
+                elif o.kind in ("killed", "error"):
+                    new = self.population.on_failure(
+                        o.pod_id,
+                        o.error,
+                        retry=o.kind == "killed",
+                        parent_broken=o.parent_broken,
+                    )
+                else:
+                    self.population.on_lost(o.pod_id)
+                    new = []
+                messages += [(r.pod_id, control_message(r, self._stop_requested)) for r in new]
+                self._dirty = True
+        if messages and not ending:
+            runner.publish(messages)
+
+    def _finish(self) -> None:
+        """Ask running pods to stop, collect their last segments, save, release."""
+        runner = self._runner
+        with self._lock:
+            self._stop_requested = True
+            messages = [
+                (p, control_message(self.population.records[p], True)) for p in runner.flying
+            ]
+        with contextlib.suppress(Exception):
+            runner.publish(messages)
+        runner.wait_all(FINISH_SECONDS)
+        while True:
+            done = runner.take_done(0.01)
+            if not done:
+                break
+            self._handle(done, ending=True)
+        for pod in runner.cancel_all():
+            with self._lock:
+                self.population.on_lost(pod)
+        with self._lock:
+            why = self.population.end()
+            self.worker_deaths_survived = self._deaths_at_start + runner.worker_deaths
+            self._elapsed_before = self._elapsed()
+            self._started_at = None
+            if why is not None:
+                self._status, self._error = "failed", why
+            elif self._status != "failed":
+                self._status = "finished"
+            self._dirty = True
+        with contextlib.suppress(Exception):  # a lost lease or a dead store: nothing to add
+            self._save(force=True)
+        with contextlib.suppress(OSError):
+            self.store.clean_orphans()
+        runner.close()
+        lease, self._lease = self._lease, None
+        with contextlib.suppress(Exception):
+            lease.release()
+        if self._own_client:
+            with contextlib.suppress(Exception):
+                cl = self.client.cluster
+                self.client.close()
+                if cl is not None:
+                    cl.close()
+            self.client = None  # a later start() makes a new one
+
+    # ------------------------------------------------------------------ the store
+    def _save(self, force: bool = False) -> None:
+        """Snapshot leaderboard, records and counters to the store (one object).
+
+        Segment results save at most every :data:`SAVE_SECONDS`; control actions at once
+        (``force``). Only the lease holder writes: before start and after the end, a
+        change is kept in memory and saved by the next ``start()``. A failing store
+        pauses saving (``warning`` says why) and retries with back-off; a client that
+        dies loses at most the unsaved bookkeeping, never a checkpoint.
+        """
+        now = time.monotonic()
+        with self._lock:
+            if self._lease is None or not (self._dirty or force):
+                return
+            if not force and (now - self._saved_at < SAVE_SECONDS or now < self._retry_save_at):
+                return
+            snapshot = self.population.to_state(
+                elapsed_seconds=self._elapsed(),
+                worker_deaths_survived=self.worker_deaths_survived,
+            )
+            self._dirty, self._saved_at = False, now
+            lease = self._lease
+        with self._write_lock:
+            try:
+                lease.renew()
+                self.store.save_state(snapshot)
+            except LeaseLost:
+                # Another writer took the store over: write nothing more, end now.
+                self._lease, self._stop_requested = None, True
+                raise
+            except (OSError, ValueError, LeaseError) as exc:
+                with self._lock:
+                    self._dirty = True
+                    self._save_failures += 1
+                    wait = min(30.0, 0.5 * 2**self._save_failures)
+                    self._retry_save_at = now + wait
+                self.warning = (
+                    f"saving to store {self.store.url!r} failed ({type(exc).__name__}: {exc}); "
+                    f"retrying in {wait:.0f} s, pods keep training"
+                )
+                return
+            self._save_failures, self.warning = 0, None
+            if force or now - self._pruned_at >= PRUNE_SECONDS:
+                self._pruned_at = now
+                keep, settled = needed_checkpoints(snapshot)
+                with contextlib.suppress(OSError):
+                    _, self.store_bytes = self.store.prune(keep, settled)
+
+    # ------------------------------------------------------------------ helpers
+    def _publish(self, messages) -> None:
+        runner = self._runner
+        if runner is not None and messages and self._status == "running":
+            runner.publish(messages)
+
+    def _in_flight(self, pod: str) -> bool:
+        return self._runner is not None and pod in self._runner.flying
+
+    def _elapsed(self) -> float:
+        running = time.monotonic() - self._started_at if self._started_at is not None else 0.0
+        return self._elapsed_before + running
+
+    def _segment_steps(self, algo: str) -> int | None:
+        from elegantpod.agents import get_algo
+
+        if self.spec.segment_steps is None and self.spec.segment_seconds is None:
+            return get_algo(algo).default_segment_steps
+        return self.spec.segment_steps
+
+    def _task(self, rec) -> SegmentTask:
+        """The segment a worker runs next for ``rec`` (call with the lock held)."""
+        resolve = self.store.resolve
+        seg = rec.segment + 1
+        return SegmentTask(
+            tournament_id=self.id,
+            pod_id=rec.pod_id,
+            segment=seg,
+            spec_json=self._pod_spec(rec).to_json(),
+            checkpoint=self.store.checkpoint(rec.pod_id, seg),
+            resume_from=resolve(rec.latest_checkpoint) if rec.latest_checkpoint else None,
+            parent_checkpoint=(
+                resolve(rec.parent_checkpoint)
+                if rec.latest_checkpoint is None and rec.parent_checkpoint
+                else None
+            ),
+            segment_steps=self._segment_steps(rec.algo),
+            segment_seconds=self.spec.segment_seconds,
+            control=self._runner.control_name(rec.pod_id),
+            topic=self._runner.topic,
+        )
+
+    def _shipping(self, algo: str) -> list:
+        """Registrations a worker needs to rebuild this pod (custom algorithms and envs).
+
+        Pods are rebuilt on workers from names, so a learner or env registered only in
+        this process is registered there too, through a worker plugin (once).
+        """
+        from elegantpod.agents import BUILTIN, get_algo, register_algo
+        from elegantpod.envs import register_env
+        from elegantpod.envs.registry import CUSTOM_ENVS
+
+        env_id = self.spec.env_id
+        wanted = []
+        if algo not in BUILTIN:
+            wanted.append((f"elegantpod-algo-{algo}", register_algo, (get_algo(algo),)))
+        if env_id in CUSTOM_ENVS:
+            wanted.append((f"elegantpod-env-{env_id}", register_env, (env_id, CUSTOM_ENVS[env_id])))
+        return wanted
+
+    def _drain_events(self) -> None:
+        """Fold queued progress events into curves and records (call with the lock held)."""
+        runner = self._runner
+        if runner is None:
+            return
+        while runner.inbox:
+            _, msg = runner.inbox.popleft()
+            if not isinstance(msg, dict) or "pod" not in msg:
+                continue
+            pod = msg["pod"]
+            self.events_received[pod] += 1
+            self._curves[pod].append(msg)
+            rec = self.population.records.get(pod)
+            if rec is not None and msg.get("type") == "progress":
+                rec.steps_per_second = msg.get("steps_per_second", rec.steps_per_second)

@@ -1,0 +1,475 @@
+"""The population: a pure state machine of pod records and the leaderboard.
+
+Every transition a tournament makes lives here: new pods (fresh, explored around the
+base, or children that copy a parent), live control (pause, resume, stop, mutate), the
+end of a segment (updater, exploit/explore), failures (retry, replace) and the end
+conditions. No Dask, no threads, no I/O: the runner tells it what happened, it answers
+with what to do next, and each transition is tested exactly on fixed inputs and seeds.
+
+The exploit rule (population-based training, Jaderberg et al. 2017, "Population Based
+Training of Neural Networks", arXiv:1711.09846, truncation selection): when a pod that is
+*ready* (it has trained ``GeneratorConfig.ready_segments`` segments) finishes a segment,
+the pods alive now are ranked by their recent score, the mean of their last
+``GeneratorConfig.score_window`` segment scores (smoothing the noise of a few evaluation
+episodes). A pod in the bottom ``truncation`` fraction is replaced by a child of a pod
+drawn from the top fraction: the child copies that pod's latest networks and optimizer
+state and perturbs its hyperparameters (explore). Ranking the live population, not the
+leaderboard of best-ever scores, avoids the ratchet and winner's curse of comparing one
+noisy evaluation against the luckiest evaluations ever seen. The leaderboard still keeps
+the best agents ever scored: it is what users see and what ``best()`` returns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+from collections import Counter
+from typing import Any
+
+from elegantpod.agents import get_algo
+from elegantpod.config import config_values, replace_checked
+from elegantpod.tournament import leaderboard as lb
+from elegantpod.tournament import state as checked
+from elegantpod.tournament.generator import (
+    choose_algo,
+    choose_parent,
+    mutate,
+    search_space,
+    should_exploit,
+)
+from elegantpod.tournament.spec import PodRecord, TournamentSpec
+from elegantpod.tournament.store import checkpoint_name
+
+ACTIVE = ("queued", "running", "paused")
+"""Statuses of pods that are alive and take part in the tournament."""
+
+
+def learner_config(algo: str, hparams: dict[str, Any]):
+    """A learner's frozen config from a (JSON-read) hyperparameter dict."""
+    learner = get_algo(algo)
+    return learner.config_cls(**config_values(learner.config_cls, hparams, drop_unknown=True))
+
+
+class Population:
+    """Pod records, the leaderboard and the counters of one tournament.
+
+    Parameters
+    ----------
+    spec
+        The tournament's spec (algorithms, generator, budgets, limits).
+    mutation_policy
+        ``(hparams, space, rng, config) -> (new_hparams, mutation)``; see
+        :func:`elegantpod.tournament.generator.mutate`. Its output is checked.
+    """
+
+    def __init__(self, spec: TournamentSpec, mutation_policy=None):
+        self.spec = spec
+        self.mutation_policy = mutation_policy or mutate
+        self.rng = random.Random(spec.seed)
+        self.records: dict[str, PodRecord] = {}
+        self.entries: list[lb.Entry] = []
+        self.total_steps = 0
+        self.next_index = 0
+        self.solved = False
+        self.failures_replaced = 0
+
+    # ------------------------------------------------------------------ lookups
+    def record(self, pod: str) -> PodRecord:
+        """One pod's record; ``ValueError`` naming the known pods otherwise."""
+        if pod not in self.records:
+            known = ", ".join(sorted(self.records)) or "none yet"
+            raise ValueError(f"unknown pod {pod!r}; pods: {known}")
+        return self.records[pod]
+
+    def alive(self) -> list[PodRecord]:
+        """Pods that take part now (queued, running or paused)."""
+        return [r for r in self.records.values() if r.status in ACTIVE]
+
+    def best(self) -> lb.Entry | None:
+        """The leaderboard's best entry."""
+        return lb.rank(self.entries)[0] if self.entries else None
+
+    def base_hparams(self, algo: str) -> dict[str, Any]:
+        """The spec's base hyperparameters of ``algo`` over the learner's defaults."""
+        learner = get_algo(algo)
+        cfg = replace_checked(learner.config_cls(), self.spec.hparams.get(algo, {}))
+        return dataclasses.asdict(cfg)
+
+    # ------------------------------------------------------------------ new pods
+    def _new_record(self, algo, hparams, parent: lb.Entry | None, mutation) -> PodRecord:
+        pod_id = f"p{self.next_index:03d}"
+        seed = self.spec.seed * 1_000_003 + self.next_index
+        self.next_index += 1
+        rec = PodRecord(
+            pod_id=pod_id,
+            algo=algo,
+            hparams=hparams,
+            seed=seed,
+            parent=parent.pod_id if parent else None,
+            mutation=mutation,
+            parent_checkpoint=parent.checkpoint if parent else None,
+            env_steps=parent.env_steps if parent else 0,
+        )
+        self.records[pod_id] = rec
+        return rec
+
+    def new_pod(self) -> PodRecord:
+        """The generator at work: a fresh pod, or a mutated child of a top live pod.
+
+        The algorithm is the least represented among the pods alive; the parent comes
+        from the top ``truncation`` fraction of its live pods (leaderboard entries when
+        none of them has a score yet).
+        """
+        active = Counter(r.algo for r in self.alive())
+        algo = choose_algo(list(self.spec.algos), active, self.rng)
+        space = search_space(algo)
+        parents = self._live_entries(algo) or [
+            e for e in self.entries if e.algo == algo and e.usable
+        ]
+        if parents:
+            parent = choose_parent(parents, self.rng, self.spec.generator)
+            hparams, mutation = self._mutate(algo, parent.hparams, space, structural=True)
+            return self._new_record(algo, hparams, parent, mutation)
+        base = self.base_hparams(algo)
+        if any(r.algo == algo for r in self.records.values()):
+            # Not the first of its algorithm: explore around the base instead of cloning it.
+            hparams, mutation = self._mutate(algo, base, space, structural=False)
+        else:
+            hparams, mutation = base, {}
+        return self._new_record(algo, hparams, None, mutation)
+
+    def fill(self) -> list[PodRecord]:
+        """New pods until the population has ``spec.pods`` (at the first start)."""
+        return [self.new_pod() for _ in range(self.spec.pods - len(self.records))]
+
+    def _live_entries(self, algo: str) -> list[lb.Entry]:
+        """Live pods of ``algo`` with a checkpoint and a score, as would-be parents."""
+        unusable = {e.checkpoint for e in self.entries if not e.usable}
+        return [
+            self._as_entry(r)
+            for r in self.alive()
+            if r.algo == algo
+            and r.latest_checkpoint
+            and r.latest_checkpoint not in unusable
+            and r.recent_scores
+        ]
+
+    def _as_entry(self, r: PodRecord) -> lb.Entry:
+        return lb.Entry(
+            pod_id=r.pod_id,
+            algo=r.algo,
+            hparams=r.hparams,
+            score_mean=recent_score(r),
+            score_std=math.nan if r.score_std is None else r.score_std,
+            env_steps=r.env_steps,
+            wall_seconds=r.wall_seconds,
+            checkpoint=r.latest_checkpoint,
+            segment=r.segment,
+            parent=r.parent,
+            mutation=r.mutation,
+        )
+
+    def _mutate(self, algo: str, hparams: dict, space: dict, structural: bool):
+        """The mutation policy, its output checked like user input."""
+        new, mutation = self.mutation_policy(dict(hparams), space, self.rng, self.spec.generator)
+        learner = get_algo(algo)
+        try:
+            cfg = replace_checked(learner_config(algo, hparams), dict(new))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"mutation_policy returned bad {algo} hyperparameters: {exc}") from exc
+        if structural:
+            changed = [
+                k
+                for k in learner.structural_hparams
+                if new.get(k, hparams.get(k)) != hparams.get(k)
+            ]
+            if changed:
+                raise ValueError(
+                    f"mutation_policy changed {changed}, which fix the network shapes a "
+                    "child copies from its parent"
+                )
+        try:  # its lineage reaches the store and every HTML view: checked like a store's
+            mutation = checked.mutation(algo, dict(mutation), "mutation")
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"mutation_policy returned a bad mutation: {exc}") from exc
+        return dataclasses.asdict(cfg), mutation
+
+    def add_pod(self, algo: str | None = None, parent: str | None = None, **hparams) -> PodRecord:
+        """A pod added by the user: fresh, or cloned from a leaderboard entry or a pod.
+
+        Raises ``ValueError`` for an algorithm the env cannot take, an unknown or
+        unusable parent, a bad hyperparameter or a structural change from the parent.
+        """
+        parent_entry = None
+        if parent is not None:
+            matches = [e for e in self.entries if e.pod_id == parent]
+            if matches and not matches[0].usable:
+                raise ValueError(
+                    f"parent {parent!r}: its checkpoint failed to load; choose another parent"
+                )
+            if matches:
+                parent_entry = matches[0]
+            elif parent in self.records and self.records[parent].latest_checkpoint:
+                parent_entry = self._as_entry(self.records[parent])
+                if not self.records[parent].recent_scores:
+                    parent_entry = dataclasses.replace(parent_entry, score_mean=math.nan)
+            else:
+                raise ValueError(
+                    f"unknown parent {parent!r}: not on the leaderboard and no checkpoint yet"
+                )
+        algo = algo or (parent_entry.algo if parent_entry else self.spec.algos[0])
+        learner = get_algo(algo)
+        learner.check_env(self.spec.env_id, self.spec.env_kwargs)
+        if parent_entry is not None and parent_entry.algo != learner.name:
+            raise ValueError(
+                f"parent {parent_entry.pod_id!r} is a {parent_entry.algo!r} "
+                f"agent, not {learner.name!r}"
+            )
+        base = dict(parent_entry.hparams) if parent_entry else self.base_hparams(learner.name)
+        base_cfg = learner_config(learner.name, base)
+        cfg = replace_checked(base_cfg, hparams)
+        if parent_entry is not None:
+            for key in learner.structural_hparams:
+                if getattr(cfg, key) != getattr(base_cfg, key):
+                    raise ValueError(f"{key!r} must equal the parent's to copy its networks")
+        before = dataclasses.asdict(base_cfg)  # tuples restored: JSON lists are no change
+        mutation = {k: [before[k], v] for k, v in dataclasses.asdict(cfg).items() if before[k] != v}
+        return self._new_record(learner.name, dataclasses.asdict(cfg), parent_entry, mutation)
+
+    # ------------------------------------------------------------------ live control
+    def mutate(self, pod: str, **hparams: Any) -> PodRecord:
+        """New hyperparameters for a pod; ``ValueError`` leaves it untouched."""
+        rec = self.record(pod)
+        learner = get_algo(rec.algo)
+        current = learner_config(rec.algo, rec.hparams)
+        new = replace_checked(current, hparams)
+        for key in hparams:
+            if key in learner.structural_hparams and getattr(new, key) != getattr(current, key):
+                raise ValueError(
+                    f"{key!r} fixes the network or buffer shapes of pod {pod!r}; "
+                    "it cannot change live"
+                )
+        rec.hparams = dataclasses.asdict(new)
+        return rec
+
+    def pause(self, pod: str) -> bool:
+        """Pause a queued or running pod; True if its status changed."""
+        rec = self.record(pod)
+        if rec.status in ("queued", "running"):
+            rec.status = "paused"
+            return True
+        return False
+
+    def resume_pod(self, pod: str, in_flight: bool) -> bool:
+        """Resume a paused pod; True if its status changed."""
+        rec = self.record(pod)
+        if rec.status == "paused":
+            rec.status = "running" if in_flight else "queued"
+            return True
+        return False
+
+    def stop_pod(self, pod: str, in_flight: bool) -> bool:
+        """Ask a pod to stop (it checkpoints and ends); True if it was alive."""
+        rec = self.record(pod)
+        if rec.status not in ACTIVE:
+            return False
+        rec.stop_requested = True
+        if rec.status in ("queued", "paused") and not in_flight:
+            rec.status = "stopped"
+        return True
+
+    # ------------------------------------------------------------------ segments
+    def runnable(self, in_flight: set[str], slots: int) -> list[PodRecord]:
+        """Queued pods to submit into ``slots`` free slots, fewest segments first.
+
+        Fair share: a population larger than the cluster trains round-robin.
+        """
+        queued = [
+            r for r in self.records.values() if r.status == "queued" and r.pod_id not in in_flight
+        ]
+        return sorted(queued, key=lambda r: (r.segment, r.pod_id))[: max(0, slots)]
+
+    def submitted(self, rec: PodRecord) -> None:
+        """A segment of ``rec`` went to the cluster."""
+        if rec.status == "queued":
+            rec.status = "running"
+
+    def on_result(self, res, *, ending: bool, stopping: bool) -> list[PodRecord]:
+        """A segment finished: update the record and leaderboard, exploit/explore.
+
+        Returns the new pods made (a child that replaces a lagging pod).
+        """
+        rec = self.record(res.pod_id)
+        # from the record, not the task: a re-run that found its checkpoint reports 0
+        self.total_steps += max(0, res.env_steps - rec.env_steps)
+        rec.segment = res.segment
+        rec.env_steps = res.env_steps
+        rec.latest_checkpoint = checkpoint_name(rec.pod_id, res.segment)
+        rec.score_mean, rec.score_std = res.score_mean, res.score_std
+        rec.wall_seconds += res.wall_seconds
+        rec.steps_per_second = res.steps_per_second
+        if math.isfinite(res.score_mean):
+            window = self.spec.generator.score_window
+            rec.recent_scores = [*rec.recent_scores, float(res.score_mean)][-window:]
+        entry = lb.Entry(
+            pod_id=rec.pod_id,
+            algo=rec.algo,
+            hparams=dict(res.hparams),
+            score_mean=res.score_mean,
+            score_std=res.score_std,
+            env_steps=res.env_steps,
+            wall_seconds=rec.wall_seconds,
+            checkpoint=rec.latest_checkpoint,
+            segment=res.segment,
+            parent=rec.parent,
+            mutation=rec.mutation,
+        )
+        self.entries, _ = lb.update(self.entries, entry, self.spec.leaderboard_size)
+        if res.solved:
+            self.solved = True
+        if rec.stop_requested:
+            rec.status = "stopped"
+        elif rec.status == "paused":
+            pass  # stays paused, not resubmitted until resumed
+        elif ending or stopping or self.solved:
+            rec.status = "idle"
+        elif self._should_exploit(rec):
+            rec.status = "replaced"
+            return [self.new_pod()]
+        else:
+            rec.status = "queued"
+        return []
+
+    def _should_exploit(self, rec: PodRecord) -> bool:
+        if rec.segment < self.spec.generator.ready_segments:
+            return False
+        live = {r.pod_id: recent_score(r) for r in self.alive() if r.recent_scores or r is rec}
+        return should_exploit(rec.pod_id, live, self.spec.generator)
+
+    def on_failure(
+        self, pod: str, error: str, *, retry: bool, parent_broken: bool
+    ) -> list[PodRecord]:
+        """A segment raised or its worker died; retry, or fail and replace the pod.
+
+        ``retry``: Dask gave up after worker deaths and the pod has retries left.
+        ``parent_broken``: the parent's checkpoint failed to load, so that leaderboard
+        entry is marked unusable (no more children of it). A failed pod is replaced by
+        a new one while ``spec.failed_replacements`` allows. Returns the new pods.
+        """
+        rec = self.record(pod)
+        if parent_broken:
+            self.entries = [
+                dataclasses.replace(e, usable=False) if e.checkpoint == rec.parent_checkpoint else e
+                for e in self.entries
+            ]
+        if retry and rec.retries < self.spec.max_retries:
+            rec.retries += 1
+            if rec.stop_requested:
+                rec.status = "stopped"
+            elif rec.status != "paused":
+                rec.status = "queued"
+            return []
+        rec.status = "failed"
+        rec.error = error[: checked.MAX_TEXT]
+        if self.failures_replaced < self.spec.failed_replacements and not self.solved:
+            self.failures_replaced += 1
+            return [self.new_pod()]
+        return []
+
+    def on_lost(self, pod: str) -> None:
+        """A segment's future was cancelled or lost: run it again (it is idempotent)."""
+        rec = self.record(pod)
+        if rec.status == "running":
+            rec.status = "queued"
+
+    # ------------------------------------------------------------------ the end
+    def should_end(self, elapsed: float, stop_requested: bool, in_flight: int) -> bool:
+        """Any end condition: stop, solved, a budget spent, or no pod left alive."""
+        s = self.spec
+        if stop_requested or self.solved:
+            return True
+        if s.max_seconds is not None and elapsed >= s.max_seconds:
+            return True
+        if s.max_steps is not None and self.total_steps >= s.max_steps:
+            return True
+        return not self.alive() and not in_flight
+
+    def end(self) -> str | None:
+        """Final statuses when the tournament ends; returns why it failed, if it did.
+
+        Stopped pods end ``stopped``; live ones ``idle`` (a resume continues them). A
+        tournament whose every pod failed has failed: the reasons, counted, say why.
+        """
+        for rec in self.records.values():
+            if rec.stop_requested and rec.status in ACTIVE:
+                rec.status = "stopped"
+            elif rec.status in ("queued", "running"):
+                rec.status = "idle"
+        if self.records and all(r.status == "failed" for r in self.records.values()):
+            reasons = Counter(r.error for r in self.records.values())
+            return "every pod failed: " + "; ".join(
+                f"{n} x {why}" for why, n in reasons.most_common()
+            )
+        return None
+
+    # ------------------------------------------------------------------ state
+    def to_state(self, **extra: Any) -> dict[str, Any]:
+        """Leaderboard, records and counters as one JSON-able snapshot."""
+        return {
+            "leaderboard": [e.to_dict() for e in lb.rank(self.entries)],
+            "pods": [r.to_dict() for r in self.records.values()],
+            "state": {
+                "total_steps": self.total_steps,
+                "next_index": self.next_index,
+                "solved": self.solved,
+                "failures_replaced": self.failures_replaced,
+                **extra,
+            },
+        }
+
+    def load(self, records: dict, entries: list, counters: dict[str, Any]) -> None:
+        """Continue from a checked snapshot (see :func:`elegantpod.tournament.state.load`)."""
+        self.records, self.entries = records, entries
+        for rec in records.values():
+            if rec.status in ("running", "idle"):
+                rec.status = "queued"
+        self.total_steps = counters["total_steps"]
+        self.solved = counters["solved"]
+        self.failures_replaced = counters["failures_replaced"]
+        self.next_index = counters["next_index"]
+
+    def reseed(self, known_ids: set[str]) -> None:
+        """After a resume: never reuse a pod id, and draw a fresh generator stream."""
+        highest = max((int(p[1:]) for p in known_ids | set(self.records)), default=-1)
+        self.next_index = max(self.next_index, highest + 1)
+        self.rng.seed(f"{self.spec.seed}-{self.next_index}")
+
+
+def recent_score(rec: PodRecord) -> float:
+    """Mean of a pod's last scores (the exploit rule's smoothing); NaN with none."""
+    scores = rec.recent_scores
+    return sum(scores) / len(scores) if scores else math.nan
+
+
+def needed_checkpoints(snapshot: dict[str, Any]) -> tuple[set[str], dict[str, int]]:
+    """What a saved snapshot still needs: ``(keep, settled)`` for ``Store.prune``.
+
+    Computed from the snapshot that was saved, not the live population, so a checkpoint
+    the store's state names is never deleted. Kept: the latest checkpoint of every pod
+    that is alive, idle or stopped (resume and ``add_pod(parent=...)`` use it), every
+    leaderboard entry's, and the parent checkpoint of every pod that has not finished
+    its first segment (it still loads it). ``settled`` maps each pod to its last
+    finished segment; anything newer is in flight and is not touched.
+    """
+    keep: set[str] = set()
+    settled: dict[str, int] = {}
+    for d in snapshot.get("pods", []):
+        settled[d["pod_id"]] = d.get("segment", 0)
+        alive = d.get("status") in (*ACTIVE, "idle", "stopped")
+        if alive and d.get("latest_checkpoint"):
+            keep.add(d["latest_checkpoint"])
+        if alive and not d.get("segment") and d.get("parent_checkpoint"):
+            keep.add(d["parent_checkpoint"])
+    keep.update(e["checkpoint"] for e in snapshot.get("leaderboard", []))
+    return keep, settled

@@ -1,0 +1,218 @@
+"""The population state machine, exactly, on fixed inputs and seeds: no cluster, no I/O."""
+
+import math
+
+import pytest
+
+from elegantpod.tournament import state as checked
+from elegantpod.tournament.generator import GeneratorConfig
+from elegantpod.tournament.population import Population, needed_checkpoints, recent_score
+from elegantpod.tournament.segment import SegmentResult
+from elegantpod.tournament.spec import TournamentSpec
+
+
+def pop(**kw):
+    kw.setdefault("env_id", "Pendulum-v1")
+    kw.setdefault("algos", ("ppo", "sac"))
+    kw.setdefault("pods", 4)
+    return Population(TournamentSpec(**kw))
+
+
+def result(pod_id, segment, score, steps=None, solved=False, hparams=None):
+    return SegmentResult(
+        pod_id=pod_id,
+        segment=segment,
+        env_steps=steps if steps is not None else 1000 * segment,
+        env_steps_delta=1000,
+        wall_seconds=1.0,
+        score_mean=score,
+        score_std=1.0,
+        checkpoint=f"/somewhere/pods/{pod_id}/seg-{segment:05d}.pt",
+        solved=solved,
+        stopped=False,
+        steps_per_second=1000.0,
+        events_sent=1,
+        hparams=hparams or {},
+    )
+
+
+def finish(p, pod_id, score, **kw):
+    """A segment of ``pod_id`` ran and returned ``score``; returns the new pods."""
+    rec = p.records[pod_id]
+    p.submitted(rec)
+    return p.on_result(result(pod_id, rec.segment + 1, score, **kw), ending=False, stopping=False)
+
+
+def test_fill_mixes_algorithms_and_explores_after_the_first_of_each():
+    p = pop()
+    made = p.fill()
+    assert [r.pod_id for r in made] == ["p000", "p001", "p002", "p003"]
+    assert sorted(r.algo for r in made) == ["ppo", "ppo", "sac", "sac"]
+    firsts = {}
+    for r in made:
+        firsts.setdefault(r.algo, r)
+    assert all(r.mutation == {} and r.parent is None for r in firsts.values())
+    later = [r for r in made if r not in firsts.values()]
+    assert all(r.mutation and r.parent is None for r in later)  # explored around the base
+    assert p.fill() == []  # full
+    again = pop()
+    assert [(r.algo, r.hparams) for r in again.fill()] == [(r.algo, r.hparams) for r in made]
+
+
+def test_runnable_is_fair_share_and_skips_pods_in_flight():
+    p = pop()
+    p.fill()
+    finish(p, "p000", 1.0)
+    finish(p, "p001", 1.0)
+    order = [r.pod_id for r in p.runnable(set(), 4)]
+    assert order == ["p002", "p003", "p000", "p001"]  # fewest segments first
+    assert [r.pod_id for r in p.runnable({"p002"}, 2)] == ["p003", "p000"]
+    assert p.runnable(set(), 0) == []
+    p.pause("p003")
+    assert "p003" not in [r.pod_id for r in p.runnable(set(), 4)]
+
+
+def test_a_result_updates_record_leaderboard_and_counters():
+    p = pop()
+    p.fill()
+    finish(p, "p000", 5.0, hparams={"lr": 0.01})
+    rec = p.records["p000"]
+    assert (rec.segment, rec.env_steps, rec.status) == (1, 1000, "queued")
+    assert rec.latest_checkpoint == "pods/p000/seg-00001.pt"  # relative to the store
+    assert rec.recent_scores == [5.0] and p.total_steps == 1000
+    assert [e.pod_id for e in p.entries] == ["p000"] and p.entries[0].hparams == {"lr": 0.01}
+    # a re-run that found its own checkpoint reports the same steps: counted once
+    p.on_result(result("p000", 1, 5.0), ending=False, stopping=False)
+    assert p.total_steps == 1000
+    # NaN scores never enter the leaderboard nor the recent scores
+    finish(p, "p001", math.nan)
+    assert [e.pod_id for e in p.entries] == ["p000"] and p.records["p001"].recent_scores == []
+
+
+def test_solved_ends_and_idles_the_pod():
+    p = pop(target_reward=-200.0)
+    p.fill()
+    finish(p, "p000", -150.0, solved=True)
+    assert p.solved and p.records["p000"].status == "idle"
+    assert p.should_end(0.0, False, in_flight=3)
+
+
+def test_exploit_replaces_the_bottom_of_the_live_pods_with_a_child_of_the_top():
+    p = pop(algos=("ppo",), generator=GeneratorConfig(ready_segments=2, score_window=2))
+    p.fill()
+    for pod, score in [("p000", 10.0), ("p001", 8.0), ("p002", 5.0), ("p003", 1.0)]:
+        assert finish(p, pod, score) == []  # not ready after one segment
+    assert finish(p, "p000", 10.0) == []  # the top is never replaced
+    assert finish(p, "p001", 8.0) == []  # 2nd of 4: not in the bottom half
+    children = finish(p, "p003", 1.0)
+    assert p.records["p003"].status == "replaced"
+    (child,) = children
+    assert child.pod_id == "p004" and child.parent in ("p000", "p001")
+    parent = p.records[child.parent]
+    assert child.parent_checkpoint == parent.latest_checkpoint  # its latest networks
+    assert child.env_steps == parent.env_steps and child.mutation
+    assert child.status == "queued" and child.segment == 0
+    assert {e.pod_id for e in p.entries} >= {"p000", "p003"}  # the leaderboard keeps all
+
+
+def test_exploit_ranks_smoothed_scores_not_one_noisy_evaluation():
+    p = pop(algos=("ppo",), pods=2, generator=GeneratorConfig(ready_segments=3, score_window=3))
+    p.fill()
+    finish(p, "p000", 5.0)  # one segment: not ready, but ranked among the live pods
+    finish(p, "p001", 9.0)
+    finish(p, "p001", 9.0)
+    # one bad evaluation: p001's mean of its last three (9, 9, 0) = 6 is still above 5
+    assert finish(p, "p001", 0.0) == [] and p.records["p001"].status == "queued"
+    assert recent_score(p.records["p001"]) == pytest.approx(6.0)
+    children = finish(p, "p001", 0.0)  # (9, 0, 0) = 3 < 5: now it is replaced
+    assert children and children[0].parent == "p000"
+
+
+def test_failures_retry_then_fail_and_are_replaced_up_to_the_limit():
+    p = pop(algos=("ppo",), pods=2, max_retries=1, failed_replacements=1)
+    p.fill()
+    p.submitted(p.records["p000"])
+    assert p.on_failure("p000", "KilledWorker: x", retry=True, parent_broken=False) == []
+    assert p.records["p000"].status == "queued" and p.records["p000"].retries == 1
+    new = p.on_failure("p000", "KilledWorker: x", retry=True, parent_broken=False)
+    assert p.records["p000"].status == "failed" and p.records["p000"].error == "KilledWorker: x"
+    assert [r.pod_id for r in new] == ["p002"] and p.failures_replaced == 1
+    assert p.on_failure("p001", "ValueError: y", retry=False, parent_broken=False) == []
+    assert p.records["p001"].status == "failed"  # the limit is spent: not replaced
+
+
+def test_a_broken_parent_is_marked_unusable_and_never_chosen_again():
+    p = pop(algos=("ppo",), pods=2, generator=GeneratorConfig(ready_segments=1))
+    p.fill()
+    finish(p, "p000", 10.0)
+    (child,) = finish(p, "p001", 1.0)
+    assert child.parent == "p000"
+    p.records["p000"].status = "replaced"  # only the leaderboard entry is left as a parent
+    p.on_failure(child.pod_id, "ParentCheckpointError: corrupt", retry=False, parent_broken=True)
+    assert [e.usable for e in p.entries if e.pod_id == "p000"] == [False]
+    with pytest.raises(ValueError, match="its checkpoint failed to load"):
+        p.add_pod(parent="p000")
+    fresh = p.new_pod()
+    assert fresh.parent != "p000"
+
+
+def test_live_control_transitions():
+    p = pop(algos=("ppo",), pods=2)
+    p.fill()
+    assert p.pause("p000") and p.records["p000"].status == "paused"
+    assert not p.pause("p000")
+    assert p.resume_pod("p000", in_flight=True) and p.records["p000"].status == "running"
+    assert p.stop_pod("p001", in_flight=False) and p.records["p001"].status == "stopped"
+    assert not p.stop_pod("p001", in_flight=False)
+    with pytest.raises(ValueError, match="unknown pod 'p9'"):
+        p.pause("p9")
+    with pytest.raises(ValueError, match="'hidden' fixes the network"):
+        p.mutate("p000", hidden=(8,))
+    assert p.mutate("p000", lr=1e-4).hparams["lr"] == 1e-4
+    rec = p.add_pod(algo="ppo", lr=2e-3)
+    assert rec.mutation == {"lr": [3e-3, 2e-3]} and rec.parent is None
+
+
+def test_end_conditions_and_final_statuses():
+    p = pop(algos=("ppo",), pods=2, max_steps=2000, max_seconds=10.0)
+    p.fill()
+    assert not p.should_end(1.0, False, in_flight=0)
+    assert p.should_end(10.0, False, in_flight=0)  # time
+    assert p.should_end(1.0, True, in_flight=2)  # stop()
+    finish(p, "p000", 1.0)
+    finish(p, "p001", 1.0)
+    assert p.should_end(1.0, False, in_flight=0)  # steps
+    p.stop_pod("p000", in_flight=True)
+    assert p.end() is None
+    assert [r.status for r in p.records.values()] == ["stopped", "idle"]
+    q = pop(algos=("ppo",), pods=2, failed_replacements=0)
+    q.fill()
+    q.on_failure("p000", "E: a", retry=False, parent_broken=False)
+    q.on_failure("p001", "E: a", retry=False, parent_broken=False)
+    assert q.should_end(0.0, False, in_flight=0)  # nobody left
+    assert q.end() == "every pod failed: 2 x E: a"
+
+
+def test_state_round_trips_through_the_checks_and_prunes_what_nobody_needs():
+    p = pop(algos=("ppo",), generator=GeneratorConfig(ready_segments=1, truncation=0.25))
+    p.fill()
+    for pod, score in [("p000", 9.0), ("p001", 8.0), ("p002", 7.0)]:
+        finish(p, pod, score)
+    (child,) = finish(p, "p003", 1.0)
+    snap = p.to_state(elapsed_seconds=3.0, worker_deaths_survived=1)
+    records, entries, counters = checked.load(snap, "snapshot")
+    q = pop(algos=("ppo",))
+    q.load(records, entries, counters)
+    assert q.records.keys() == p.records.keys()
+    assert [(e.pod_id, e.score_mean, e.checkpoint) for e in q.entries] == [
+        (e.pod_id, e.score_mean, e.checkpoint) for e in p.entries
+    ]
+    assert q.records["p000"].recent_scores == [9.0] and q.next_index == p.next_index
+    keep, settled = needed_checkpoints(snap)
+    # p003 was replaced but its checkpoint is on the leaderboard; the child's parent stays
+    assert child.parent_checkpoint in keep
+    assert "pods/p003/seg-00001.pt" in keep  # leaderboard entry
+    assert settled == {"p000": 1, "p001": 1, "p002": 1, "p003": 1, "p004": 0}
+    snap["leaderboard"] = [e for e in snap["leaderboard"] if e["pod_id"] != "p003"]
+    keep, _ = needed_checkpoints(snap)
+    assert "pods/p003/seg-00001.pt" not in keep  # replaced and off the board: prunable
