@@ -109,9 +109,13 @@ class ReplayBuffer:
         idx = (torch.arange(self.capacity, device=self.device) + self.ptr) % self.capacity
         return {k: getattr(self, k)[idx] for k in _FIELDS}
 
+    def clear(self) -> None:
+        """Forget every stored transition (the storage stays allocated)."""
+        self.ptr, self.size = 0, 0
+
     def restore(self, contents: dict[str, Tensor]) -> None:
         """Replace the stored transitions with ``contents`` (as from :meth:`contents`)."""
-        self.ptr, self.size = 0, 0
+        self.clear()
         batch = Batch(*(contents[k].to(self.device) for k in _FIELDS))
         if len(batch):
             self.extend(batch)

@@ -110,6 +110,44 @@ def load_checkpoint(
     return data
 
 
+def strip_replay(path: str | os.PathLike) -> bool:
+    """Drop the replay buffer(s) from the checkpoint at ``path``, in place.
+
+    An off-policy learner's checkpoint carries its whole replay (every fused learner's,
+    too), which dwarfs its networks; a store that keeps many checkpoints needs the replay
+    only in those a pod will resume from. The file is read safely (``weights_only``) and
+    written back atomically at the same path, a local path or an fsspec URL as for
+    :func:`save_checkpoint`. A pod loads the stripped file with an empty replay (see
+    :meth:`elegantpod.pod.Pod.load`).
+
+    Returns
+    -------
+    bool
+        Whether the file changed: ``False`` for a checkpoint with no replay (an
+        on-policy learner's, or one already stripped), which is left untouched.
+
+    Raises
+    ------
+    CheckpointError
+        If the file is missing, corrupt or not an elegantpod checkpoint.
+    """
+    data = load_checkpoint(path)
+    learner = data.get("learner")
+    if not isinstance(learner, dict):
+        return False
+    holders = [learner]
+    if isinstance(learner.get("fused"), list):
+        holders += [x for x in learner["fused"] if isinstance(x, dict)]
+    changed = False
+    for holder in holders:
+        if holder.pop("replay", None) is not None:
+            changed = True
+    if changed:
+        payload = {k: v for k, v in data.items() if k not in ("format", "version")}
+        save_checkpoint(path, payload)
+    return changed
+
+
 def _reason(exc: Exception) -> str:
     """Why torch could not load a file, without torch's advice to retry with
     ``weights_only=False`` or to allowlist globals: that would run the file's code."""

@@ -3,7 +3,14 @@
 The pod is the unit a tournament schedules. It trains for a budget of env steps and/or
 seconds, or until an evaluation reaches a target return, reporting :class:`Progress`
 after each evaluation, and it checkpoints so that a resumed pod continues from its step
-count with identical weights, optimizer moments and RNG streams.
+count with identical weights, optimizer moments, replay and RNG streams (see
+:meth:`Pod.load` for what a resume does not restore).
+
+Randomness is per pod, never torch's process-wide RNG: the learner's generator(s) (on the
+learner's device, seeded from ``spec.seed``) draw initial weights, actions, exploration
+noise, minibatches and replay samples, and each env has its own generator for its
+resets. Pods that share a process (a Dask worker's threads) therefore repeat exactly
+what each would do alone.
 """
 
 from __future__ import annotations
@@ -142,7 +149,6 @@ class Pod:
         self.spec.validate()  # with the hyperparameters in force (defaults filled in)
         check_memory(self.spec)  # a lower bound, before the envs allocate anything
         self.out_dir = Path(out_dir) if out_dir is not None else None
-        torch.manual_seed(spec.seed)
         self.env = make_env(
             spec.env_id,
             num_envs=hparams.num_envs,
@@ -296,6 +302,14 @@ class Pod:
 
         ``path`` may be a local path or an fsspec URL (``s3://...``); it is passed on as
         given, since ``Path`` would mangle a URL's ``//``.
+
+        Saved: the spec, the env-step count, the learner's state (networks, optimizer
+        moments, step clocks, an off-policy learner's replay, its random generator; for
+        fused learners each learner's), the training env's random generator (torch
+        envs) and the evaluator's episode counter, which seeds its next evaluation.
+        Not saved: the training env's internal state (episodes in progress), the
+        training-return statistics, the learning curve and the last evaluation. See
+        :meth:`load` for what that changes.
         """
         path = path if path is not None else self.checkpoint_path
         if path is None:
@@ -306,18 +320,38 @@ class Pod:
                 "spec": self.spec.to_json(),
                 "env_steps": self.env_steps,
                 "learner": self.learner.state_dict(),
-                "torch_rng": torch.get_rng_state(),
                 "env_rng": self.env.generator.get_state()
                 if hasattr(self.env, "generator")
                 else None,
+                "eval_count": self.evaluator.count,
             },
         )
 
     def load(self, path: str | Path, *, restore_rng: bool = True) -> None:
         """Restore learner, step count and RNG state from a checkpoint of the same architecture.
 
+        After ``load`` (or ``Pod(spec, out_dir, resume=True)``) the weights, optimizer
+        moments, step clocks, replay and random generators are those of the saved pod,
+        and :meth:`evaluate` gives what the saved pod's next evaluation would have given
+        (same weights, same episode seeds). The training env, however, is not resumed:
+        episodes in progress at the save are dropped, and training continues from the
+        fresh episodes this pod's env started at construction (reset with
+        ``spec.seed``), while later resets draw from the restored env generator. So the
+        first rollouts after a resume, and what the learner learns from them, differ
+        from those of an uninterrupted run; training returns restart their count and the
+        learning curve (``curve``, ``last_eval``) starts empty.
+
+        A checkpoint without a replay (see :func:`~elegantpod.checkpoint.strip_replay`)
+        loads with an empty replay. Its step clock is restored, so the learner does not
+        redo its uniform-random warm-up: it keeps exploring with its policy and takes
+        its next gradient step once its replay holds
+        ``min(learning_starts, 4 * batch_size)`` transitions again (per fused learner:
+        its share of ``learning_starts``).
+
         ``restore_rng=False`` keeps this pod's own random streams: a child pod copies its
-        parent's networks and optimizer state but explores on its own seed.
+        parent's networks, optimizer state and replay but explores on its own seed
+        (learner and env generators reseeded from this pod's spec, its evaluator's
+        episode counter kept).
 
         Raises
         ------
@@ -339,19 +373,27 @@ class Pod:
             raise CheckpointError(
                 f"{where}: field 'env_steps' must be an integer >= 0, got {env_steps!r}"
             )
-        # Check every RNG state before changing anything: a bad one leaves the pod as it was.
-        env_gen = getattr(self.env, "generator", None)
-        if restore_rng:
-            torch_rng = checked_rng_state(
-                data.get("torch_rng"), torch.default_generator, where, "torch_rng"
-            )
-            env_rng = data.get("env_rng")
-            if env_rng is not None and env_gen is not None:
-                env_rng = checked_rng_state(env_rng, env_gen, where, "env_rng")
-        if not isinstance(data.get("learner"), dict):
+        learner_state = data.get("learner")
+        if not isinstance(learner_state, dict):
             raise CheckpointError(f"{where}: field 'learner' is missing or not a dict")
+        # A generator's state only fits generators of its device type: after a move (a
+        # GPU pod's checkpoint loaded on a CPU) this pod keeps its own seeded streams.
+        is_same_kind = _device_types(saved) == _device_types(self.spec)
+        if not (restore_rng and is_same_kind):
+            learner_state = _without_generators(learner_state)
+        # Check every RNG state before changing anything: a bad one leaves the pod as it was.
+        _check_learner_rng(learner_state, self.learner, where)
+        env_gen = getattr(self.env, "generator", None)
+        env_rng = data.get("env_rng") if restore_rng and is_same_kind else None
+        if env_rng is not None and env_gen is not None:
+            env_rng = checked_rng_state(env_rng, env_gen, where, "env_rng")
+        eval_count = data.get("eval_count", self.evaluator.count)  # older: none saved
+        if isinstance(eval_count, bool) or not isinstance(eval_count, int) or eval_count < 0:
+            raise CheckpointError(
+                f"{where}: field 'eval_count' must be an integer >= 0, got {eval_count!r}"
+            )
         try:
-            self.learner.load_state_dict(data["learner"])
+            self.learner.load_state_dict(learner_state)
         except (RuntimeError, ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise CheckpointError(
@@ -360,9 +402,10 @@ class Pod:
             ) from exc
         self.env_steps = env_steps
         if not restore_rng:
-            self.learner.generator.manual_seed(self.spec.seed)
+            for learner, seed in zip(_learners(self.learner), _seeds(self.spec), strict=True):
+                learner.generator.manual_seed(seed)
             return
-        torch.set_rng_state(torch_rng)
+        self.evaluator.count = eval_count
         if env_rng is not None and env_gen is not None:
             env_gen.set_state(env_rng)
 
@@ -421,6 +464,46 @@ def _dims(env: VecEnv) -> tuple[int, int]:
     return obs_dim, math.prod(act.shape) if act.shape else 1
 
 
+def _seeds(spec: PodSpec) -> list[int]:
+    """The seed of each learner's generator: ``spec.seed``, then one apart per fused one."""
+    return [spec.seed + 7919 * i for i in range(spec.learners)]
+
+
+def _learners(learner) -> list[Learner]:
+    """The learners behind ``learner``: itself, or each of fused learners."""
+    return list(getattr(learner, "learners", [learner]))
+
+
+def _device_types(spec: PodSpec) -> list[str]:
+    """Device types of the env and of each learner: what the saved generator states fit."""
+    learners = spec.learner_devices or (spec.device,) * spec.learners
+    return [torch.device(d).type for d in (spec.device, *learners)]
+
+
+def _without_generators(state: dict[str, Any]) -> dict[str, Any]:
+    """A learner state (fused or not) without its random generator states."""
+    out = {k: v for k, v in state.items() if k != "generator"}
+    if isinstance(out.get("fused"), list):
+        out["fused"] = [
+            {k: v for k, v in x.items() if k != "generator"} if isinstance(x, dict) else x
+            for x in out["fused"]
+        ]
+    return out
+
+
+def _check_learner_rng(state: dict[str, Any], learner, where: str) -> None:
+    """Raise :class:`CheckpointError` naming a learner generator state that is unusable."""
+    fused = state.get("fused")
+    extras = fused if isinstance(fused, list) else []
+    named = [("learner.generator", state)] + [
+        (f"learner.fused[{i}].generator", x) for i, x in enumerate(extras) if isinstance(x, dict)
+    ]
+    generator = _learners(learner)[0].generator
+    for field, holder in named:
+        if holder.get("generator") is not None:
+            checked_rng_state(holder["generator"], generator, where, field)
+
+
 def _build_learner(algo, env: VecEnv, hparams, spec: PodSpec):
     """One learner, or ``spec.learners`` fused ones (on ``spec.learner_devices``)."""
     if spec.learners == 1:
@@ -430,7 +513,7 @@ def _build_learner(algo, env: VecEnv, hparams, spec: PodSpec):
     devices = spec.learner_devices or (spec.device,) * spec.learners
     return FusedLearners(
         [
-            algo(env.observation_space, env.action_space, hparams, dev, spec.seed + 7919 * i)
-            for i, dev in enumerate(devices)
+            algo(env.observation_space, env.action_space, hparams, dev, seed)
+            for dev, seed in zip(devices, _seeds(spec), strict=True)
         ]
     )

@@ -5,6 +5,7 @@ from elegantpod.agents.ddpg import DDPG, DDPGConfig
 from elegantpod.agents.dqn import DQN, DQNConfig
 from elegantpod.agents.ppo import PPO, PPOConfig
 from elegantpod.agents.sac import SAC, SACConfig
+from elegantpod.agents.space import Bound, check_search_space
 from elegantpod.agents.td3 import TD3, TD3Config
 
 ALGOS: dict[str, type[Learner]] = {"ppo": PPO, "sac": SAC, "td3": TD3, "ddpg": DDPG, "dqn": DQN}
@@ -16,7 +17,7 @@ def register_algo(
     cls: type[Learner] | None = None,
     name: str | None = None,
     *,
-    search_space: dict | None = None,
+    search_space: dict[str, Bound] | None = None,
 ):
     """Make a :class:`Learner` subclass usable by name in pods, tournaments and the CLI.
 
@@ -34,9 +35,11 @@ def register_algo(
     name
         Registry name; default: ``cls.name``.
     search_space
-        ``{hyperparameter: Bound}``: where a tournament's generator may move each one
-        (see :data:`elegantpod.tournament.generator.SEARCH_SPACES`). Without one, the
-        default mutation policy leaves this algorithm's hyperparameters unchanged.
+        ``{hyperparameter: Bound}``: where a tournament's generator may move each one.
+        It becomes the class attribute ``cls.search_space`` (what the tournament reads).
+        Without one, the class keeps the space it has: its own, or else the one it
+        inherits (a PPO subclass: PPO's); a learner with an empty space keeps its
+        hyperparameters under the default mutation policy.
 
     Raises
     ------
@@ -56,16 +59,8 @@ def register_algo(
     if not isinstance(getattr(cls, "config_cls", None), type):
         raise ValueError(f"{cls.__name__} needs a `config_cls` (a frozen dataclass)")
     if search_space is not None:
-        from elegantpod.tournament.generator import SEARCH_SPACES, Bound
-
-        bad = {k: v for k, v in search_space.items() if not isinstance(v, Bound)}
-        if bad:
-            raise ValueError(f"search_space values must be Bound(...), got {bad!r}")
-        fields = getattr(cls.config_cls, "__dataclass_fields__", {})
-        unknown = sorted(set(search_space) - set(fields))
-        if unknown:
-            raise ValueError(f"search_space names unknown {cls.__name__} hyperparameters {unknown}")
-        SEARCH_SPACES[name] = dict(search_space)
+        # a fresh dict on this class: a parent's space (PPO's, say) is never changed
+        cls.search_space = check_search_space(search_space, cls.config_cls, cls.__name__)
     cls.name = name
     ALGOS[name] = cls
     return cls
@@ -84,6 +79,7 @@ def get_algo(name: str) -> type[Learner]:
 __all__ = [
     "ALGOS",
     "DDPG",
+    "Bound",
     "DQN",
     "PPO",
     "SAC",

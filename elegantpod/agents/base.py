@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 import gymnasium
 import torch
 
+from elegantpod.agents.space import Bound
 from elegantpod.config import replace_checked
 from elegantpod.types import Batch
 
@@ -22,6 +23,11 @@ class Learner(ABC):
     Subclasses set ``name`` and ``config_cls`` and list their optimizers in
     ``self.optimizers`` (name -> optimizer) so that learning rates can be changed live
     and optimizer moments travel with checkpoints.
+
+    Randomness: every random draw of a learner (network initialisation, action sampling,
+    exploration noise, minibatch permutations, replay sampling) comes from its own
+    ``self.generator``, seeded from ``seed``, never from torch's process-wide RNG, so
+    that pods sharing a process (a Dask worker's threads) do not disturb each other.
     """
 
     name: ClassVar[str]
@@ -34,6 +40,10 @@ class Learner(ABC):
     """Env steps of ``train()`` when the caller gives no budget."""
     default_segment_steps: ClassVar[int] = 32_768
     """Env steps per tournament segment when the tournament gives no segment budget."""
+    search_space: ClassVar[dict[str, Bound]] = {}
+    """``{hyperparameter: Bound}``: where a tournament's generator may move each one.
+    Inherited like any class attribute; empty (nothing moves) for a new learner. Set it
+    in the class body or with ``register_algo(cls, search_space=...)``."""
 
     def __init__(self, observation_space, action_space, config, device="cpu", seed: int = 0):
         self.check_spaces(observation_space, action_space)

@@ -27,6 +27,7 @@ from torch import nn
 
 from elegantpod.agents.nets import EnsembleQ, mlp
 from elegantpod.agents.offpolicy import OffPolicyConfig, OffPolicyLearner, polyak
+from elegantpod.agents.space import Bound
 from elegantpod.types import Batch
 
 Tensor = torch.Tensor
@@ -49,10 +50,10 @@ class DDPGConfig(OffPolicyConfig):
 class DeterministicActor(nn.Module):
     """``mu(s) = tanh(f(s))``: one action in ``[-1, 1]`` per state."""
 
-    def __init__(self, obs_dim: int, act_dim: int, hidden: tuple[int, ...]):
+    def __init__(self, obs_dim: int, act_dim: int, hidden: tuple[int, ...], **rng):
         super().__init__()
         # A small last layer starts the policy near the middle of the action box.
-        self.net = mlp([obs_dim, *hidden, act_dim], activation=nn.ReLU, out_gain=0.01)
+        self.net = mlp([obs_dim, *hidden, act_dim], activation=nn.ReLU, out_gain=0.01, **rng)
 
     def forward(self, obs: Tensor) -> Tensor:
         return torch.tanh(self.net(obs))
@@ -63,6 +64,14 @@ class DDPG(OffPolicyLearner):
 
     name = "ddpg"
     config_cls = DDPGConfig
+    search_space: ClassVar[dict[str, Bound]] = {
+        "lr": Bound(1e-4, 3e-3, log=True),
+        "tau": Bound(0.002, 0.05, log=True),
+        "gamma": Bound(0.95, 0.999),
+        "replay_ratio": Bound(0.1, 1.0, log=True),
+        "batch_size": Bound(64, 512, integer=True, log=True),
+        "exploration_noise": Bound(0.05, 0.3),
+    }
     n_critics: ClassVar[int] = 1
     """Critics evaluated together (an :class:`EnsembleQ`); the target takes their min."""
 
@@ -75,9 +84,10 @@ class DDPG(OffPolicyLearner):
         super().__init__(observation_space, action_space, config, device, seed)
         c, dev = self.config, self.device
         obs_dim = self.obs_shape[0]
-        self.actor = DeterministicActor(obs_dim, self.act_dim, c.hidden).to(dev)
+        rng = {"device": dev, "generator": self.generator}  # see nets.py
+        self.actor = DeterministicActor(obs_dim, self.act_dim, c.hidden, **rng)
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
-        self.critic = EnsembleQ(self.n_critics, obs_dim, self.act_dim, c.hidden).to(dev)
+        self.critic = EnsembleQ(self.n_critics, obs_dim, self.act_dim, c.hidden, **rng)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.modules = {
             "actor": self.actor,

@@ -30,6 +30,7 @@ from torch import nn
 
 from elegantpod.agents.nets import mlp
 from elegantpod.agents.offpolicy import OffPolicyConfig, OffPolicyLearner, polyak
+from elegantpod.agents.space import Bound
 from elegantpod.config import in_range, positive
 from elegantpod.types import Batch
 
@@ -102,11 +103,13 @@ def td_target(
 class QNetwork(nn.Module):
     """``Q(s, .)`` for every action at once: a plain head, or a dueling ``V`` and ``A``."""
 
-    def __init__(self, obs_dim: int, n_actions: int, hidden: tuple[int, ...], dueling: bool):
+    def __init__(
+        self, obs_dim: int, n_actions: int, hidden: tuple[int, ...], dueling: bool, **rng
+    ):
         super().__init__()
-        self.trunk = nn.Sequential(mlp([obs_dim, *hidden], activation=nn.ReLU), nn.ReLU())
-        self.advantage = mlp([hidden[-1], n_actions], out_gain=0.01)
-        self.value = mlp([hidden[-1], 1]) if dueling else None
+        self.trunk = nn.Sequential(mlp([obs_dim, *hidden], activation=nn.ReLU, **rng), nn.ReLU())
+        self.advantage = mlp([hidden[-1], n_actions], out_gain=0.01, **rng)
+        self.value = mlp([hidden[-1], 1], **rng) if dueling else None
 
     def forward(self, obs: Tensor) -> Tensor:
         h = self.trunk(obs)
@@ -122,6 +125,14 @@ class DQN(OffPolicyLearner):
     name = "dqn"
     config_cls = DQNConfig
     structural_hparams = (*OffPolicyLearner.structural_hparams, "dueling")
+    search_space: ClassVar[dict[str, Bound]] = {
+        "lr": Bound(1e-4, 3e-3, log=True),
+        "gamma": Bound(0.95, 0.999),
+        "replay_ratio": Bound(0.1, 1.0, log=True),
+        "batch_size": Bound(32, 512, integer=True, log=True),
+        "target_update_every": Bound(50, 2000, integer=True, log=True),
+        "epsilon_end": Bound(0.01, 0.1, log=True),
+    }
     default_segment_steps: ClassVar[int] = 12_000
     """DQN needs 20-40k steps on CartPole; with the generator's two-segment "ready" rule a
     pod is judged after 24k, not after 8k when it has barely started."""
@@ -134,7 +145,8 @@ class DQN(OffPolicyLearner):
     def __init__(self, observation_space, action_space, config=None, device="cpu", seed=0):
         super().__init__(observation_space, action_space, config, device, seed)
         c = self.config
-        self.q = QNetwork(self.obs_shape[0], self.act_dim, c.hidden, c.dueling).to(self.device)
+        rng = {"device": self.device, "generator": self.generator}  # see nets.py
+        self.q = QNetwork(self.obs_shape[0], self.act_dim, c.hidden, c.dueling, **rng)
         self.q_target = copy.deepcopy(self.q).requires_grad_(False)
         self.modules = {"q": self.q, "q_target": self.q_target}
         self.optimizers = {"q": torch.optim.Adam(self.q.parameters(), lr=c.lr, fused=True)}

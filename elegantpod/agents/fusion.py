@@ -55,7 +55,7 @@ class FusedLearners:
                 f"fused learners must share one algorithm, got {sorted(map(str, kinds))}"
             )
         self.learners = learners
-        self.fuse()  # start from one set of weights: the first learner's initialisation
+        self._copy_lead()  # start from one set of weights: the first learner's
 
     # -- delegation ---------------------------------------------------------------------
     @property
@@ -112,7 +112,14 @@ class FusedLearners:
         ]
 
     def update(self, batch: Batch) -> dict[str, float]:
-        """Each learner updates on its shard; they fuse at the end of every epoch."""
+        """Each learner updates on its shard; they fuse at the end of every epoch.
+
+        Step clocks (an off-policy learner's warm-up and exploration schedule) count the
+        pod's env steps, the whole ``batch``, not a shard's.
+        """
+        for learner in self.learners:
+            if hasattr(learner, "rollout_env_steps"):
+                learner.rollout_env_steps = len(batch)
         runs = [x.update_epochs(s) for x, s in zip(self.learners, self.shard(batch), strict=True)]
         last: list[dict[str, float]] = [{} for _ in runs]
         active = list(range(len(runs)))
@@ -129,6 +136,16 @@ class FusedLearners:
             active = still
         keys = set().union(*last)
         return {k: sum(s[k] for s in last if k in s) / sum(k in s for s in last) for k in keys}
+
+    @torch.no_grad()
+    def _copy_lead(self) -> None:
+        """Give every learner the first one's modules (target networks and running
+        statistics included): averaging independent random initialisations instead
+        would start from a network no learner had, shrunk towards zero."""
+        for name, module in self.lead.modules.items():
+            state = module.state_dict()
+            for other in self.learners[1:]:
+                other.modules[name].load_state_dict(state)
 
     @torch.no_grad()
     def fuse(self) -> None:

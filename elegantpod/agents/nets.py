@@ -1,4 +1,9 @@
-"""Network building blocks shared by the learners."""
+"""Network building blocks shared by the learners.
+
+Every block takes the ``device`` to build on and the ``generator`` to draw its initial
+weights from (a learner's own): initialising from torch's process-wide RNG would let
+pods that share a process (a Dask worker's threads) change each other's networks.
+"""
 
 from __future__ import annotations
 
@@ -11,14 +16,23 @@ Tensor = torch.Tensor
 
 
 def mlp(
-    sizes: list[int], activation: type[nn.Module] = nn.Tanh, out_gain: float = 1.0
+    sizes: list[int],
+    activation: type[nn.Module] = nn.Tanh,
+    out_gain: float = 1.0,
+    *,
+    device: torch.device | str | None = None,
+    generator: torch.Generator | None = None,
 ) -> nn.Sequential:
-    """A multilayer perceptron with orthogonal init (the PPO-paper recipe)."""
+    """A multilayer perceptron with orthogonal init (the PPO-paper recipe).
+
+    ``generator`` (on ``device``) draws the weights; ``None``: torch's global RNG.
+    """
     layers: list[nn.Module] = []
     for i in range(len(sizes) - 1):
-        linear = nn.Linear(sizes[i], sizes[i + 1])
+        # skip_init: nn.Linear's own init would draw from the global RNG, then be overwritten
+        linear = nn.utils.skip_init(nn.Linear, sizes[i], sizes[i + 1], device=device or "cpu")
         last = i == len(sizes) - 2
-        nn.init.orthogonal_(linear.weight, out_gain if last else math.sqrt(2))
+        nn.init.orthogonal_(linear.weight, out_gain if last else math.sqrt(2), generator=generator)
         nn.init.zeros_(linear.bias)
         layers.append(linear)
         if not last:
@@ -65,13 +79,15 @@ class EnsembleLinear(nn.Module):
     what matters for small networks where launch overhead dominates.
     """
 
-    def __init__(self, k: int, in_features: int, out_features: int):
+    def __init__(
+        self, k: int, in_features: int, out_features: int, *, device=None, generator=None
+    ):
         super().__init__()
-        self.weight = nn.Parameter(torch.empty(k, in_features, out_features))
-        self.bias = nn.Parameter(torch.zeros(k, 1, out_features))
+        self.weight = nn.Parameter(torch.empty(k, in_features, out_features, device=device))
+        self.bias = nn.Parameter(torch.empty(k, 1, out_features, device=device))
         bound = 1 / math.sqrt(in_features)
-        nn.init.uniform_(self.weight, -bound, bound)
-        nn.init.uniform_(self.bias, -bound, bound)
+        nn.init.uniform_(self.weight, -bound, bound, generator=generator)
+        nn.init.uniform_(self.bias, -bound, bound, generator=generator)
 
     def forward(self, x: Tensor) -> Tensor:
         """``x``: ``(k, B, in)`` or ``(B, in)`` (broadcast to all members) -> ``(k, B, out)``."""
@@ -83,12 +99,23 @@ class EnsembleLinear(nn.Module):
 class EnsembleQ(nn.Module):
     """``k`` Q-networks ``Q_i(s, a)`` evaluated together: returns ``(k, B)``."""
 
-    def __init__(self, k: int, obs_dim: int, act_dim: int, hidden: tuple[int, ...]):
+    def __init__(
+        self,
+        k: int,
+        obs_dim: int,
+        act_dim: int,
+        hidden: tuple[int, ...],
+        *,
+        device=None,
+        generator=None,
+    ):
         super().__init__()
         sizes = [obs_dim + act_dim, *hidden, 1]
         layers: list[nn.Module] = []
         for i in range(len(sizes) - 1):
-            layers.append(EnsembleLinear(k, sizes[i], sizes[i + 1]))
+            layers.append(
+                EnsembleLinear(k, sizes[i], sizes[i + 1], device=device, generator=generator)
+            )
             if i < len(sizes) - 2:
                 layers.append(nn.ReLU())
         self.net = nn.Sequential(*layers)

@@ -123,7 +123,13 @@ class OffPolicyLearner(Learner):
             self.action_dtype,
         )
         self.seen = 0
-        """Transitions collected so far: the clock of warm-up and exploration schedules."""
+        """Env steps the pod collected so far: the clock of warm-up and exploration
+        schedules (a fused learner's shard counts the whole pod's steps)."""
+        self.rollout_env_steps: int | None = None
+        """Env steps of the pod's whole rollout when this learner is given only a shard
+        of it (set by :class:`~elegantpod.agents.fusion.FusedLearners` before each
+        update); ``None``: the batch is the whole rollout. With it, ``K`` fused learners
+        start learning and decay exploration at the same env step as one learner."""
         self.gradient_steps = 0
         """Gradient steps taken so far: the clock of delayed and periodic updates."""
         self._update_debt = 0.0
@@ -149,13 +155,21 @@ class OffPolicyLearner(Learner):
         return self.seen < self.config.learning_starts
 
     def take(self, batch: Batch) -> int:
-        """Store a time-major rollout in the replay; return the gradient steps due now."""
+        """Store a time-major rollout in the replay; return the gradient steps due now.
+
+        Gradient steps are ``replay_ratio`` per transition of ``batch`` (a fused learner's
+        shard: per transition of its shard).
+        """
         c = self.config
         self.replay.extend(batch.flatten())
-        self.seen += len(batch)
-        # A pod resumed from a checkpoint without replay (an older one) refills a few
-        # batches first rather than overfit its first transitions.
-        if self.is_warming_up or len(self.replay) < min(c.learning_starts, 4 * c.batch_size):
+        pod_steps = self.rollout_env_steps or len(batch)
+        self.seen += pod_steps
+        # A pod resumed from a checkpoint without replay (stripped, or an older one)
+        # refills a few batches first rather than overfit its first transitions; a shard
+        # holds its share of what the pod collected.
+        share = len(batch) / pod_steps
+        refill = min(int(c.learning_starts * share), 4 * c.batch_size, self.replay.capacity)
+        if self.is_warming_up or len(self.replay) < refill:
             return 0
         self._update_debt += len(batch) * c.replay_ratio
         n_updates = int(self._update_debt)
@@ -176,12 +190,16 @@ class OffPolicyLearner(Learner):
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Load what :meth:`state_dict` produced; a state without a replay (stripped by
+        :func:`~elegantpod.checkpoint.strip_replay`) leaves the replay empty."""
         super().load_state_dict(state)
         self.seen = int(state.get("seen", self.seen))
         self.gradient_steps = int(state.get("gradient_steps", self.gradient_steps))
         self._update_debt = float(state.get("update_debt", self._update_debt))
         if state.get("replay") is not None:
             self.replay.restore(state["replay"])
+        else:
+            self.replay.clear()
 
 
 def polyak(target: torch.nn.Module, online: torch.nn.Module, tau: float) -> None:

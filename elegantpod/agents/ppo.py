@@ -19,6 +19,7 @@ from torch import nn
 
 from elegantpod.agents.base import Learner
 from elegantpod.agents.nets import RunningNorm, mlp
+from elegantpod.agents.space import Bound
 from elegantpod.config import (
     MAX_BATCH,
     MAX_EPOCHS,
@@ -128,6 +129,14 @@ class PPO(Learner):
     default_max_steps: ClassVar[int] = 2_000_000
     default_segment_steps: ClassVar[int] = 32_768
     """Env steps per tournament segment: a few seconds of training on one CPU core."""
+    search_space: ClassVar[dict[str, Bound]] = {
+        "lr": Bound(1e-4, 1e-2, log=True),
+        "clip_coef": Bound(0.1, 0.4),
+        "ent_coef": Bound(0.0, 0.02),
+        "gae_lambda": Bound(0.8, 0.99),
+        "gamma": Bound(0.95, 0.999),
+        "epochs": Bound(2, 10, integer=True),
+    }
 
     def __init__(self, observation_space, action_space, config=None, device="cpu", seed=0):
         super().__init__(observation_space, action_space, config, device, seed)
@@ -141,8 +150,9 @@ class PPO(Learner):
             self.action_shape = (self.act_dim,)
             self.low = torch.as_tensor(action_space.low, device=dev)
             self.high = torch.as_tensor(action_space.high, device=dev)
-        self.actor = mlp([obs_dim, *c.hidden, self.act_dim], out_gain=0.01).to(dev)
-        self.critic = mlp([obs_dim, *c.hidden, 1], out_gain=1.0).to(dev)
+        rng = {"device": dev, "generator": self.generator}
+        self.actor = mlp([obs_dim, *c.hidden, self.act_dim], out_gain=0.01, **rng)
+        self.critic = mlp([obs_dim, *c.hidden, 1], out_gain=1.0, **rng)
         self.obs_norm = RunningNorm(self.obs_shape, enabled=c.normalize_obs).to(dev)
         self.log_std = nn.Parameter(torch.full((max(self.act_dim, 1),), c.init_log_std, device=dev))
         self.modules = {"actor": self.actor, "critic": self.critic, "obs_norm": self.obs_norm}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import gymnasium
 import torch
@@ -20,6 +21,7 @@ from torch import nn
 
 from elegantpod.agents.nets import EnsembleQ, mlp
 from elegantpod.agents.offpolicy import OffPolicyConfig, OffPolicyLearner
+from elegantpod.agents.space import Bound
 from elegantpod.config import positive
 from elegantpod.types import Batch
 
@@ -48,9 +50,9 @@ class SACConfig(OffPolicyConfig):
 class SquashedGaussianActor(nn.Module):
     """``a = tanh(mu(s) + sigma(s) eps)`` with its log-density (change of variables)."""
 
-    def __init__(self, obs_dim: int, act_dim: int, hidden: tuple[int, ...]):
+    def __init__(self, obs_dim: int, act_dim: int, hidden: tuple[int, ...], **rng):
         super().__init__()
-        self.net = mlp([obs_dim, *hidden, 2 * act_dim], activation=nn.ReLU, out_gain=0.01)
+        self.net = mlp([obs_dim, *hidden, 2 * act_dim], activation=nn.ReLU, out_gain=0.01, **rng)
 
     def forward(self, obs: Tensor, generator=None, deterministic=False) -> tuple[Tensor, Tensor]:
         mean, log_std = self.net(obs).chunk(2, -1)
@@ -70,6 +72,13 @@ class SAC(OffPolicyLearner):
 
     name = "sac"
     config_cls = SACConfig
+    search_space: ClassVar[dict[str, Bound]] = {
+        "lr": Bound(1e-4, 3e-3, log=True),
+        "tau": Bound(0.002, 0.05, log=True),
+        "gamma": Bound(0.95, 0.999),
+        "replay_ratio": Bound(0.1, 1.0, log=True),
+        "batch_size": Bound(64, 512, integer=True, log=True),
+    }
 
     @classmethod
     def supported_action_spaces(cls):
@@ -80,8 +89,9 @@ class SAC(OffPolicyLearner):
         super().__init__(observation_space, action_space, config, device, seed)
         c, dev = self.config, self.device
         obs_dim = self.obs_shape[0]
-        self.actor = SquashedGaussianActor(obs_dim, self.act_dim, c.hidden).to(dev)
-        self.critic = EnsembleQ(2, obs_dim, self.act_dim, c.hidden).to(dev)
+        rng = {"device": dev, "generator": self.generator}  # see nets.py
+        self.actor = SquashedGaussianActor(obs_dim, self.act_dim, c.hidden, **rng)
+        self.critic = EnsembleQ(2, obs_dim, self.act_dim, c.hidden, **rng)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.log_alpha = nn.Parameter(torch.tensor(math.log(c.init_alpha), device=dev))
         self.alpha_holder = nn.Module()

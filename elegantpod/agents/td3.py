@@ -21,6 +21,7 @@ from typing import ClassVar
 import torch
 
 from elegantpod.agents.ddpg import DDPG, DDPGConfig
+from elegantpod.agents.space import Bound
 
 Tensor = torch.Tensor
 
@@ -54,6 +55,11 @@ class TD3(DDPG):
 
     name = "td3"
     config_cls = TD3Config
+    search_space: ClassVar[dict[str, Bound]] = {
+        **DDPG.search_space,
+        "policy_noise": Bound(0.1, 0.4),
+        "policy_delay": Bound(1, 4, integer=True),
+    }
     n_critics: ClassVar[int] = 2
 
     def target_action(self, next_obs: Tensor) -> Tensor:

@@ -25,8 +25,9 @@ FINISH_SECONDS = 120.0
 """How long the end of a tournament waits for running segments to checkpoint and return."""
 SAVE_SECONDS = 1.0
 """Segment results are saved to the store at most this often (control actions at once)."""
-PRUNE_SECONDS = 10.0
-"""Checkpoints nobody needs any more are deleted at most this often (one listing each)."""
+PRUNE_SECONDS = 2.0
+"""Checkpoints nobody needs any more are deleted at most this often: one listing each (a
+LIST request on object stores), and between two of them at most a few segments land."""
 MAX_TRANSIENT_FAILURES = 20
 """Consecutive scheduler errors after which a tournament gives up."""
 

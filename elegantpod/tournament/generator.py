@@ -3,7 +3,9 @@
 Exploit/explore as in population-based training: a new pod copies the networks and
 optimizer state of a leaderboard entry (the parent) and perturbs its hyperparameters,
 either by a factor (x0.8 / x1.2) or by a fresh draw within declared bounds. All functions
-are pure given a seeded :class:`random.Random`, so they are tested exactly.
+are pure given a seeded :class:`random.Random`, so they are tested exactly. Each
+learner declares its own search space (``Learner.search_space``, of
+:class:`~elegantpod.agents.space.Bound`); :func:`search_space` reads it.
 """
 
 from __future__ import annotations
@@ -11,81 +13,40 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
+from elegantpod.agents import ALGOS, get_algo
+from elegantpod.agents.space import Bound
 from elegantpod.config import in_range
 from elegantpod.tournament.leaderboard import Entry, rank
 
 
-@dataclass(frozen=True)
-class Bound:
-    """Where a hyperparameter may go under mutation."""
+class _SearchSpaces(Mapping):
+    """Read-only view, algorithm name -> its learner's ``search_space``, kept for
+    compatibility: it reads the registry on every access, so it lists registered
+    algorithms too. To declare a space, set ``search_space`` on the learner class or use
+    ``register_algo(cls, search_space={...})``; this mapping cannot be written."""
 
-    low: float
-    high: float
-    log: bool = False
-    """Sample and perturb on a log scale (learning rates, rates in general)."""
-    integer: bool = False
-    """Round to an integer (epochs, batch sizes)."""
+    def __getitem__(self, algo: str) -> Mapping[str, Bound]:
+        if algo not in ALGOS:
+            raise KeyError(algo)
+        return MappingProxyType(ALGOS[algo].search_space)
 
-    def clip(self, x: float) -> float | int:
-        """``x`` clipped into the bounds (rounded for integer hyperparameters)."""
-        x = min(max(x, self.low), self.high)
-        return int(round(x)) if self.integer else float(x)
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(ALGOS))
 
-    def sample(self, rng: random.Random) -> float | int:
-        """A fresh draw within the bounds (log-uniform when ``log``)."""
-        if self.log:
-            x = math.exp(rng.uniform(math.log(self.low), math.log(self.high)))
-        else:
-            x = rng.uniform(self.low, self.high)
-        return self.clip(x)
+    def __len__(self) -> int:
+        return len(ALGOS)
+
+    def __repr__(self) -> str:
+        return f"SEARCH_SPACES({ {k: dict(v) for k, v in self.items()}!r})"
 
 
-SEARCH_SPACES: dict[str, dict[str, Bound]] = {
-    "ppo": {
-        "lr": Bound(1e-4, 1e-2, log=True),
-        "clip_coef": Bound(0.1, 0.4),
-        "ent_coef": Bound(0.0, 0.02),
-        "gae_lambda": Bound(0.8, 0.99),
-        "gamma": Bound(0.95, 0.999),
-        "epochs": Bound(2, 10, integer=True),
-    },
-    "sac": {
-        "lr": Bound(1e-4, 3e-3, log=True),
-        "tau": Bound(0.002, 0.05, log=True),
-        "gamma": Bound(0.95, 0.999),
-        "replay_ratio": Bound(0.1, 1.0, log=True),
-        "batch_size": Bound(64, 512, integer=True, log=True),
-    },
-    "td3": {
-        "lr": Bound(1e-4, 3e-3, log=True),
-        "tau": Bound(0.002, 0.05, log=True),
-        "gamma": Bound(0.95, 0.999),
-        "replay_ratio": Bound(0.1, 1.0, log=True),
-        "batch_size": Bound(64, 512, integer=True, log=True),
-        "exploration_noise": Bound(0.05, 0.3),
-        "policy_noise": Bound(0.1, 0.4),
-        "policy_delay": Bound(1, 4, integer=True),
-    },
-    "ddpg": {
-        "lr": Bound(1e-4, 3e-3, log=True),
-        "tau": Bound(0.002, 0.05, log=True),
-        "gamma": Bound(0.95, 0.999),
-        "replay_ratio": Bound(0.1, 1.0, log=True),
-        "batch_size": Bound(64, 512, integer=True, log=True),
-        "exploration_noise": Bound(0.05, 0.3),
-    },
-    "dqn": {
-        "lr": Bound(1e-4, 3e-3, log=True),
-        "gamma": Bound(0.95, 0.999),
-        "replay_ratio": Bound(0.1, 1.0, log=True),
-        "batch_size": Bound(32, 512, integer=True, log=True),
-        "target_update_every": Bound(50, 2000, integer=True, log=True),
-        "epsilon_end": Bound(0.01, 0.1, log=True),
-    },
-}
+SEARCH_SPACES: Mapping[str, Mapping[str, Bound]] = _SearchSpaces()
+"""Every registered algorithm's search space (read-only; see :func:`search_space`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -202,8 +163,6 @@ def should_exploit(pod_id: str, scores: dict[str, float], cfg: GeneratorConfig) 
 
 
 def search_space(algo: str) -> dict[str, Bound]:
-    """Where the generator may move each hyperparameter of ``algo`` (its learner's own)."""
-    from elegantpod.agents import get_algo
-
-    space = getattr(get_algo(algo), "search_space", None)
-    return dict(space) if space is not None else dict(SEARCH_SPACES.get(algo, {}))
+    """Where the generator may move each hyperparameter of ``algo``: a copy of its
+    learner's ``search_space`` (raises ``ValueError`` for an unknown algorithm)."""
+    return dict(get_algo(algo).search_space)

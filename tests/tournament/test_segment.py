@@ -55,3 +55,28 @@ def test_child_copies_parent_weights_but_keeps_its_own_seed(tmp_path):
     )
     res = run_segment(child)
     assert res.env_steps == 2048  # the parent's experience is inherited
+
+
+def _publish_burst(n: int) -> tuple[int, int]:
+    """On a worker: publish ``n`` progress events back to back; (messages built, sent)."""
+    from elegantpod.tournament.segment import _Events
+
+    events = _Events("elegantpod-test-burst", "p000", 1)
+    events.last = 0.0  # as if the last event were long ago: the first one goes out
+    built = 0
+
+    def message():
+        nonlocal built
+        built += 1
+        return {"type": "progress"}
+
+    for _ in range(n):
+        events.publish(message)
+    return built, events.sent
+
+
+def test_rate_limited_progress_drains_nothing_into_dropped_events(client):
+    # Building a progress message drains the training returns since the last one; a
+    # message built and then dropped by the rate limit lost those returns before.
+    built, sent = client.submit(_publish_burst, 200, pure=False).result()
+    assert sent == 1 and built == sent

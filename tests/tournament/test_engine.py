@@ -1,0 +1,118 @@
+"""The engine under faults, on a real LocalCluster: a failing store, cancelled futures, a
+second writer, and a store that stays bounded over many segments."""
+
+import os
+import shutil
+
+import pytest
+from distributed import Future
+
+from elegantpod import Tournament
+from elegantpod.tournament.lease import LeaseError
+from elegantpod.tournament.store import Store
+from tests.helpers import wait_until
+from tests.tournament.test_orchestrator import TINY_PPO, check_store_intact
+
+FINAL = {"idle", "stopped", "replaced", "failed"}
+
+
+def tiny(store, client, **kw):
+    kw.setdefault("max_seconds", 40)
+    return Tournament(
+        "CartPole-v1",
+        ["ppo"],
+        kw.pop("pods", 2),
+        store=store,
+        client=client,
+        hparams=TINY_PPO,
+        segment_steps=kw.pop("segment_steps", 512),
+        **kw,
+    )
+
+
+@pytest.mark.slow
+def test_a_store_that_fails_for_a_while_pauses_saving_and_strands_no_pod(client, tmp_path):
+    store = tmp_path / "s"
+    t = tiny(store, client, max_seconds=30)
+    t.start()
+    assert wait_until(lambda: t.summary()["pods_finished"] >= 2, 30)
+    # Root ignores permission bits, so break the state folder itself: a file where the
+    # folder was makes every snapshot write fail with an OSError.
+    shutil.move(store / "state", tmp_path / "state-away")
+    (store / "state").write_text("not a folder")
+    warned = wait_until(lambda: t.summary()["warning"] is not None, 15)
+    steps = t.summary()["env_steps_total"]
+    assert wait_until(lambda: t.summary()["env_steps_total"] > steps, 15)  # pods train on
+    (store / "state").unlink()
+    shutil.move(tmp_path / "state-away", store / "state")
+    s = t.wait(90)
+    assert warned and "saving to store" in (s["warning"] or "saving to store")
+    assert s["status"] == "finished" and s["warning"] is None  # saving came back
+    assert set(t.pods["status"]) <= FINAL
+    saved = Store(store).load_state()
+    assert saved["state"]["total_steps"] == s["env_steps_total"]  # the last save has it all
+    check_store_intact(store)
+
+
+@pytest.mark.slow
+def test_segments_cancelled_behind_its_back_are_run_again(client, tmp_path):
+    t = tiny(tmp_path / "s", client, max_seconds=30, segment_steps=10**7)
+    t.start()
+    prefix = f"elegantpod-{t.id}-"
+    ours = lambda: [  # noqa: E731
+        k for keys in client.processing().values() for k in keys if str(k).startswith(prefix)
+    ]
+    assert wait_until(lambda: len(ours()) == 2, 30)
+    first = set(ours())
+    for key in first:  # another client (an admin, a restart) cancels them
+        Future(key, client).cancel()
+    assert wait_until(lambda: len(ours()) == 2 and not set(ours()) & first, 30)
+    t.stop()
+    s = t.wait(90)
+    assert s["status"] == "finished" and s["pods_failed"] == 0
+    assert set(t.pods["status"]) <= FINAL and t.pods_in_flight == 0
+
+
+@pytest.mark.slow
+def test_one_writer_per_store(client, tmp_path):
+    store = tmp_path / "s"
+    t = tiny(store, client, max_seconds=60)
+    t.start()
+    try:
+        second = Tournament.resume(store, client=client)
+        with pytest.raises(LeaseError, match=r"is held by .*pid \d+, heartbeat \d+ s ago"):
+            second.start()
+        assert second.status == "created"
+    finally:
+        t.stop()
+        t.wait(60)
+    # the first released the lease at its end: now the second may write
+    budget = t.summary()["wall_seconds"] + 10
+    second = Tournament.resume(store, client=client, max_seconds=budget)
+    second.start()
+    assert second.wait(60)["status"] == "finished"
+    assert not (store / "lease.json").exists()
+
+
+@pytest.mark.slow
+def test_the_store_stays_bounded_over_many_segments(client, tmp_path):
+    store = tmp_path / "s"
+    leaderboard = 4
+    t = tiny(store, client, pods=4, max_seconds=25, segment_steps=128, leaderboard_size=leaderboard)
+    t.start()
+    s = t.wait(90)
+    segments = sum(t.pods["segment"])
+    assert segments >= 40, segments  # many segments, many replaced pods
+    files = list(store.glob("pods/*/seg-*.pt"))
+    # what can still be needed: each live pod's latest checkpoint, each leaderboard
+    # entry's, and the parent of each pod that has not finished a segment yet
+    assert len(files) <= 4 + leaderboard + 4, sorted(str(f) for f in files)
+    assert s["store_bytes"] == sum(os.path.getsize(f) for f in files)
+    saved = Store(store).load_state()
+    named = {e["checkpoint"] for e in saved["leaderboard"]} | {
+        r["latest_checkpoint"]
+        for r in saved["pods"]
+        if r["status"] in ("idle", "stopped") and r["latest_checkpoint"]
+    }
+    assert all((store / name).is_file() for name in named)  # nothing named was pruned
+    check_store_intact(store)
