@@ -16,9 +16,9 @@ import traceback
 from typing import Any
 
 from elegantpod.tournament.lease import Lease, LeaseError, LeaseLost
-from elegantpod.tournament.population import needed_checkpoints
 from elegantpod.tournament.runner import Runner, control_message
 from elegantpod.tournament.segment import SegmentTask
+from elegantpod.tournament.store import needed_checkpoints
 
 LOOP_SECONDS = 0.1
 FINISH_SECONDS = 120.0

@@ -16,40 +16,30 @@ method is safe from any thread and is what the dashboard's buttons call.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import uuid
 from collections import Counter, defaultdict, deque
 from typing import Any
 
 from elegantpod.agents import get_algo
-from elegantpod.config import PodSpec, check_learners, check_memory, replace_checked
-from elegantpod.envs import check_env_id, check_eval_env
+from elegantpod.config import PodSpec, replace_checked
 from elegantpod.tournament import state as checked
 from elegantpod.tournament import views
 from elegantpod.tournament.engine import Engine
-from elegantpod.tournament.generator import GeneratorConfig
 from elegantpod.tournament.population import ACTIVE, Population
 from elegantpod.tournament.runner import cluster_info, control_message
-from elegantpod.tournament.spec import TournamentSpec
+from elegantpod.tournament.spec import (
+    TournamentSpec,
+    check_sources,
+    check_spec,
+    make_spec,
+    resume_changes,
+    spec_names,
+)
 from elegantpod.tournament.store import Store, StoreError
 
 CURVE_EVENTS = 20_000
 """Progress events kept per pod (the oldest go first): memory stays bounded in long runs."""
-RESUME_CHANGEABLE = (
-    "target_reward",
-    "max_seconds",
-    "max_steps",
-    "segment_steps",
-    "segment_seconds",
-    "leaderboard_size",
-    "eval_episodes",
-    "generator",
-    "max_retries",
-    "failed_replacements",
-    "device",
-)
-"""Spec fields a resume may change; any other given value must equal the store's."""
 
 
 class Tournament(Engine):
@@ -157,7 +147,8 @@ class Tournament(Engine):
         """Continue the tournament saved in ``store`` (after a kernel or cluster restart).
 
         Returns a tournament that has not started yet: call :meth:`start`. ``overrides``
-        may change the budgets and the fields in :data:`RESUME_CHANGEABLE` (listed in
+        may change the budgets and the fields in
+        :data:`~elegantpod.tournament.spec.RESUME_CHANGEABLE` (listed in
         ``resume_changes``); any other field given must equal the store's. ``force``
         takes over the store's lease from a writer that is gone. Everything read from
         the store is checked like user input first, and data files or URLs that its
@@ -171,34 +162,21 @@ class Tournament(Engine):
             if checked.POD_ID.match(str(store)):
                 hint = f"; to resume a paused pod, call t.resume_pod({str(store)!r})"
             raise ValueError(f"store {s.url!r} holds no tournament (no tournament.json){hint}")
-        overrides = _spec_names(overrides)
+        overrides = spec_names(overrides)
         where = f"{s.path('tournament.json')!r} is not a tournament spec"
         try:
             spec = TournamentSpec.from_dict(checked.mapping(saved, "tournament.json"))
         except (TypeError, ValueError) as exc:
             raise StoreError(f"{where}: {exc}") from None
-        _check_sources(s, spec, overrides, allow_remote)  # before anything reads them
+        try:  # before anything reads them
+            check_sources(s.path("tournament.json"), spec, overrides, allow_remote)
+        except ValueError as exc:
+            raise StoreError(str(exc)) from None
         try:
             check_spec(spec)
         except (TypeError, ValueError) as exc:
             raise StoreError(f"{where}: {exc}") from None
-        changes = {}
-        for key, value in overrides.items():
-            if not hasattr(spec, key):
-                raise ValueError(unknown_option(key))
-            old = getattr(spec, key)
-            if key in ("algos",) and isinstance(value, str):
-                value = tuple(a.strip() for a in value.split(",") if a.strip())
-            if key == "algos":
-                value = tuple(get_algo(a).name for a in value)
-            if value == old:
-                continue
-            if key not in RESUME_CHANGEABLE:
-                raise ValueError(
-                    f"store {s.url!r} holds a tournament with {key}={old!r}; a resume cannot "
-                    f"change it to {value!r} (start a new store for that)"
-                )
-            changes[key] = [old, value]
+        changes = resume_changes(spec, overrides, f"store {s.url!r}")
         spec = make_spec(**{**spec.to_dict(), **{k: v[1] for k, v in changes.items()}})
         t = cls.__new__(cls)
         t._setup(spec, s, client, mutation_policy)
@@ -422,93 +400,10 @@ class Tournament(Engine):
         )
 
 
-def _check_sources(store: Store, spec: TournamentSpec, overrides: dict, allow: bool) -> None:
-    """Refuse data paths or URLs that a store's spec names and the user did not give."""
-    from elegantpod.envs.registry import external_sources
-
-    for field in ("env_kwargs", "eval_env_kwargs"):
-        given = overrides.get(field) or {}
-        named = external_sources(getattr(spec, field))
-        unconfirmed = {k: v for k, v in named.items() if given.get(k) != v}
-        if unconfirmed and not allow:
-            raise StoreError(
-                f"{store.path('tournament.json')!r} names data to read in {field}: "
-                f"{unconfirmed!r}; a store from someone else must not make this process "
-                f"read files or fetch URLs. Pass {field}={unconfirmed!r} to resume (or "
-                "allow_remote=True) if you trust it"
-            )
-
-
 def _known(learner, hparams: dict[str, Any]) -> dict[str, Any]:
     from elegantpod.config import config_values
 
     return config_values(learner.config_cls, hparams, drop_unknown=True)
 
 
-def _spec_names(options: dict[str, Any]) -> dict[str, Any]:
-    """User-facing argument names (``env``) as spec fields (``env_id``)."""
-    options = dict(options)
-    if "env" in options:
-        options["env_id"] = options.pop("env")
-    return options
-
-
-def unknown_option(key: str) -> str:
-    """'unknown option' with the close matches among the spec's fields."""
-    import difflib
-
-    names = [f.name for f in dataclasses.fields(TournamentSpec)]
-    close = difflib.get_close_matches(key, names, n=3)
-    hint = f"; did you mean {', '.join(close)}?" if close else f"; options: {', '.join(names)}"
-    return f"unknown tournament option {key!r}{hint}"
-
-
-def make_spec(**options: Any) -> TournamentSpec:
-    """A checked :class:`TournamentSpec` from keyword arguments (names checked first)."""
-    options = _spec_names(options)
-    for key in options:
-        if key not in {f.name for f in dataclasses.fields(TournamentSpec)}:
-            raise ValueError(unknown_option(key))
-    algos = options.get("algos", ("ppo",))
-    if isinstance(algos, str):
-        algos = tuple(a.strip() for a in algos.split(",") if a.strip())
-    options["algos"] = tuple(get_algo(a).name for a in algos)  # "PPO" -> "ppo"
-    if isinstance(options.get("generator"), dict):
-        g = dict(options["generator"])
-        if "perturb_factors" in g:
-            g["perturb_factors"] = tuple(g["perturb_factors"])
-        options["generator"] = GeneratorConfig(**g)
-    if isinstance(options.get("hparams"), dict):
-        options["hparams"] = {get_algo(k).name: dict(v) for k, v in options["hparams"].items()}
-    spec = TournamentSpec(**options)
-    check_spec(spec)
-    return spec
-
-
-def check_spec(spec: TournamentSpec) -> None:
-    """Every check that needs no cluster: bad input fails here, before any Dask work."""
-    check_env_id(spec.env_id)
-    spec.validate()
-    check_eval_env(spec.env_id, spec.env_kwargs, spec.eval_env_kwargs, spec.fitness)
-    for algo in spec.algos:
-        learner = get_algo(algo)
-        learner.check_env(spec.env_id, spec.env_kwargs)
-        config = replace_checked(learner.config_cls(), spec.hparams.get(algo, {}))
-        check_learners(spec.learners, config.num_envs, algo)
-        pod = PodSpec(
-            env_id=spec.env_id,
-            algo=algo,
-            hparams=config,
-            device=spec.device,
-            eval_episodes=spec.eval_episodes,
-            learners=spec.learners,
-        )
-        check_memory(pod)  # a lower bound before any env exists: refuses the absurd
-    unknown = set(spec.hparams) - {get_algo(a).name for a in spec.algos}
-    if unknown:
-        raise ValueError(
-            f"hparams given for {sorted(unknown)}, which are not in algos {list(spec.algos)}"
-        )
-
-
-__all__ = ["ACTIVE", "Tournament", "check_spec", "make_spec"]
+__all__ = ["ACTIVE", "Tournament"]

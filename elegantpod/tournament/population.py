@@ -173,27 +173,7 @@ class Population:
     def _mutate(self, algo: str, hparams: dict, space: dict, structural: bool):
         """The mutation policy, its output checked like user input."""
         new, mutation = self.mutation_policy(dict(hparams), space, self.rng, self.spec.generator)
-        learner = get_algo(algo)
-        try:
-            cfg = replace_checked(learner_config(algo, hparams), dict(new))
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"mutation_policy returned bad {algo} hyperparameters: {exc}") from exc
-        if structural:
-            changed = [
-                k
-                for k in learner.structural_hparams
-                if new.get(k, hparams.get(k)) != hparams.get(k)
-            ]
-            if changed:
-                raise ValueError(
-                    f"mutation_policy changed {changed}, which fix the network shapes a "
-                    "child copies from its parent"
-                )
-        try:  # its lineage reaches the store and every HTML view: checked like a store's
-            mutation = checked.mutation(algo, dict(mutation), "mutation")
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"mutation_policy returned a bad mutation: {exc}") from exc
-        return dataclasses.asdict(cfg), mutation
+        return checked.policy_output(algo, hparams, new, mutation, structural)
 
     def add_pod(self, algo: str | None = None, parent: str | None = None, **hparams) -> PodRecord:
         """A pod added by the user: fresh, or cloned from a leaderboard entry or a pod.
@@ -450,26 +430,3 @@ def recent_score(rec: PodRecord) -> float:
     """Mean of a pod's last scores (the exploit rule's smoothing); NaN with none."""
     scores = rec.recent_scores
     return sum(scores) / len(scores) if scores else math.nan
-
-
-def needed_checkpoints(snapshot: dict[str, Any]) -> tuple[set[str], dict[str, int]]:
-    """What a saved snapshot still needs: ``(keep, settled)`` for ``Store.prune``.
-
-    Computed from the snapshot that was saved, not the live population, so a checkpoint
-    the store's state names is never deleted. Kept: the latest checkpoint of every pod
-    that is alive, idle or stopped (resume and ``add_pod(parent=...)`` use it), every
-    leaderboard entry's, and the parent checkpoint of every pod that has not finished
-    its first segment (it still loads it). ``settled`` maps each pod to its last
-    finished segment; anything newer is in flight and is not touched.
-    """
-    keep: set[str] = set()
-    settled: dict[str, int] = {}
-    for d in snapshot.get("pods", []):
-        settled[d["pod_id"]] = d.get("segment", 0)
-        alive = d.get("status") in (*ACTIVE, "idle", "stopped")
-        if alive and d.get("latest_checkpoint"):
-            keep.add(d["latest_checkpoint"])
-        if alive and not d.get("segment") and d.get("parent_checkpoint"):
-            keep.add(d["parent_checkpoint"])
-    keep.update(e["checkpoint"] for e in snapshot.get("leaderboard", []))
-    return keep, settled

@@ -8,7 +8,19 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from elegantpod.config import MAX_EVAL_EPISODES, bounded, check_fitness, check_json, positive
+from elegantpod.agents import get_algo
+from elegantpod.config import (
+    MAX_EVAL_EPISODES,
+    PodSpec,
+    bounded,
+    check_fitness,
+    check_json,
+    check_learners,
+    check_memory,
+    positive,
+    replace_checked,
+)
+from elegantpod.envs import check_env_id, check_eval_env
 from elegantpod.tournament.generator import GeneratorConfig
 
 
@@ -172,3 +184,126 @@ class PodRecord:
 
 
 _RECORD_FIELDS = dataclasses.fields(PodRecord)
+
+
+# ---------------------------------------------------------------------------- building
+RESUME_CHANGEABLE = (
+    "target_reward",
+    "max_seconds",
+    "max_steps",
+    "segment_steps",
+    "segment_seconds",
+    "leaderboard_size",
+    "eval_episodes",
+    "generator",
+    "max_retries",
+    "failed_replacements",
+    "device",
+)
+"""Spec fields a resume may change; any other given value must equal the store's."""
+
+
+def resume_changes(spec: TournamentSpec, overrides: dict[str, Any], where: str) -> dict:
+    """``{field: [old, new]}`` for the fields a resume changes; ``ValueError`` for a
+    field that differs from the store's and may not change (env, algorithms, pods...)."""
+    changes = {}
+    for key, value in overrides.items():
+        if not hasattr(spec, key):
+            raise ValueError(unknown_option(key))
+        old = getattr(spec, key)
+        if key == "algos":
+            if isinstance(value, str):
+                value = tuple(a.strip() for a in value.split(",") if a.strip())
+            value = tuple(get_algo(a).name for a in value)
+        if value == old:
+            continue
+        if key not in RESUME_CHANGEABLE:
+            raise ValueError(
+                f"{where} holds a tournament with {key}={old!r}; a resume cannot "
+                f"change it to {value!r} (start a new store for that)"
+            )
+        changes[key] = [old, value]
+    return changes
+
+
+def check_sources(where: str, spec: TournamentSpec, overrides: dict, allow: bool) -> None:
+    """Refuse data paths or URLs that a store's spec names and the user did not give."""
+    from elegantpod.envs.registry import external_sources
+
+    for name in ("env_kwargs", "eval_env_kwargs"):
+        given = overrides.get(name) or {}
+        named = external_sources(getattr(spec, name))
+        unconfirmed = {k: v for k, v in named.items() if given.get(k) != v}
+        if unconfirmed and not allow:
+            raise ValueError(
+                f"{where!r} names data to read in {name}: "
+                f"{unconfirmed!r}; a store from someone else must not make this process "
+                f"read files or fetch URLs. Pass {name}={unconfirmed!r} to resume (or "
+                "allow_remote=True) if you trust it"
+            )
+
+
+def spec_names(options: dict[str, Any]) -> dict[str, Any]:
+    """User-facing argument names (``env``) as spec fields (``env_id``)."""
+    options = dict(options)
+    if "env" in options:
+        options["env_id"] = options.pop("env")
+    return options
+
+
+def unknown_option(key: str) -> str:
+    """'unknown option' with the close matches among the spec's fields."""
+    import difflib
+
+    names = [f.name for f in dataclasses.fields(TournamentSpec)]
+    close = difflib.get_close_matches(key, names, n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else f"; options: {', '.join(names)}"
+    return f"unknown tournament option {key!r}{hint}"
+
+
+def make_spec(**options: Any) -> TournamentSpec:
+    """A checked :class:`TournamentSpec` from keyword arguments (names checked first)."""
+    options = spec_names(options)
+    for key in options:
+        if key not in {f.name for f in dataclasses.fields(TournamentSpec)}:
+            raise ValueError(unknown_option(key))
+    algos = options.get("algos", ("ppo",))
+    if isinstance(algos, str):
+        algos = tuple(a.strip() for a in algos.split(",") if a.strip())
+    options["algos"] = tuple(get_algo(a).name for a in algos)  # "PPO" -> "ppo"
+    if isinstance(options.get("generator"), dict):
+        g = dict(options["generator"])
+        if "perturb_factors" in g:
+            g["perturb_factors"] = tuple(g["perturb_factors"])
+        options["generator"] = GeneratorConfig(**g)
+    if isinstance(options.get("hparams"), dict):
+        options["hparams"] = {get_algo(k).name: dict(v) for k, v in options["hparams"].items()}
+    spec = TournamentSpec(**options)
+    check_spec(spec)
+    return spec
+
+
+def check_spec(spec: TournamentSpec) -> None:
+    """Every check that needs no cluster: bad input fails here, before any Dask work."""
+    check_env_id(spec.env_id)
+    spec.validate()
+    check_eval_env(spec.env_id, spec.env_kwargs, spec.eval_env_kwargs, spec.fitness)
+    for algo in spec.algos:
+        learner = get_algo(algo)
+        learner.check_env(spec.env_id, spec.env_kwargs)
+        config = replace_checked(learner.config_cls(), spec.hparams.get(algo, {}))
+        check_learners(spec.learners, config.num_envs, algo)
+        pod = PodSpec(
+            env_id=spec.env_id,
+            algo=algo,
+            hparams=config,
+            device=spec.device,
+            eval_episodes=spec.eval_episodes,
+            learners=spec.learners,
+        )
+        check_memory(pod)  # a lower bound before any env exists: refuses the absurd
+    unknown = set(spec.hparams) - {get_algo(a).name for a in spec.algos}
+    if unknown:
+        raise ValueError(
+            f"hparams given for {sorted(unknown)}, which are not in algos {list(spec.algos)}"
+        )

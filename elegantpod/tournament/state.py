@@ -1,5 +1,8 @@
 """A store's state read back as untrusted input: checked like user input, field by field.
 
+(A mutation policy's output is checked here too: it is a user's code, and its lineage
+ends up in the store.)
+
 A store can come from anyone: a shared bucket, a colleague's run, a downloaded archive.
 Its snapshot names pods, checkpoints, hyperparameters, scores and budgets, and each of
 those reaches a file path, a worker, a budget check or an HTML view. So nothing from it
@@ -287,3 +290,34 @@ def load(raw: Any, where: str) -> tuple[dict, list, dict[str, Any]]:
         for i, d in enumerate(items(raw.get("leaderboard", []), f"{where}: leaderboard"))
     ]
     return records, entries, counters(raw.get("state"), f"{where}: state")
+
+
+def policy_output(algo: str, hparams: dict, new: Any, change: Any, structural: bool):
+    """A mutation policy's ``(new_hparams, mutation)`` checked like user input.
+
+    Its hyperparameters pass the learner's checks; with ``structural`` (a child that
+    copies its parent's networks) the network shapes must not change; its lineage record
+    reaches the store and every HTML view, so it is checked like a store's.
+    """
+    import dataclasses
+
+    learner = get_algo(algo)
+    base = learner.config_cls(**config_values(learner.config_cls, hparams, drop_unknown=True))
+    try:
+        cfg = replace_checked(base, dict(new))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"mutation_policy returned bad {algo} hyperparameters: {exc}") from exc
+    if structural:
+        changed = [
+            k for k in learner.structural_hparams if new.get(k, hparams.get(k)) != hparams.get(k)
+        ]
+        if changed:
+            raise ValueError(
+                f"mutation_policy changed {changed}, which fix the network shapes a "
+                "child copies from its parent"
+            )
+    try:
+        lineage = mutation(algo, dict(change), "mutation")
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"mutation_policy returned a bad mutation: {exc}") from exc
+    return dataclasses.asdict(cfg), lineage

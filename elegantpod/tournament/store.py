@@ -297,6 +297,29 @@ class Store:
         return max(self._versions(), default=0)
 
 
+def needed_checkpoints(snapshot: dict[str, Any]) -> tuple[set[str], dict[str, int]]:
+    """What a saved snapshot still needs: ``(keep, settled)`` for ``Store.prune``.
+
+    Computed from the snapshot that was saved, not the live population, so a checkpoint
+    the store's state names is never deleted. Kept: the latest checkpoint of every pod
+    that is alive, idle or stopped (resume and ``add_pod(parent=...)`` use it), every
+    leaderboard entry's, and the parent checkpoint of every pod that has not finished
+    its first segment (it still loads it). ``settled`` maps each pod to its last
+    finished segment; anything newer is in flight and is not touched.
+    """
+    keep: set[str] = set()
+    settled: dict[str, int] = {}
+    for d in snapshot.get("pods", []):
+        settled[d["pod_id"]] = d.get("segment", 0)
+        alive = d.get("status") in ("queued", "running", "paused", "idle", "stopped")
+        if alive and d.get("latest_checkpoint"):
+            keep.add(d["latest_checkpoint"])
+        if alive and not d.get("segment") and d.get("parent_checkpoint"):
+            keep.add(d["parent_checkpoint"])
+    keep.update(e["checkpoint"] for e in snapshot.get("leaderboard", []))
+    return keep, settled
+
+
 def checkpoint_name(pod_id: str, segment: int) -> str:
     """Store-relative name of a pod's checkpoint at the end of ``segment``."""
     return f"pods/{state.check_pod_id(pod_id, 'pod id')}/seg-{segment:05d}.pt"

@@ -6,9 +6,10 @@ import pytest
 
 from elegantpod.tournament import state as checked
 from elegantpod.tournament.generator import GeneratorConfig
-from elegantpod.tournament.population import Population, needed_checkpoints, recent_score
+from elegantpod.tournament.population import Population, recent_score
 from elegantpod.tournament.segment import SegmentResult
 from elegantpod.tournament.spec import TournamentSpec
+from elegantpod.tournament.store import needed_checkpoints
 
 
 def pop(**kw):
