@@ -205,6 +205,11 @@ class Dashboard:
                     f"{best} · {fmt(s['wall_seconds'])} s · "
                     f"{fmt(s['env_steps_total'])} env steps · "
                     f"{s['pods_total']} pods, {s['pods_failed']} failed"
+                    + (
+                        f' · <span style="color:#b71c1c">{fmt(s["warning"])}</span>'
+                        if s.get("warning")
+                        else ""
+                    )
                 ),
             )
             board = self.t.leaderboard
