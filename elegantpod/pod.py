@@ -343,15 +343,20 @@ class Pod:
 
         A checkpoint without a replay (see :func:`~elegantpod.checkpoint.strip_replay`)
         loads with an empty replay. Its step clock is restored, so the learner does not
-        redo its uniform-random warm-up: it keeps exploring with its policy and takes
-        its next gradient step once its replay holds
-        ``min(learning_starts, 4 * batch_size)`` transitions again (per fused learner:
-        its share of ``learning_starts``).
+        redo its uniform-random warm-up (nor wait ``learning_starts`` env steps again):
+        it keeps exploring with its policy and takes its next gradient step once its
+        replay holds ``min(learning_starts, 4 * batch_size, buffer_size)`` transitions
+        again (a fused learner: its share of ``learning_starts``).
+
+        A checkpoint from other device types (a GPU pod's, loaded on a CPU) or another
+        number of fused learners restores all of this except the random generators
+        (a state fits only its device type, and each learner needs its own stream):
+        this pod keeps its own seeded streams.
 
         ``restore_rng=False`` keeps this pod's own random streams: a child pod copies its
-        parent's networks, optimizer state and replay but explores on its own seed
-        (learner and env generators reseeded from this pod's spec, its evaluator's
-        episode counter kept).
+        parent's networks, optimizer state, step clocks and replay but explores on its
+        own seed (its learners' generators are reseeded from its spec; its env generator
+        and its evaluator's episode counter stay as they are).
 
         Raises
         ------
@@ -377,7 +382,8 @@ class Pod:
         if not isinstance(learner_state, dict):
             raise CheckpointError(f"{where}: field 'learner' is missing or not a dict")
         # A generator's state only fits generators of its device type: after a move (a
-        # GPU pod's checkpoint loaded on a CPU) this pod keeps its own seeded streams.
+        # GPU pod's checkpoint loaded on a CPU), or into another number of fused
+        # learners, this pod keeps its own seeded streams.
         is_same_kind = _device_types(saved) == _device_types(self.spec)
         if not (restore_rng and is_same_kind):
             learner_state = _without_generators(learner_state)
@@ -492,16 +498,17 @@ def _without_generators(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_learner_rng(state: dict[str, Any], learner, where: str) -> None:
-    """Raise :class:`CheckpointError` naming a learner generator state that is unusable."""
+    """Raise :class:`CheckpointError` naming a learner generator state that does not fit
+    the learner it would be loaded into (fused learner ``i`` takes ``fused[i - 1]``'s
+    state when there is one, else the first learner's)."""
     fused = state.get("fused")
     extras = fused if isinstance(fused, list) else []
-    named = [("learner.generator", state)] + [
-        (f"learner.fused[{i}].generator", x) for i, x in enumerate(extras) if isinstance(x, dict)
-    ]
-    generator = _learners(learner)[0].generator
-    for field, holder in named:
+    for i, target in enumerate(_learners(learner)):
+        holder, field = state, "learner.generator"
+        if 1 <= i <= len(extras) and isinstance(extras[i - 1], dict):
+            holder, field = extras[i - 1], f"learner.fused[{i - 1}].generator"
         if holder.get("generator") is not None:
-            checked_rng_state(holder["generator"], generator, where, field)
+            checked_rng_state(holder["generator"], target.generator, where, field)
 
 
 def _build_learner(algo, env: VecEnv, hparams, spec: PodSpec):

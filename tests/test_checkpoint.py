@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from elegantpod.agents import PPOConfig, SACConfig
-from elegantpod.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from elegantpod.checkpoint import CheckpointError, load_checkpoint, save_checkpoint, strip_replay
 from elegantpod.config import PodSpec
 from elegantpod.pod import Pod
 
@@ -146,13 +146,18 @@ MALFORMED = {
         r"field 'spec': lr must be <= 1.0",
     ),
     "bad RNG state": (
-        _set("torch_rng", torch.zeros(3, dtype=torch.uint8)),
-        "field 'torch_rng' is not a random-number-generator state",
+        lambda d: d["learner"].update(generator=torch.zeros(3, dtype=torch.uint8)),
+        "field 'learner.generator' is not a random-number-generator state",
     ),
     "RNG state not a tensor": (
-        _set("torch_rng", "seed"),
-        "field 'torch_rng' is not a random-number-generator state",
+        lambda d: d["learner"].update(generator="seed"),
+        "field 'learner.generator' is not a random-number-generator state",
     ),
+    "bad env RNG state": (
+        _set("env_rng", torch.zeros(3, dtype=torch.uint8)),
+        "field 'env_rng' is not a random-number-generator state",
+    ),
+    "bad evaluation count": (_set("eval_count", -1), "field 'eval_count' must be an integer"),
     "bad step count": (_set("env_steps", "many"), "field 'env_steps' must be an integer"),
     "no learner": (lambda d: d.pop("learner"), "field 'learner' is missing"),
     "learner of junk": (_set("learner", {"modules": 3}), "field 'learner' does not fit"),
@@ -177,11 +182,17 @@ def test_malformed_checkpoints_are_one_clear_error(case, good_checkpoint, tmp_pa
         Pod.from_checkpoint(path)
     assert str(info.value).startswith(where)
     pod = Pod(PodSpec(env_id="CartPole-v1", algo="ppo", hparams=PPOConfig(num_envs=8, horizon=64)))
-    before = torch.get_rng_state()
+    before = (pod.learner.generator.get_state(), pod.env.generator.get_state())
+    weights = [p.clone() for p in pod.learner.actor.parameters()]
     with pytest.raises(CheckpointError, match=message) as info:
         pod.load(path)
     assert str(info.value).startswith(where)
-    assert torch.equal(torch.get_rng_state(), before) and pod.env_steps == 0
+    assert torch.equal(pod.learner.generator.get_state(), before[0])
+    assert torch.equal(pod.env.generator.get_state(), before[1])
+    assert pod.env_steps == 0 and pod.evaluator.count == 0
+    if case != "learner of junk":  # caught before any weight is loaded
+        after = pod.learner.actor.parameters()
+        assert all(torch.equal(a, b) for a, b in zip(weights, after, strict=True))
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
@@ -219,3 +230,56 @@ def test_junk_files_and_folders_get_no_advice_to_run_their_code(tmp_path):
         load_checkpoint(evil)
     with pytest.raises(CheckpointError, match="is a folder, not a file"):
         Pod.from_checkpoint(tmp_path)
+
+
+# -- replay buffers only where needed ---------------------------------------------------
+def _sac_spec(**changes) -> PodSpec:
+    hp = SACConfig(num_envs=4, horizon=16, learning_starts=2048, batch_size=64, hidden=(16, 16))
+    spec = PodSpec(env_id="Pendulum-v1", algo="sac", hparams=hp, max_steps=2560, eval_episodes=2)
+    return dataclasses.replace(spec, **changes)
+
+
+def test_strip_replay_shrinks_a_checkpoint_that_still_loads_and_trains(tmp_path):
+    pod = Pod(_sac_spec(), out_dir=tmp_path)
+    pod.run()
+    assert pod.learner.gradient_steps > 0 and len(pod.learner.replay) == 2560
+    path = pod.checkpoint_path
+    size = path.stat().st_size
+    assert strip_replay(path) is True
+    stripped = path.stat().st_size
+    assert size - stripped >= 2560 * 4 * (3 + 3 + 1 + 1)  # obs, next obs, action, reward
+    assert stripped < size / 2
+    assert "replay" not in load_checkpoint(path)["learner"]
+    assert strip_replay(path) is False  # nothing left to strip: the file is untouched
+    assert [p.name for p in tmp_path.iterdir()] == ["checkpoint.pt"]  # no temp files
+
+    resumed = Pod(_sac_spec(max_steps=4096), out_dir=tmp_path, resume=True)
+    obs = torch.randn(8, 3)
+    torch.testing.assert_close(resumed.learner.act(obs), pod.learner.act(obs))
+    assert len(resumed.learner.replay) == 0 and resumed.learner.seen == pod.learner.seen
+    child = Pod(
+        _sac_spec(seed=9, max_steps=3072)
+    )  # a child copying its parent, as a tournament does
+    child.load(path, restore_rng=False)
+    torch.testing.assert_close(child.learner.act(obs), pod.learner.act(obs))
+    assert len(child.learner.replay) == 0
+
+    steps = resumed.learner.gradient_steps
+    resumed.run()
+    # refills min(learning_starts, 4 * batch_size) = 256 transitions, then learns on
+    assert resumed.learner.gradient_steps > steps and len(resumed.learner.replay) == 1536
+    assert child.run().env_steps == 3072 and child.learner.gradient_steps > steps
+
+
+def test_strip_replay_of_fused_learners_and_at_a_url(tmp_path):
+    pod = Pod(_sac_spec(learners=2, max_steps=512))
+    url = "memory://elegantpod-test/fused.pt"
+    pod.save(url)
+    assert strip_replay(url) is True
+    data = load_checkpoint(url)
+    assert "replay" not in data["learner"] and "replay" not in data["learner"]["fused"][0]
+    again = Pod(_sac_spec(learners=2))
+    again.load(url)
+    assert [len(x.replay) for x in again.learner.learners] == [0, 0]
+    ppo = Pod(PodSpec(env_id="CartPole-v1", algo="ppo"), out_dir=tmp_path)
+    assert strip_replay(ppo.save()) is False  # an on-policy learner keeps no replay

@@ -1,4 +1,6 @@
+import dataclasses
 import math
+import sys
 import threading
 import time
 
@@ -105,3 +107,109 @@ def test_should_stop_is_polled_between_gradient_steps():
     assert result.env_steps == 64  # one rollout; its update owed 6400 gradient steps
     assert pod.learner.gradient_steps == 10
     assert pod.learner.should_stop() is False  # the pod's check is gone after the run
+
+
+# -- randomness is per pod --------------------------------------------------------------
+RNG_CASES = [
+    ("ppo", "CartPole-v1", PPOConfig(num_envs=8, horizon=32, minibatch_size=64)),
+    ("sac", "Pendulum-v1", SACConfig(num_envs=4, horizon=16, learning_starts=256, batch_size=64)),
+]
+
+
+def _record(spec: PodSpec) -> tuple[list, list, dict]:
+    """Build and train a pod; return every rollout, every update's stats, final weights."""
+    rollouts, stats = [], []
+
+    def on_iteration(pod, s):
+        rollouts.append((pod.worker.buffer.obs.clone(), pod.worker.buffer.action.clone()))
+        stats.append(dict(s))
+
+    pod = Pod(spec)
+    pod.run(on_iteration=on_iteration)
+    weights = {
+        f"{name}.{k}": v.clone()
+        for name, m in pod.learner.modules.items()
+        for k, v in m.state_dict().items()
+    }
+    return rollouts, stats, weights
+
+
+def _assert_same_run(a, b) -> None:
+    (rollouts_a, stats_a, weights_a), (rollouts_b, stats_b, weights_b) = a, b
+    assert len(rollouts_a) == len(rollouts_b) and stats_a == stats_b
+    for (obs_a, act_a), (obs_b, act_b) in zip(rollouts_a, rollouts_b, strict=True):
+        assert torch.equal(obs_a, obs_b) and torch.equal(act_a, act_b)
+    assert weights_a.keys() == weights_b.keys()
+    assert all(torch.equal(weights_a[k], weights_b[k]) for k in weights_a)
+
+
+@pytest.mark.parametrize(("algo", "env", "hp"), RNG_CASES)
+def test_pods_sharing_a_process_repeat_their_solo_runs(algo, env, hp):
+    """Two pods in two threads of one process (as on a Dask worker), next to a thread that
+    reseeds and draws from torch's global RNG, do exactly what each does alone."""
+    specs = [
+        PodSpec(env_id=env, algo=algo, seed=seed, hparams=hp, max_steps=1024, eval_episodes=2)
+        for seed in (1, 2)
+    ]
+    alone = [_record(spec) for spec in specs]
+    assert alone[0][1] != alone[1][1]  # different seeds, different runs
+
+    together: list = [None, None]
+    start, quiet = threading.Barrier(3), threading.Event()
+
+    def train(i: int) -> None:
+        start.wait()
+        together[i] = _record(specs[i])
+
+    def neighbour() -> None:  # another task on the same worker, using the global RNG
+        start.wait()
+        n = 0
+        while not quiet.is_set():
+            n += 1
+            torch.manual_seed(n)
+            torch.rand(64)
+
+    threads = [threading.Thread(target=train, args=(i,)) for i in range(2)]
+    noisy = threading.Thread(target=neighbour)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-4)  # interleave the threads finely
+    try:
+        for t in (*threads, noisy):
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        quiet.set()
+        noisy.join()
+        sys.setswitchinterval(interval)
+    for i in range(2):
+        _assert_same_run(together[i], alone[i])
+
+
+def test_a_pod_leaves_the_process_rng_alone(tmp_path):
+    torch.manual_seed(12345)
+    before = torch.get_rng_state()
+    for algo, env, hp in RNG_CASES:
+        spec = PodSpec(env_id=env, algo=algo, hparams=hp, max_steps=512, eval_episodes=2)
+        pod = Pod(spec, out_dir=tmp_path / algo)
+        pod.run()
+        Pod(spec, out_dir=tmp_path / algo, resume=True).evaluate()
+    assert torch.equal(torch.get_rng_state(), before)
+
+
+# -- resume -----------------------------------------------------------------------------
+def test_a_resumed_pod_evaluates_as_the_uninterrupted_one(tmp_path):
+    hp = PPOConfig(num_envs=8, horizon=32)
+    spec = PodSpec(env_id="Pendulum-v1", algo="ppo", max_steps=1024, eval_every_steps=256)
+    spec = dataclasses.replace(spec, hparams=hp, eval_episodes=4)
+    pod = Pod(spec, out_dir=tmp_path)
+    pod.run()  # four evaluations, then a checkpoint
+    assert pod.evaluator.count == 4
+    resumed = Pod(spec, out_dir=tmp_path, resume=True)
+    assert resumed.evaluator.count == 4
+    for _ in range(2):  # the same episode seeds, the same weights: the same numbers
+        assert resumed.evaluate() == pod.evaluate()
+    # a child copying its parent keeps its own evaluation seeds
+    child = Pod(dataclasses.replace(spec, seed=5))
+    child.load(pod.checkpoint_path, restore_rng=False)
+    assert child.evaluator.count == 0

@@ -103,9 +103,7 @@ def td_target(
 class QNetwork(nn.Module):
     """``Q(s, .)`` for every action at once: a plain head, or a dueling ``V`` and ``A``."""
 
-    def __init__(
-        self, obs_dim: int, n_actions: int, hidden: tuple[int, ...], dueling: bool, **rng
-    ):
+    def __init__(self, obs_dim: int, n_actions: int, hidden: tuple[int, ...], dueling: bool, **rng):
         super().__init__()
         self.trunk = nn.Sequential(mlp([obs_dim, *hidden], activation=nn.ReLU, **rng), nn.ReLU())
         self.advantage = mlp([hidden[-1], n_actions], out_gain=0.01, **rng)

@@ -79,9 +79,7 @@ class EnsembleLinear(nn.Module):
     what matters for small networks where launch overhead dominates.
     """
 
-    def __init__(
-        self, k: int, in_features: int, out_features: int, *, device=None, generator=None
-    ):
+    def __init__(self, k: int, in_features: int, out_features: int, *, device=None, generator=None):
         super().__init__()
         self.weight = nn.Parameter(torch.empty(k, in_features, out_features, device=device))
         self.bias = nn.Parameter(torch.empty(k, 1, out_features, device=device))

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
-from elegantpod.agents import PPO, SAC, PPOConfig, SACConfig
+from elegantpod.agents import DQN, PPO, SAC, TD3, DQNConfig, PPOConfig, SACConfig, TD3Config
 from elegantpod.agents.fusion import FusedLearners
 from elegantpod.config import PodSpec
 from elegantpod.envs import make_env
 from elegantpod.pod import Pod, Worker
+from elegantpod.types import Batch
 
 
 def _learners(cls, config, env, k=2):
@@ -74,15 +77,76 @@ def test_ppo_fuses_after_every_epoch_and_ends_identical():
     env = make_env("CartPole-v1", num_envs=8, seed=0)
     cfg = PPOConfig(num_envs=8, horizon=16, minibatch_size=32, epochs=3)
     fused = _CountingFusion(_learners(PPO, cfg, env, k=4))
-    assert fused.calls == 1  # one set of weights from the start
+    assert getattr(fused, "calls", 0) == 0  # copied from the first learner, not averaged
     batch = Worker(env, fused, cfg.horizon, seed=0).rollout()
     stats = fused.update(batch)
-    assert fused.calls == 1 + cfg.epochs
+    assert fused.calls == cfg.epochs
     assert set(stats) >= {"losses/policy", "losses/value"}
     ref = fused.learners[0]
     for other in fused.learners[1:]:
         for a, b in zip(ref.actor.parameters(), other.actor.parameters(), strict=True):
             assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize(
+    ("cls", "config", "env_id"),
+    [
+        (PPO, PPOConfig(normalize_obs=True), "Pendulum-v1"),
+        (SAC, SACConfig(), "Pendulum-v1"),
+        (TD3, TD3Config(), "Pendulum-v1"),
+        (DQN, DQNConfig(), "CartPole-v1"),
+    ],
+)
+def test_fused_learners_start_as_copies_of_the_first(cls, config, env_id):
+    env = make_env(env_id, num_envs=4, seed=0)
+    learners = _learners(cls, config, env, k=3)
+    first = {
+        name: {k: v.clone() for k, v in m.state_dict().items()}
+        for name, m in learners[0].modules.items()
+    }
+    assert any(  # independent inits differ: there is something to copy
+        not torch.equal(v, learners[1].modules[name].state_dict()[k])
+        for name, state in first.items()
+        for k, v in state.items()
+        if v.is_floating_point() and v.numel() > 1
+    )
+    fused = FusedLearners(learners)
+    for learner in fused.learners:  # target networks included, nothing averaged
+        for name, module in learner.modules.items():
+            for key, value in module.state_dict().items():
+                assert torch.equal(value, first[name][key]), (name, key)
+
+
+def _first_update_and_epsilon(learner, batches):
+    """Env steps at the first gradient step, and epsilon after each rollout."""
+    first, epsilons, steps = None, [], 0
+    for batch in batches:
+        stats = learner.update(batch)
+        steps += len(batch)
+        if stats and first is None:
+            first = steps
+        epsilons.append(learner.epsilon)
+    return first, epsilons
+
+
+def test_fused_off_policy_clocks_count_the_pods_env_steps():
+    env = make_env("CartPole-v1", num_envs=4, seed=0)
+    cfg = DQNConfig(
+        num_envs=4, horizon=8, learning_starts=256, batch_size=32, epsilon_decay_steps=1024
+    )
+    collector = DQN(env.observation_space, env.action_space, cfg, "cpu", seed=9)
+    worker = Worker(env, collector, cfg.horizon, seed=0)
+    batches = []
+    for _ in range(40):  # copies: the worker's rollout buffer is reused
+        b = worker.rollout()
+        batches.append(Batch(*(getattr(b, f.name).clone() for f in dataclasses.fields(b))))
+    single = DQN(env.observation_space, env.action_space, cfg, "cpu", seed=0)
+    fused = FusedLearners(_learners(DQN, cfg, env, k=2))
+    start_1, eps_1 = _first_update_and_epsilon(single, batches)
+    start_2, eps_2 = _first_update_and_epsilon(fused, batches)
+    assert start_1 == start_2 == 256  # 8 rollouts of 32 env steps, K=1 and K=2 alike
+    assert eps_1 == eps_2 and eps_1[-1] < eps_1[0]
+    assert all(x.seen == single.seen == 40 * 32 for x in fused.learners)
 
 
 def test_shards_partition_the_sub_envs():
