@@ -12,6 +12,7 @@ resume, stop, new hyperparameters) and publishes progress with ``log_event``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import time
@@ -20,7 +21,7 @@ from typing import Any
 
 import torch
 
-from elegantpod.checkpoint import CheckpointError, load_checkpoint
+from elegantpod.checkpoint import CheckpointError, load_checkpoint, strip_replay
 from elegantpod.config import PodSpec
 
 POLL_SECONDS = 0.25
@@ -254,6 +255,11 @@ def _run(task: SegmentTask, spec: PodSpec, pod) -> SegmentResult:
             else pod.evaluate()
         )
         pod.save(task.checkpoint)
+        if task.resume_from and getattr(pod.learner, "replay", None) is not None:
+            # The replay is needed only where the pod resumes: its newest checkpoint.
+            # The previous one may stay on for the leaderboard or a child; without it.
+            with contextlib.suppress(CheckpointError):
+                strip_replay(task.resume_from)
     else:
         ev = pod.evaluate()
     hp = dataclasses.asdict(pod.learner.config)  # live mutations included

@@ -80,3 +80,38 @@ def test_rate_limited_progress_drains_nothing_into_dropped_events(client):
     # message built and then dropped by the rate limit lost those returns before.
     built, sent = client.submit(_publish_burst, 200, pure=False).result()
     assert sent == 1 and built == sent
+
+
+def test_an_off_policy_pod_keeps_its_replay_only_in_its_newest_checkpoint(tmp_path):
+    from elegantpod.agents import SACConfig
+
+    spec = PodSpec(
+        env_id="Pendulum-v1",
+        algo="sac",
+        hparams=SACConfig(num_envs=4, learning_starts=64, batch_size=32),
+        seed=1,
+    )
+    store = Store(tmp_path / "s")
+    store.ensure()
+
+    def sac_task(seg, resume_from=None):
+        return SegmentTask(
+            tournament_id="t",
+            pod_id="p000",
+            segment=seg,
+            spec_json=spec.to_json(),
+            checkpoint=store.checkpoint("p000", seg),
+            resume_from=resume_from,
+            segment_steps=400,
+        )
+
+    first = run_segment(sac_task(1))
+    full = (tmp_path / "s/pods/p000/seg-00001.pt").stat().st_size
+    second = run_segment(sac_task(2, resume_from=first.checkpoint))
+    assert "replay" in load_checkpoint(second.checkpoint)["learner"]
+    assert "replay" not in load_checkpoint(first.checkpoint)["learner"]
+    # 400 transitions of at least 7 float32 each (obs, next obs, action) are gone
+    assert (tmp_path / "s/pods/p000/seg-00001.pt").stat().st_size < full - 400 * 7 * 4
+    third = run_segment(sac_task(3, resume_from=second.checkpoint))  # resumes with its replay
+    assert third.env_steps > second.env_steps > first.env_steps
+    assert "replay" not in load_checkpoint(second.checkpoint)["learner"]
