@@ -7,29 +7,46 @@ evaluator) that train, evaluate and checkpoint themselves.
 >>> result = elegantpod.train("CartPole-v1", "ppo", target_reward=475)  # doctest: +SKIP
 """
 
-from elegantpod import finance
-from elegantpod.agents import (
-    ALGOS,
-    DDPG,
-    DQN,
-    PPO,
-    SAC,
-    TD3,
-    DDPGConfig,
-    DQNConfig,
-    PPOConfig,
-    SACConfig,
-    TD3Config,
-    get_algo,
-)
-from elegantpod.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from elegantpod.cluster import cluster, gateway_cluster, shutdown
-from elegantpod.config import PodSpec
-from elegantpod.envs import available_envs, make_env, register_env
-from elegantpod.pod import Evaluator, Pod, Worker
-from elegantpod.tournament import Tournament, TournamentSpec
-from elegantpod.training import train
-from elegantpod.types import Batch, EvalResult, Progress, TrainResult
+import importlib
+
+# Lazy: ``import elegantpod`` (and ``python -m elegantpod.cli``) imports no torch, pandas
+# or Dask until a name is used. That keeps the CLI's --help instant, and lets the CLI take
+# the working folder off sys.path before any third-party import could be shadowed there.
+_WHERE = {
+    "finance": "elegantpod.finance",
+    **dict.fromkeys(
+        ["ALGOS", "DDPG", "DQN", "PPO", "SAC", "TD3", "DDPGConfig", "DQNConfig"]
+        + ["PPOConfig", "SACConfig", "TD3Config", "get_algo"],
+        "elegantpod.agents",
+    ),
+    **dict.fromkeys(
+        ["CheckpointError", "load_checkpoint", "save_checkpoint"], "elegantpod.checkpoint"
+    ),
+    **dict.fromkeys(["cluster", "gateway_cluster", "shutdown"], "elegantpod.cluster"),
+    "PodSpec": "elegantpod.config",
+    **dict.fromkeys(["available_envs", "make_env", "register_env"], "elegantpod.envs"),
+    **dict.fromkeys(["Evaluator", "Pod", "Worker"], "elegantpod.pod"),
+    **dict.fromkeys(["Tournament", "TournamentSpec"], "elegantpod.tournament"),
+    "train": "elegantpod.training",
+    **dict.fromkeys(["Batch", "EvalResult", "Progress", "TrainResult"], "elegantpod.types"),
+}
+
+
+def __getattr__(name: str):
+    """Import the module that holds ``name`` on first use (PEP 562)."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'elegantpod' has no attribute {name!r}")
+    value = importlib.import_module(module)
+    if name != "finance":
+        value = getattr(value, name)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_WHERE])
+
 
 __version__ = "0.1.0"
 

@@ -312,7 +312,10 @@ def test_modules_in_the_working_folder_never_shadow_installed_ones(how, tmp_path
     """A ``sympy.py`` lying in the working folder must not run: torch imports sympy while
     the first optimizer is built, and ``python -m`` puts the working folder on sys.path."""
     marker = tmp_path / "marker"
-    (tmp_path / "sympy.py").write_text(SHADOW.format(marker=str(marker)))
+    # sympy: torch imports it late; pandas and torch: the package imports them, and with
+    # ``python -m`` that happens before the CLI's own code runs (so the package is lazy)
+    for name in ("sympy", "pandas", "torch"):
+        (tmp_path / f"{name}.py").write_text(SHADOW.format(marker=str(marker)))
     (tmp_path / "my_algos.py").write_text(PLUGIN)
     cmd = (
         [str(Path(sys.executable).parent / "elegantpod")]
