@@ -16,9 +16,17 @@ and result handling between segments). The
 generator is switched off (a pod is never replaced) so both sides run the same work.
 Target: the tournament keeps >= 95% of in-process throughput. Medians over ``--seeds``.
 
+With ``--pods N --workers W`` (the population run): N pods with the tournament's own
+seeds and hyperparameters, their segments run one after another in this process, against
+the tournament of those N pods on W workers. Target on 2 workers: >= 0.95.
+
+Both sides keep pods resident between segments (the in-process loop goes through the
+same ``run_segment``), so what remains is Dask's own cost.
+
 Usage::
 
     python benchmarks/dask_overhead.py [--seeds 3] [--segments 6] [--quick]
+    python benchmarks/dask_overhead.py --pods 4 --workers 2 --seeds 3
 """
 
 from __future__ import annotations
@@ -52,36 +60,41 @@ NAME = "dask_overhead"
 ENV = "CartPole-v1"
 
 
-def in_process(seed: int, segments: int, seg_steps: int, root: Path) -> tuple[float, float]:
+def in_process(seed, segments, seg_steps, root: Path, pods=None) -> tuple[float, float]:
+    """The pods' segments one after another here: ``pods`` lists ``(seed, hparams)``."""
     torch.set_num_threads(1)
-    spec = PodSpec(env_id=ENV, algo="ppo", hparams=PPOConfig(), seed=seed)
-    latest, seg_wall, steps = None, 0.0, 0
+    pods = pods or [(seed, {})]
+    specs = [PodSpec(env_id=ENV, algo="ppo", hparams=PPOConfig(**hp), seed=s) for s, hp in pods]
+    latest = [None] * len(specs)
+    seg_wall, steps = 0.0, 0
     t0 = time.perf_counter()
     for k in range(1, segments + 1):
-        ckpt = str(root / f"seg-{k:05d}.pt")
-        res = run_segment(
-            SegmentTask(
-                tournament_id="bench",
-                pod_id="p000",
-                segment=k,
-                spec_json=spec.to_json(),
-                checkpoint=ckpt,
-                resume_from=latest,
-                segment_steps=seg_steps,
+        for i, spec in enumerate(specs):  # round robin, as a tournament's fair share
+            ckpt = str(root / f"p{i:03d}-seg-{k:05d}.pt")
+            res = run_segment(
+                SegmentTask(
+                    tournament_id=f"bench-{seed}",
+                    pod_id=f"p{i:03d}",
+                    segment=k,
+                    spec_json=spec.to_json(),
+                    checkpoint=ckpt,
+                    resume_from=latest[i],
+                    segment_steps=seg_steps,
+                )
             )
-        )
-        latest = ckpt
-        seg_wall += res.wall_seconds
-        steps += res.env_steps_delta
+            latest[i] = ckpt
+            seg_wall += res.wall_seconds
+            steps += res.env_steps_delta
     return steps / seg_wall, steps / (time.perf_counter() - t0)
 
 
-def in_tournament(client, seed: int, segments: int, seg_steps: int, root: Path):
+def in_tournament(client, seed: int, segments: int, seg_steps: int, root: Path, pods: int = 1):
+    """The tournament of ``pods`` pods; also returns their ``(seed, hparams)``."""
     t = Tournament(
         env=ENV,
         algos=["ppo"],
-        pods=1,
-        max_steps=segments * seg_steps,
+        pods=pods,
+        max_steps=pods * segments * seg_steps,
         segment_steps=seg_steps,
         store=root,
         client=client,
@@ -92,8 +105,14 @@ def in_tournament(client, seed: int, segments: int, seg_steps: int, root: Path):
     t.start()
     s = t.wait()
     wall = time.perf_counter() - t0
-    seg_wall = t.pod("p000")["wall_seconds"]  # sum of the segments' own wall times
-    return s["env_steps_total"] / seg_wall, s["env_steps_total"] / wall
+    records = t.pods.to_dict("records")
+    seg_wall = sum(r["wall_seconds"] for r in records)  # the segments' own wall times
+    fields = set(PPOConfig.__dataclass_fields__)
+    made = [
+        (r["seed"], {k: v for k, v in r["hparams"].items() if k in fields and k != "hidden"})
+        for r in records
+    ]
+    return s["env_steps_total"] / seg_wall, s["env_steps_total"] / wall, made
 
 
 def main() -> None:
@@ -101,14 +120,17 @@ def main() -> None:
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--segments", type=int, default=6)
     p.add_argument("--segment-steps", type=int, default=32768)
+    p.add_argument("--pods", type=int, default=1, help="pods in the population run")
+    p.add_argument("--workers", type=int, default=1, help="tournament workers")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--out", default=None)
     a = p.parse_args()
     if a.quick:
         a.seeds, a.segments, a.segment_steps = 1, 2, 8192
-    out = Path(a.out) if a.out else default_out(NAME, a.quick)
+    name = NAME if a.pods == 1 and a.workers == 1 else f"{NAME}_{a.pods}pods_{a.workers}workers"
+    out = Path(a.out) if a.out else default_out(name, a.quick)
     info = machine_info()
-    client = cluster(n_workers=1, threads_per_worker=1, dashboard_address=None)
+    client = cluster(n_workers=a.workers, threads_per_worker=1, dashboard_address=None)
     rows = {"inproc_inner": [], "dask_inner": [], "inproc_e2e": [], "dask_e2e": []}
     try:
         # warm both sides (first torch import, first env build) outside the timing
@@ -116,11 +138,14 @@ def main() -> None:
             in_tournament(client, 99, 1, 2048, Path(d) / "s")
             in_process(99, 1, 2048, Path(d))
         for seed in range(a.seeds):
+            # the tournament first: the in-process side runs the very pods it made
             with tempfile.TemporaryDirectory() as d:
-                i_inner, i_e2e = in_process(seed, a.segments, a.segment_steps, Path(d))
+                d_inner, d_e2e, made = in_tournament(
+                    client, seed, a.segments, a.segment_steps, Path(d) / "s", a.pods
+                )
             with tempfile.TemporaryDirectory() as d:
-                d_inner, d_e2e = in_tournament(
-                    client, seed, a.segments, a.segment_steps, Path(d) / "s"
+                i_inner, i_e2e = in_process(
+                    seed, a.segments, a.segment_steps, Path(d), made if a.pods > 1 else None
                 )
             log(
                 f"seed {seed}: in-process {i_inner:.0f}/{i_e2e:.0f} steps/s, "
@@ -146,6 +171,8 @@ def main() -> None:
         "env_id": ENV,
         "algo": "ppo",
         "seeds": a.seeds,
+        "pods": a.pods,
+        "workers": a.workers,
         "segments": a.segments,
         "segment_steps": a.segment_steps,
         "unit": "env steps per second",

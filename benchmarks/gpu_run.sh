@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# One command for a CUDA machine without network: run benchmarks/gpu_throughput.py there.
+# One command for a CUDA machine without network: run a GPU benchmark there
+# (benchmarks/gpu_throughput.py by default; name another as the first argument, e.g.
+# gpu_tournament.py, which also needs the wheels of dask-cuda to start a LocalCUDACluster:
+# without them it starts one local worker with a GPU resource instead).
 #
 # That machine has python3, torch (CUDA), numpy and pandas but neither gymnasium nor
 # dask/distributed, which `import elegantpod` needs; so the wheels of those (the same
@@ -8,8 +11,8 @@
 # `import elegantpod`, so it does not travel.
 #
 # Usage (from the repo root; extra arguments go to the benchmark, later ones win):
-#     bash benchmarks/gpu_run.sh [--seconds 1 ...]
-# The JSON goes to $OUT/gpu_throughput.json ($OUT defaults to /tmp/elegantpod-bench).
+#     bash benchmarks/gpu_run.sh [SCRIPT.py] [--seconds 1 ...]
+# The JSON goes to $OUT/<benchmark>.json ($OUT defaults to /tmp/elegantpod-bench).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -42,5 +45,12 @@ def v(n):
 print("python", __import__("sys").version.split()[0], *(f"{n}={v(n)}" for n in names))' || true
 
 mkdir -p "$out_dir"
-PYTHONUNBUFFERED=1 python3 benchmarks/gpu_throughput.py \
-    --out "$out_dir/gpu_throughput.json" --budget 270 "$@"
+if [[ "${1:-}" == *.py ]]; then
+    script="$1"
+    shift
+    name="${script%.py}"
+    PYTHONUNBUFFERED=1 python3 "benchmarks/$script" --out "$out_dir/$name.json" "$@"
+else
+    PYTHONUNBUFFERED=1 python3 benchmarks/gpu_throughput.py \
+        --out "$out_dir/gpu_throughput.json" --budget 270 "$@"
+fi

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from elegantpod.config import PodSpec, check_json
+from elegantpod.config import AUTO_DEVICE, PodSpec, check_json
 
 FORMAT = "elegantpod-checkpoint"
 VERSION = 1
@@ -184,6 +184,8 @@ def check_devices(spec: PodSpec, path) -> None:
     """Raise :class:`CheckpointError` when the checkpoint's devices are not on this machine."""
     named = [("device", spec.device)] + [("learner_devices", d) for d in spec.learner_devices]
     for name, device in named:
+        if device == AUTO_DEVICE:  # decided by the pod that loads it: always here
+            continue
         try:
             present = _is_present(torch.device(device))
         except (RuntimeError, TypeError):
@@ -191,7 +193,7 @@ def check_devices(spec: PodSpec, path) -> None:
         if not present:
             raise CheckpointError(
                 f"checkpoint {str(path)!r}: field 'spec.{name}' is {device!r}, which this "
-                "machine lacks; pass device='cpu' (or another) to load it here"
+                "machine lacks; pass device='auto' or 'cpu' (or another) to load it here"
             )
 
 

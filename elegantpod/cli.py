@@ -77,7 +77,17 @@ def _parser() -> argparse.ArgumentParser:
         "--target-reward", type=float, default=None, help="stop when eval mean reaches it"
     )
     t.add_argument("--set", action="append", metavar="KEY=VALUE", default=[], help="hyperparameter")
-    t.add_argument("--device", default="cpu")
+    t.add_argument(
+        "--device",
+        default="auto",
+        help="auto (default: the GPU if torch sees one, else the CPU), cpu, cuda, cuda:N, mps",
+    )
+    t.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch threads; default on a CPU: 1, or $OMP_NUM_THREADS if set; 0: torch's own",
+    )
     t.add_argument("--out", default=None, help="directory for checkpoint, spec and result")
     t.add_argument("--overwrite", action="store_true", help="replace a run already in --out")
     t.add_argument("--resume", action="store_true", help="continue the run in --out")
@@ -179,6 +189,7 @@ def _train(args) -> int:
         max_seconds=args.max_seconds,
         target_reward=args.target_reward,
         device=args.device,
+        threads=args.threads,
         out=args.out,
         overwrite=args.overwrite,
         resume=args.resume,

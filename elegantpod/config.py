@@ -264,8 +264,11 @@ class PodSpec:
     """The algorithm's frozen config (``PPOConfig`` / ``SACConfig``); ``None``: defaults."""
     seed: int = 0
     """Seeds torch, the envs and the evaluator."""
-    device: str = "cpu"
-    """Torch device of envs, buffers and networks."""
+    device: str = "auto"
+    """Torch device of envs, buffers and networks. ``"auto"`` is decided where the pod is
+    built (see :func:`resolve_device`): a pod built on a GPU worker trains on that GPU even
+    if the machine that wrote the spec has none. A built pod's ``spec.device`` (and so its
+    checkpoints) names the concrete device it used."""
     max_steps: int | None = None
     """Env-step budget (over all sub-envs); ``None``: the algorithm's default budget."""
     max_seconds: float | None = None
@@ -290,7 +293,8 @@ class PodSpec:
     """Learners that train on shards of the pod's data and fuse their parameters after
     every update epoch (paper 4.3); 1: a single learner."""
     learner_devices: tuple[str, ...] = ()
-    """One device per learner (the GPUs a pod owns); empty: all on ``device``."""
+    """One device per learner (the GPUs a pod owns; ``"auto"`` allowed); empty: all on
+    ``device``."""
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first bad field."""
@@ -307,6 +311,9 @@ class PodSpec:
                 f"learner_devices names {len(self.learner_devices)} device(s) for "
                 f"{self.learners} learner(s): give one per learner, or none"
             )
+        # The form only: whether the device exists is asked where the pod is built.
+        for device in (self.device, *self.learner_devices):
+            check_device_name(device)
         check_fitness(self.fitness)
         check_json("env_kwargs", self.env_kwargs)
         check_json("eval_env_kwargs", self.eval_env_kwargs)
@@ -390,6 +397,82 @@ class PodSpec:
         return cls.from_dict(d)
 
 
+# --------------------------------------------------------------------------- devices
+AUTO_DEVICE = "auto"
+"""The device name that stands for "the GPU where there is one, else the CPU"."""
+CUDA_BUILD_HINT = (
+    "install a CUDA build of torch, e.g. "
+    "`pip install torch --index-url https://download.pytorch.org/whl/cu126`"
+)
+
+
+def check_device_name(device: Any) -> None:
+    """Raise ``ValueError`` naming ``device`` unless it is ``"auto"`` or a torch device
+    string (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``...). The form only: whether this
+    machine has the device is :func:`resolve_device`'s question."""
+    if device == AUTO_DEVICE:
+        return
+    if not isinstance(device, str) or not device:
+        raise ValueError(f"device must be a non-empty string, got {device!r}")
+    import torch
+
+    try:
+        torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise ValueError(
+            f"unknown device {device!r}: use 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'"
+        ) from None
+
+
+def resolve_device(device: Any) -> str:
+    """The concrete torch device that ``device`` names on this machine.
+
+    ``"auto"`` becomes ``"cuda"`` where torch sees a CUDA device, else ``"cpu"``. Any other
+    name is returned in torch's spelling once this machine is known to have it.
+
+    Raises
+    ------
+    ValueError
+        For a malformed name, or a device this machine or this torch build lacks (a CUDA
+        device on a CPU-only build of torch: with how to install a CUDA build).
+    """
+    import torch
+
+    if isinstance(device, torch.device):
+        device = str(device)
+    if device == AUTO_DEVICE:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    check_device_name(device)
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        if torch.version.cuda is None:
+            raise ValueError(
+                f"device {device!r}: CUDA is not available in this torch build "
+                f"(torch {torch.__version__} is CPU-only); {CUDA_BUILD_HINT}, or use "
+                "device 'auto' or 'cpu'"
+            )
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ValueError(
+                f"device {device!r}: torch {torch.__version__} was built with CUDA "
+                f"{torch.version.cuda} but sees no CUDA device (no GPU or driver, or "
+                "CUDA_VISIBLE_DEVICES hides them); use device 'auto' or 'cpu'"
+            )
+        if (dev.index or 0) >= count:
+            raise ValueError(
+                f"device {device!r}: this machine has {count} CUDA device(s), "
+                f"cuda:0 to cuda:{count - 1}"
+            )
+    elif dev.type == "mps":
+        mps = getattr(torch.backends, "mps", None)
+        if mps is None or not mps.is_available():
+            raise ValueError(
+                f"device {device!r}: MPS (Apple GPU) is not available here; "
+                "use device 'auto' or 'cpu'"
+            )
+    return str(dev)
+
+
 # ---------------------------------------------------------------------------- memory
 def estimate_pod_bytes(spec: PodSpec, obs_dim: int = 1, act_dim: int = 1) -> int:
     """About how many bytes a pod of ``spec`` allocates, for ``obs_dim`` observation
@@ -424,9 +507,15 @@ def estimate_pod_bytes(spec: PodSpec, obs_dim: int = 1, act_dim: int = 1) -> int
 
 
 def available_bytes(device: Any) -> int | None:
-    """Free memory of ``device`` now (``None`` where it cannot be asked)."""
+    """Free memory of ``device`` now (``None`` where it cannot be asked).
+
+    ``"auto"`` gives ``None``: the device is decided where the pod is built, and the pod
+    checks its memory there, with the concrete device, before it allocates anything.
+    """
     import torch
 
+    if device == AUTO_DEVICE:
+        return None
     dev = torch.device(device)
     if dev.type == "cpu":
         import psutil

@@ -15,11 +15,13 @@ what each would do alone.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +40,7 @@ from elegantpod.checkpoint import (
     save_checkpoint,
     spec_of,
 )
-from elegantpod.config import PodSpec, check_memory
+from elegantpod.config import PodSpec, check_memory, resolve_device
 from elegantpod.envs import make_env
 from elegantpod.envs.base import VecEnv
 from elegantpod.types import EvalResult, Progress, TrainResult
@@ -59,10 +61,18 @@ class Worker:
             learner.action_dtype,
             env.device,
         )
-        self.obs = env.reset(seed=seed)
+        self.seed = int(seed)
+        self.obs = env.reset(seed=self.seed)
         # Finished-episode statistics stay on the device: no host sync per step.
         self.return_sum = torch.zeros((), device=env.device, dtype=torch.float64)
         self.episodes = torch.zeros((), device=env.device, dtype=torch.int64)
+
+    def restart(self) -> None:
+        """Start fresh episodes as at construction (the env reset with the worker's seed)
+        and forget the finished-episode statistics."""
+        self.obs = self.env.reset(seed=self.seed)
+        self.return_sum.zero_()
+        self.episodes.zero_()
 
     @torch.inference_mode()
     def rollout(self):
@@ -100,10 +110,19 @@ class Evaluator:
             env_id, num_envs=episodes, device=device, seed=seed, **(env_kwargs or {})
         )
         self.episodes, self.seed, self.count = int(episodes), int(seed), 0
+        self.seconds = 0.0
+        """Wall seconds spent evaluating so far (a tournament reports its share)."""
 
     @torch.inference_mode()
     def evaluate(self, learner: Learner) -> EvalResult:
         """One episode per sub-env; fresh, reproducible start states on each call."""
+        start = time.perf_counter()
+        try:
+            return self._evaluate(learner)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+    def _evaluate(self, learner: Learner) -> EvalResult:
         self.count += 1
         obs = self.env.reset(seed=self.seed + 7919 * self.count)
         n = self.episodes
@@ -135,7 +154,8 @@ class Pod:
     Parameters
     ----------
     spec
-        What to train and for how long.
+        What to train and for how long. Its device ``"auto"`` is decided here (see
+        :func:`~elegantpod.config.resolve_device`): ``pod.spec`` names the concrete one.
     out_dir
         Where ``checkpoint.pt`` goes (``None``: no checkpoints).
     resume
@@ -145,9 +165,16 @@ class Pod:
     def __init__(self, spec: PodSpec, out_dir: str | Path | None = None, resume: bool = False):
         algo = get_algo(spec.algo)
         hparams = spec.hparams if spec.hparams is not None else algo.config_cls()
-        self.spec = spec if spec.hparams is not None else dataclasses.replace(spec, hparams=hparams)
-        self.spec.validate()  # with the hyperparameters in force (defaults filled in)
-        check_memory(self.spec)  # a lower bound, before the envs allocate anything
+        spec = spec if spec.hparams is not None else dataclasses.replace(spec, hparams=hparams)
+        spec.validate()  # with the hyperparameters in force (defaults filled in)
+        # "auto" is decided here, where the pod runs; a device this machine lacks fails
+        # now, before any env or network exists.
+        self.spec = spec = dataclasses.replace(
+            spec,
+            device=resolve_device(spec.device),
+            learner_devices=tuple(resolve_device(d) for d in spec.learner_devices),
+        )
+        check_memory(spec)  # a lower bound, before the envs allocate anything
         self.out_dir = Path(out_dir) if out_dir is not None else None
         self.env = make_env(
             spec.env_id,
@@ -157,7 +184,7 @@ class Pod:
             **spec.env_kwargs,
         )
         # now with the env's dimensions, before buffers and networks are allocated
-        check_memory(self.spec, *_dims(self.env))
+        check_memory(spec, *_dims(self.env))
         self.learner: Learner = _build_learner(algo, self.env, hparams, spec)
         horizon = hparams.horizon
         self.worker = Worker(self.env, self.learner, horizon, spec.seed)
@@ -189,6 +216,7 @@ class Pod:
         callback: Callable[[Progress], bool | None] | None = None,
         on_iteration: Callable[[Pod, dict[str, float]], bool | None] | None = None,
         should_stop: Callable[[], bool] | None = None,
+        threads: int | None = None,
     ) -> TrainResult:
         """Train until the target, the step budget or the time budget is reached.
 
@@ -202,7 +230,15 @@ class Pod:
         few tenths of a second).
         ``wall_seconds`` counts from here (envs and networks already built) to the end of
         the evaluation that first met the target, or to the end of training.
+
+        ``threads`` is torch's intra-op thread count during the run (restored after it):
+        ``None`` is :func:`default_threads` of the pod's device (one on a CPU), ``0``
+        leaves torch's own setting alone.
         """
+        with torch_threads(threads, self.spec.device):
+            return self._run(callback, on_iteration, should_stop)
+
+    def _run(self, callback, on_iteration, should_stop) -> TrainResult:
         spec, learner = self.spec, self.learner
         max_steps = spec.max_steps or (None if spec.max_seconds else learner.default_max_steps)
         eval_every = spec.eval_every_steps or learner.default_eval_every()
@@ -277,6 +313,73 @@ class Pod:
     def evaluate(self) -> EvalResult:
         """A fresh deterministic evaluation of the current policy."""
         return self.evaluator.evaluate(self.learner)
+
+    # -- a pod that stays built between runs ---------------------------------------------
+    def restart_episodes(self) -> None:
+        """Put the training env and worker where ``Pod(spec).load(checkpoint)`` puts them.
+
+        Why: a tournament can keep a pod built on its worker between segments instead of
+        rebuilding it from its checkpoint. After its own :meth:`save`, this call makes the
+        pod indistinguishable from a pod freshly built from the same spec that loaded
+        that checkpoint (``restore_rng=True``): the same next rollouts, updates and
+        evaluations, bit for bit on a CPU.
+
+        What it does: the training env starts fresh episodes, reset with ``spec.seed`` as
+        at construction, while its random generator keeps its state (as a load restores
+        it); the training-return statistics, ``curve`` and ``last_eval`` are cleared, and
+        a pending :meth:`request_stop` is dropped. Weights, optimizer moments, step
+        clocks, replay, the learners' and the env's random generators, ``env_steps``
+        and the evaluator's episode counter stay as they are.
+        """
+        generator = getattr(self.env, "generator", None)
+        kept = generator.get_state() if generator is not None else None
+        self.worker.restart()
+        if kept is not None:
+            generator.set_state(kept)
+        self.curve = []
+        self.last_eval = None
+        self.stop_event.clear()
+
+    def apply_hparams(self, hparams: Any) -> None:
+        """Switch to ``hparams`` (the algorithm's config; ``None``: its defaults, as for a
+        spec without hyperparameters) without rebuilding the pod.
+
+        Only hyperparameters that leave network and buffer shapes alone may change (see
+        the learner's ``structural_hparams``); they take effect as
+        ``learner.set_hparams`` makes them (learning rates reach the optimizers), and
+        ``spec.hparams`` becomes ``hparams``.
+
+        Raises
+        ------
+        ValueError
+            Naming a structural hyperparameter that differs, a config of another
+            algorithm or a bad value; the pod is unchanged then.
+        """
+        current = self.learner.config
+        hparams = hparams if hparams is not None else get_algo(self.spec.algo).config_cls()
+        if type(hparams) is not type(current):
+            raise ValueError(
+                f"hparams must be a {type(current).__name__} for this {self.spec.algo} pod, "
+                f"got {type(hparams).__name__}"
+            )
+        hparams.validate()
+        changes = {
+            f.name: getattr(hparams, f.name)
+            for f in dataclasses.fields(hparams)
+            if getattr(hparams, f.name) != getattr(current, f.name)
+        }
+        structural = get_algo(self.spec.algo).structural_hparams
+        fixed = [
+            f"{k}: {getattr(current, k)!r} -> {v!r}" for k, v in changes.items() if k in structural
+        ]
+        if fixed:
+            raise ValueError(
+                f"{', '.join(fixed)}: these fix network or buffer shapes, so this pod "
+                "cannot take them; build a new pod"
+            )
+        if changes:
+            self.learner.set_hparams(**changes)
+        self.spec = dataclasses.replace(self.spec, hparams=hparams)
 
     def request_stop(self) -> None:
         """Ask the run in progress (or else the next) to end within one gradient step.
@@ -458,6 +561,53 @@ class Pod:
         pod = cls(resolve_env_kwargs(spec, env_kwargs, path, allow_remote))
         pod._restore(data, path)
         return pod
+
+
+def default_threads(device: str) -> int | None:
+    """Torch threads a run on ``device`` uses when the caller names none.
+
+    On a CPU: ``OMP_NUM_THREADS`` where the environment sets it, else one. Why: the
+    batched envs and small networks of a pod gain little from intra-op threads, and on a
+    busy machine (two cores shared with other processes) torch's default of one thread
+    per core stalls each op on a descheduled thread: CartPole PPO to 475 took 51 s
+    instead of 4 s (``benchmarks/threads.py``, medians of 3, load average 4). Elsewhere
+    (a GPU): ``None``, torch's own setting.
+    """
+    if torch.device(resolve_device(device)).type != "cpu":
+        return None
+    text = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return int(text) if text.isdigit() and int(text) > 0 else 1
+
+
+def check_threads(threads: Any) -> None:
+    """Raise ``ValueError`` unless ``threads`` is ``None`` or an integer >= 0."""
+    if threads is None:
+        return
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
+        raise ValueError(
+            f"threads must be an integer >= 1 (0: torch's own setting), got {threads!r}"
+        )
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int | None, device: str) -> Iterator[int]:
+    """Run the block with ``threads`` torch intra-op threads, then restore the count.
+
+    ``None``: :func:`default_threads` of ``device``; ``0``: leave torch's setting alone.
+    Yields the count in effect. The count is process-wide: pods running in threads of one
+    process (a Dask worker's) should all ask for the same.
+    """
+    check_threads(threads)
+    want = default_threads(device) if threads is None else threads or None
+    before = torch.get_num_threads()
+    if want is None or want == before:
+        yield before
+        return
+    torch.set_num_threads(want)
+    try:
+        yield want
+    finally:
+        torch.set_num_threads(before)
 
 
 def _dims(env: VecEnv) -> tuple[int, int]:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 CLI = [sys.executable, "-m", "elegantpod.cli"]
 REQUIRED = {
@@ -55,6 +56,8 @@ def test_train_json_contract(tmp_path):
     assert 0 < last["wall_seconds"] < 120 and last["env_steps"] > 0
     assert os.path.isfile(last["checkpoint"])
     assert {"checkpoint.pt", "spec.json", "result.json"} <= set(os.listdir(out))
+    here = "cuda" if torch.cuda.is_available() else "cpu"  # --device auto, decided
+    assert json.loads((out / "spec.json").read_text())["device"] == here
     assert "%|" in p.stderr  # tqdm progress bar went to stderr, not stdout
     # resume continues from the saved step count
     p2 = run(
@@ -97,6 +100,13 @@ def test_train_json_contract(tmp_path):
         (["--env", "CartPole-v1", "--algo", "ppo", "--set", "lr"], "key=value, got 'lr'"),
         (["--env", "CartPole-v1", "--algo", "xyz"], "unknown algorithm 'xyz'"),
         (["--env", "CartPole-v1", "--algo", "ppo", "--max-steps", "-5"], "max_steps must be > 0"),
+        (["--env", "CartPole-v1", "--algo", "ppo", "--device", "gpu"], "unknown device 'gpu'"),
+        (["--env", "CartPole-v1", "--algo", "ppo", "--threads", "-1"], "threads must be"),
+        pytest.param(
+            ["--env", "CartPole-v1", "--algo", "ppo", "--device", "cuda"],
+            "CUDA is not available in this torch build",
+            marks=pytest.mark.skipif(torch.version.cuda is not None, reason="a CUDA torch"),
+        ),
     ],
 )
 def test_bad_input_is_one_clear_error_before_training(args, message, tmp_path):

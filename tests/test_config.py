@@ -49,6 +49,23 @@ def test_pod_spec_json_round_trip():
     )
     back = PodSpec.from_json(spec.to_json())
     assert back == spec and back.hparams.hidden == (32, 16)
+    assert back.device == "auto"  # decided where the pod is built
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"device": "gpu"}, "unknown device 'gpu'"),
+        ({"learners": 2, "learner_devices": ("cpu", "cuda:z")}, "unknown device 'cuda:z'"),
+    ],
+)
+def test_spec_devices_are_checked_in_form_only(changes, message):
+    PodSpec(env_id="CartPole-v1", algo="ppo", device="cuda:7").validate()  # maybe elsewhere
+    PodSpec(
+        env_id="CartPole-v1", algo="ppo", learners=2, learner_devices=("auto", "cpu")
+    ).validate()
+    with pytest.raises(ValueError, match=message):
+        PodSpec(env_id="CartPole-v1", algo="ppo", **changes).validate()
 
 
 def test_parse_assignments():

@@ -213,3 +213,66 @@ def test_a_resumed_pod_evaluates_as_the_uninterrupted_one(tmp_path):
     child = Pod(dataclasses.replace(spec, seed=5))
     child.load(pod.checkpoint_path, restore_rng=False)
     assert child.evaluator.count == 0
+
+
+# -- a pod kept built between runs --------------------------------------------------------
+def _weights(pod: Pod) -> dict[str, torch.Tensor]:
+    return {
+        f"{name}.{k}": v.clone()
+        for name, m in pod.learner.modules.items()
+        for k, v in m.state_dict().items()
+    }
+
+
+@pytest.mark.parametrize(("algo", "env", "hp"), RNG_CASES)
+def test_restarted_episodes_continue_as_a_pod_rebuilt_from_the_checkpoint(algo, env, hp, tmp_path):
+    """What a tournament relies on when it keeps a pod built between segments."""
+    per_rollout = hp.num_envs * hp.horizon
+    spec = PodSpec(
+        env_id=env,
+        algo=algo,
+        hparams=hp,
+        seed=3,
+        max_steps=40 * per_rollout,
+        eval_every_steps=per_rollout,
+        eval_episodes=2,
+    )
+    kept = Pod(spec)
+    updates = []
+    kept.run(on_iteration=lambda pod, stats: updates.append(stats) if len(updates) < 1 else False)
+    assert kept.env_steps == 2 * per_rollout and kept.evaluator.count == 1 and kept.curve
+    kept.save(tmp_path / "ckpt.pt")
+    rebuilt = Pod(spec)
+    rebuilt.load(tmp_path / "ckpt.pt")
+    kept.restart_episodes()
+    assert kept.curve == [] and kept.last_eval is None
+    assert kept.env_steps == 2 * per_rollout and kept.evaluator.count == 1  # kept as they were
+
+    segment = dataclasses.replace(spec, max_steps=5 * per_rollout)
+    for pod in (kept, rebuilt):
+        pod.spec = segment  # the next segment's budget
+    results = [pod.run() for pod in (kept, rebuilt)]
+    assert results[0].env_steps == results[1].env_steps == 5 * per_rollout
+    curves = [
+        [(p.eval_return_mean, p.train_return_mean, p.stats) for p in r.curve] for r in results
+    ]
+    assert len(curves[0]) == 3 and curves[0] == curves[1]
+    a, b = _weights(kept), _weights(rebuilt)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_apply_hparams_switches_live_ones_and_refuses_structural_ones():
+    hp = PPOConfig(num_envs=4, horizon=16)
+    pod = Pod(PodSpec(env_id="CartPole-v1", algo="ppo", hparams=hp, max_steps=64))
+    pod.apply_hparams(dataclasses.replace(hp, lr=1e-4, ent_coef=0.05))
+    assert pod.learner.config.lr == 1e-4 and pod.learner.config.ent_coef == 0.05
+    assert pod.spec.hparams.lr == 1e-4
+    assert all(g["lr"] == 1e-4 for g in pod.learner.optimizers["ppo"].param_groups)
+    with pytest.raises(ValueError, match=r"hidden: \(64, 64\) -> \(32,\)"):
+        pod.apply_hparams(dataclasses.replace(hp, lr=1e-3, hidden=(32,)))
+    assert pod.learner.config.lr == 1e-4  # unchanged after the refusal
+    with pytest.raises(ValueError, match="must be a PPOConfig"):
+        pod.apply_hparams(SACConfig())
+    with pytest.raises(ValueError, match="num_envs: 4 -> "):  # None: the defaults
+        pod.apply_hparams(None)
+    assert pod.run().env_steps == 64

@@ -16,8 +16,10 @@ evaluators and buffers never special-case where an env came from:
 
 from __future__ import annotations
 
-import functools
+import collections
+import threading
 import warnings
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 import gymnasium
@@ -79,8 +81,10 @@ class TorchVecEnv:
         Run ``dynamics`` through ``torch.compile``. ``None`` (default): on CUDA devices
         only, where it was measured to pay (1.07x at 4,096 and 1.41x at 262,144 CartPole
         sub-envs on an H200, ``benchmarks/results/gpu_throughput.json``); on CPUs it did
-        not. If compiling fails (no Triton, no C compiler), the env warns once and stays
-        eager.
+        not. The compiled function is shared in the process by every env of the same
+        class, size and device (see :func:`compiled_dynamics`), so a rebuilt env does
+        not compile again. If compiling fails (no Triton, no C compiler), the env warns
+        once and runs eagerly, as do later envs of that class, size and device.
     """
 
     env_id: str = ""
@@ -111,7 +115,9 @@ class TorchVecEnv:
         self._sparse_reset = self.device.type == "cpu"
         self._needs_reset = True
         use_compile = self.device.type == "cuda" if compile is None else bool(compile)
-        self._dynamics = _compiled(type(self)) if use_compile else self.dynamics
+        self._compile_key = (type(self), self.num_envs, str(self.device))
+        compiled = compiled_dynamics(*self._compile_key) if use_compile else None
+        self._dynamics = compiled if compiled is not None else self.dynamics
 
     # -- hooks for subclasses -------------------------------------------------------
     def _sample_initial_state(self, n: int) -> Tensor:
@@ -188,6 +194,7 @@ class TorchVecEnv:
                 stacklevel=3,
             )
             self._dynamics = self.dynamics
+            _mark_failed(self._compile_key)
             return self._dynamics(state, action)
 
     def close(self) -> None:
@@ -197,7 +204,49 @@ class TorchVecEnv:
         return f"{type(self).__name__}(num_envs={self.num_envs}, device={self.device})"
 
 
-@functools.cache
-def _compiled(cls: type[TorchVecEnv]):
-    """One compiled ``dynamics`` per env class, shared by all its instances."""
-    return torch.compile(cls.dynamics, dynamic=False)
+ENTRIES_PER_SIZE = 2
+"""Compiled graphs one env size may need: a step runs with plain tensors (the state after
+``reset``) and with inference tensors (in a rollout), and dynamo compiles each apart."""
+
+_compiled: dict[tuple[type, int, str], Callable | None] = {}
+_compiled_lock = threading.Lock()
+
+
+def compiled_dynamics(cls: type[TorchVecEnv], num_envs: int, device: str) -> Callable | None:
+    """The process's one compiled ``cls.dynamics`` for ``num_envs`` sub-envs on ``device``.
+
+    Built on first request and shared by every later env of that class, size and device,
+    so that rebuilding a pod (a tournament segment) reuses it instead of compiling again.
+    ``None`` once compiling it failed here: such envs run eagerly.
+
+    Dynamo keeps every compiled graph of one function under one code object and, past
+    ``torch._dynamo.config.recompile_limit`` (8) graphs, runs new shapes eagerly (with
+    one warning). Pods of several sizes in one process (training envs, evaluators of other
+    episode counts) pass that, so the limit is raised here to fit each size and device
+    this process asked for, :data:`ENTRIES_PER_SIZE` graphs each, and never lowered.
+    """
+    key = (cls, int(num_envs), str(device))
+    with _compiled_lock:
+        if key not in _compiled:
+            _compiled[key] = torch.compile(cls.dynamics, dynamic=False)
+            _raise_recompile_limits()
+        return _compiled[key]
+
+
+def _raise_recompile_limits() -> None:
+    import torch._dynamo.config as dynamo
+
+    per_class = collections.Counter(cls for cls, _, _ in _compiled)
+    need = ENTRIES_PER_SIZE * max(per_class.values()) + 8  # 8: torch's own default
+    total = ENTRIES_PER_SIZE * len(_compiled) + 256  # 256: torch's own default
+    # torch < 2.7 spells the limits cache_size_limit and accumulated_cache_size_limit
+    old = not hasattr(dynamo, "recompile_limit")
+    for name, value in (("recompile_limit", need), ("accumulated_recompile_limit", total)):
+        name = name.replace("recompile", "cache_size") if old else name
+        setattr(dynamo, name, max(getattr(dynamo, name), value))
+
+
+def _mark_failed(key: tuple[type, int, str]) -> None:
+    """Later envs of ``key`` run eagerly rather than fail to compile again (seconds each)."""
+    with _compiled_lock:
+        _compiled[key] = None

@@ -7,6 +7,7 @@ import difflib
 import gymnasium
 import torch
 
+from elegantpod.config import resolve_device
 from elegantpod.envs.base import VecEnv
 from elegantpod.envs.classic import NATIVE_ENVS
 from elegantpod.envs.gym import GymVecEnv
@@ -128,7 +129,9 @@ def make_env(
     num_envs
         Sub-envs stepped together; native envs handle hundreds of thousands per device.
     device
-        Torch device for state (native) or returned tensors (adapter).
+        Torch device for state (native) or returned tensors (adapter); ``"auto"``: a
+        GPU where torch sees one, else the CPU (see
+        :func:`~elegantpod.config.resolve_device`).
     seed
         Seed for reset noise; the same seed gives the same episodes.
     native
@@ -143,7 +146,7 @@ def make_env(
     check_env_id(env_id)
     if int(num_envs) < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs!r}")
-    torch.device(device)  # raises on a malformed device string before any work
+    device = resolve_device(device)  # a malformed or absent device fails before any work
     if env_id in KWARG_ENVS:
         if native is False:
             raise ValueError(f"{env_id!r} has no gymnasium twin; it is native only")

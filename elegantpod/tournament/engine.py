@@ -13,12 +13,13 @@ import contextlib
 import threading
 import time
 import traceback
+from collections import Counter
 from typing import Any
 
 from elegantpod.tournament.lease import Lease, LeaseError, LeaseLost
 from elegantpod.tournament.runner import Runner, control_message
-from elegantpod.tournament.segment import SegmentTask
 from elegantpod.tournament.store import needed_checkpoints
+from elegantpod.tournament.tasks import largest_pod_bytes, segment_task, shipping
 
 LOOP_SECONDS = 0.1
 FINISH_SECONDS = 120.0
@@ -28,6 +29,8 @@ SAVE_SECONDS = 1.0
 PRUNE_SECONDS = 2.0
 """Checkpoints nobody needs any more are deleted at most this often: one listing each (a
 LIST request on object stores), and between two of them at most a few segments land."""
+LEASE_SECONDS = 2.0
+"""How often the loop checks (and now and then heartbeats) the lease, saves or not."""
 MAX_TRANSIENT_FAILURES = 20
 """Consecutive scheduler errors after which a tournament gives up."""
 
@@ -65,6 +68,9 @@ class Engine:
         self._save_failures = 0
         self._retry_save_at = 0.0
         self._pruned_at = -float("inf")
+        self._last_worker: dict[str, str] = {}  # where each pod is resident
+        self._lease_checked_at = -float("inf")
+        self._freed: Counter = Counter()  # slots that finished segments freed, by worker
         self.store_bytes: int | None = None
         """Bytes of checkpoints in the store at the last pruning (``summary()`` shows it)."""
 
@@ -99,6 +105,8 @@ class Engine:
             self._save(force=True)
             self._runner = Runner(self.client, self.id)
             self._runner.open()
+            size = largest_pod_bytes(self.spec, self.population.base_hparams)
+            self._runner.plan(self.spec.device, self.spec.pods_per_gpu, size)
             with self._lock:
                 messages = [(r.pod_id, control_message(r, False)) for r in self.population.alive()]
                 self._stop_requested = False
@@ -150,6 +158,9 @@ class Engine:
     def _step(self) -> bool:
         """One round: submit what fits, handle what finished. True when it is time to end."""
         runner = self._runner
+        if time.monotonic() - self._lease_checked_at >= LEASE_SECONDS:
+            self._lease_checked_at = time.monotonic()
+            self._keep_lease()
         capacity, uses_gpu = runner.capacity()
         with self._lock:
             self._drain_events()
@@ -159,11 +170,19 @@ class Engine:
                 return True
             todo = []
             for rec in self.population.runnable(runner.flying, capacity - runner.in_flight()):
-                todo.append((rec.pod_id, self._task(rec), rec.retries, self._shipping(rec.algo)))
+                # Back to the worker where it is resident, if that one just freed a slot.
+                worker = self._last_worker.get(rec.pod_id)
+                worker = worker if self._freed[worker] > 0 else None
+                self._freed[worker] -= 1
+                task = segment_task(self.spec, rec, self.store, runner, self.id, uses_gpu)
+                todo.append(
+                    (rec.pod_id, task, rec.retries, shipping(self.spec.env_id, rec.algo), worker)
+                )
                 runner.reserve(rec.pod_id)
                 self.population.submitted(rec)
-        for pod_id, task, retries, ship in todo:  # network calls: never under the lock
-            runner.submit(pod_id, task, retries, uses_gpu, ship)
+            self._freed.clear()
+        for pod_id, task, retries, ship, worker in todo:  # network calls: never under the lock
+            runner.submit(pod_id, task, retries, uses_gpu, ship, worker)
         self._handle(runner.take_done(LOOP_SECONDS), ending=False)
         self._save()
         return False
@@ -180,6 +199,9 @@ class Engine:
                     continue
                 if o.kind == "result":
                     self.events_sent += o.result.events_sent
+                    if o.result.worker:
+                        self._last_worker[o.pod_id] = o.result.worker
+                        self._freed[o.result.worker] += 1
                     new = self.population.on_result(
                         o.result, ending=ending, stopping=self._stop_requested
                     )
@@ -189,7 +211,10 @@ class Engine:
                         o.error,
                         retry=o.kind == "killed",
                         parent_broken=o.parent_broken,
+                        ending=ending,
                     )
+                elif o.kind == "unsubmitted":
+                    new = self.population.on_unsubmitted(o.pod_id, o.error, ending)
                 else:
                     self.population.on_lost(o.pod_id)
                     new = []
@@ -199,49 +224,58 @@ class Engine:
             runner.publish(messages)
 
     def _finish(self) -> None:
-        """Ask running pods to stop, collect their last segments, save, release."""
+        """Ask running pods to stop, collect their last segments, save, release.
+
+        Whatever fails on the way (a scheduler gone, a store gone), the final statuses
+        are set, the lease is released and an own cluster is closed.
+        """
         runner = self._runner
-        with self._lock:
-            self._stop_requested = True
-            messages = [
-                (p, control_message(self.population.records[p], True)) for p in runner.flying
-            ]
-        with contextlib.suppress(Exception):
-            runner.publish(messages)
-        runner.wait_all(FINISH_SECONDS)
-        while True:
-            done = runner.take_done(0.01)
-            if not done:
-                break
-            self._handle(done, ending=True)
-        for pod in runner.cancel_all():
+        try:
             with self._lock:
-                self.population.on_lost(pod)
-        with self._lock:
-            why = self.population.end()
-            self.worker_deaths_survived = self._deaths_at_start + runner.worker_deaths
-            self._elapsed_before = self._elapsed()
-            self._started_at = None
-            if why is not None:
-                self._status, self._error = "failed", why
-            elif self._status != "failed":
-                self._status = "finished"
-            self._dirty = True
-        with contextlib.suppress(Exception):  # a lost lease or a dead store: nothing to add
-            self._save(force=True)
-        with contextlib.suppress(OSError):
-            self.store.clean_orphans()
-        runner.close()
-        lease, self._lease = self._lease, None
-        with contextlib.suppress(Exception):
-            lease.release()
-        if self._own_client:
+                self._stop_requested = True
+                flying = list(runner.flying)
+                messages = [(p, control_message(self.population.records[p], True)) for p in flying]
             with contextlib.suppress(Exception):
-                cl = self.client.cluster
-                self.client.close()
-                if cl is not None:
-                    cl.close()
-            self.client = None  # a later start() makes a new one
+                runner.publish(messages)
+            runner.wait_all(FINISH_SECONDS)
+            while True:
+                done = runner.take_done(0.01)
+                if not done:
+                    break
+                self._handle(done, ending=True)
+        except Exception:
+            self._error = self._error or traceback.format_exc()
+        finally:
+            for pod in runner.cancel_all():
+                with self._lock:
+                    self.population.on_lost(pod)
+            with self._lock:
+                why = self.population.end()
+                self.worker_deaths_survived = self._deaths_at_start + runner.worker_deaths
+                self._elapsed_before = self._elapsed()
+                self._started_at = None
+                if why is not None:
+                    self._status, self._error = "failed", why
+                elif self._status != "failed":
+                    self._status = "finished"
+                self._dirty = True
+            with contextlib.suppress(Exception):  # a lost lease or a dead store: no more
+                self._save(force=True)
+            with contextlib.suppress(OSError):
+                self.store.clean_orphans()
+            with contextlib.suppress(Exception):
+                runner.close()
+            lease, self._lease = self._lease, None
+            if lease is not None:
+                with contextlib.suppress(Exception):
+                    lease.release()
+            if self._own_client:
+                with contextlib.suppress(Exception):
+                    cl = self.client.cluster
+                    self.client.close()
+                    if cl is not None:
+                        cl.close()
+                self.client = None  # a later start() makes a new one
 
     # ------------------------------------------------------------------ the store
     def _save(self, force: bool = False) -> None:
@@ -253,25 +287,28 @@ class Engine:
         pauses saving (``warning`` says why) and retries with back-off; a client that
         dies loses at most the unsaved bookkeeping, never a checkpoint.
         """
-        now = time.monotonic()
-        with self._lock:
-            if self._lease is None or not (self._dirty or force):
-                return
-            if not force and (now - self._saved_at < SAVE_SECONDS or now < self._retry_save_at):
-                return
-            snapshot = self.population.to_state(
-                elapsed_seconds=self._elapsed(),
-                worker_deaths_survived=self.worker_deaths_survived,
-            )
-            self._dirty, self._saved_at = False, now
-            lease = self._lease
+        # The snapshot is taken and written under one lock, in that order: a newer
+        # snapshot can never be overwritten by an older one (nor prune what it names).
         with self._write_lock:
+            now = time.monotonic()
+            with self._lock:
+                if self._lease is None or not (self._dirty or force):
+                    return
+                if not force and (now - self._saved_at < SAVE_SECONDS or now < self._retry_save_at):
+                    return
+                snapshot = self.population.to_state(
+                    elapsed_seconds=self._elapsed(),
+                    worker_deaths_survived=self.worker_deaths_survived,
+                )
+                self._dirty, self._saved_at = False, now
+                lease = self._lease
             try:
                 lease.renew()
                 self.store.save_state(snapshot)
-            except LeaseLost:
-                # Another writer took the store over: write nothing more, end now.
+            except LeaseLost as exc:
+                # Another writer took the store over: write nothing more, end, failed.
                 self._lease, self._stop_requested = None, True
+                self._status, self._error = "failed", str(exc)
                 raise
             except (OSError, ValueError, LeaseError) as exc:
                 with self._lock:
@@ -291,6 +328,21 @@ class Engine:
                 with contextlib.suppress(OSError):
                     _, self.store_bytes = self.store.prune(keep, settled)
 
+    def _keep_lease(self) -> None:
+        """Heartbeat the lease even when nothing changes (all pods paused, long segments):
+        a silent holder would look dead to the next writer. ``LeaseLost`` ends the run."""
+        lease = self._lease
+        if lease is None:
+            return
+        try:
+            lease.renew()  # a read, and a write once per HEARTBEAT_SECONDS
+        except LeaseLost as exc:
+            self._lease, self._stop_requested = None, True
+            self._status, self._error = "failed", str(exc)
+            raise
+        except (OSError, ValueError) as exc:
+            self.warning = f"renewing the store's lease failed ({type(exc).__name__}: {exc})"
+
     # ------------------------------------------------------------------ helpers
     def _publish(self, messages) -> None:
         runner = self._runner
@@ -303,53 +355,6 @@ class Engine:
     def _elapsed(self) -> float:
         running = time.monotonic() - self._started_at if self._started_at is not None else 0.0
         return self._elapsed_before + running
-
-    def _segment_steps(self, algo: str) -> int | None:
-        from elegantpod.agents import get_algo
-
-        if self.spec.segment_steps is None and self.spec.segment_seconds is None:
-            return get_algo(algo).default_segment_steps
-        return self.spec.segment_steps
-
-    def _task(self, rec) -> SegmentTask:
-        """The segment a worker runs next for ``rec`` (call with the lock held)."""
-        resolve = self.store.resolve
-        seg = rec.segment + 1
-        return SegmentTask(
-            tournament_id=self.id,
-            pod_id=rec.pod_id,
-            segment=seg,
-            spec_json=self._pod_spec(rec).to_json(),
-            checkpoint=self.store.checkpoint(rec.pod_id, seg),
-            resume_from=resolve(rec.latest_checkpoint) if rec.latest_checkpoint else None,
-            parent_checkpoint=(
-                resolve(rec.parent_checkpoint)
-                if rec.latest_checkpoint is None and rec.parent_checkpoint
-                else None
-            ),
-            segment_steps=self._segment_steps(rec.algo),
-            segment_seconds=self.spec.segment_seconds,
-            control=self._runner.control_name(rec.pod_id),
-            topic=self._runner.topic,
-        )
-
-    def _shipping(self, algo: str) -> list:
-        """Registrations a worker needs to rebuild this pod (custom algorithms and envs).
-
-        Pods are rebuilt on workers from names, so a learner or env registered only in
-        this process is registered there too, through a worker plugin (once).
-        """
-        from elegantpod.agents import BUILTIN, get_algo, register_algo
-        from elegantpod.envs import register_env
-        from elegantpod.envs.registry import CUSTOM_ENVS
-
-        env_id = self.spec.env_id
-        wanted = []
-        if algo not in BUILTIN:
-            wanted.append((f"elegantpod-algo-{algo}", register_algo, (get_algo(algo),)))
-        if env_id in CUSTOM_ENVS:
-            wanted.append((f"elegantpod-env-{env_id}", register_env, (env_id, CUSTOM_ENVS[env_id])))
-        return wanted
 
     def _drain_events(self) -> None:
         """Fold queued progress events into curves and records (call with the lock held)."""

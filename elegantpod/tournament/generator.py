@@ -79,10 +79,10 @@ class GeneratorConfig:
         in_range("resample_prob", self.resample_prob, 0.0, 1.0)
         if not self.temperature > 0:
             raise ValueError(f"temperature must be > 0, got {self.temperature!r}")
-        for name in ("ready_segments", "score_window"):
+        for name, high in (("ready_segments", 10**9), ("score_window", 64)):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+                raise ValueError(f"{name} must be an integer in [1, {high}], got {value!r}")
 
 
 def choose_parent(entries: list[Entry], rng: random.Random, cfg: GeneratorConfig) -> Entry:
@@ -159,7 +159,7 @@ def should_exploit(pod_id: str, scores: dict[str, float], cfg: GeneratorConfig) 
     if not math.isfinite(mine):
         return any(math.isfinite(s) for s in scores.values())
     better = sum(1 for p, s in scores.items() if p != pod_id and math.isfinite(s) and s > mine)
-    return better >= n - n_bottom
+    return better >= max(1, n - n_bottom)  # the best pod is never replaced
 
 
 def search_space(algo: str) -> dict[str, Bound]:

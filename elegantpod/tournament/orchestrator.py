@@ -22,7 +22,6 @@ from collections import Counter, defaultdict, deque
 from typing import Any
 
 from elegantpod.agents import get_algo
-from elegantpod.config import PodSpec, replace_checked
 from elegantpod.tournament import state as checked
 from elegantpod.tournament import views
 from elegantpod.tournament.engine import Engine
@@ -243,6 +242,8 @@ class Tournament(Engine):
         if parent is not None:
             parent = getattr(parent, "pod_id", parent)  # an Entry, or a pod id
             parent = str(parent)
+        if algo is not None:  # may build an env (read data): before the lock, not under it
+            get_algo(algo).check_env(self.spec.env_id, self.spec.env_kwargs)
         with self._lock:
             rec = self.population.add_pod(algo, parent, **hparams)
             msg = self._message(rec.pod_id) if self._status == "running" else []
@@ -308,7 +309,7 @@ class Tournament(Engine):
                 store=self.store.url,
                 store_bytes=self.store_bytes,
                 error=self._error,
-                warning=self.warning,
+                warning=self.warning or self.population.warning,
             )
 
     def best(self, device: str | None = None):
@@ -330,12 +331,16 @@ class Tournament(Engine):
         )
 
     def cluster_info(self) -> dict[str, Any]:
-        """Workers, threads, memory, GPUs, pods in flight and the Dask dashboard link."""
+        """Workers, threads, memory, GPUs, pods per GPU, pod slots, pods in flight and the
+        Dask dashboard link."""
         info = {"workers": 0, "threads": 0, "memory_bytes": 0, "gpus": 0, "dashboard": None}
         info["can_scale"] = False
         if self.client is not None:
             info.update(cluster_info(self.client))
         info["pods_in_flight"] = self.pods_in_flight
+        runner = self._runner
+        info["pods_per_gpu"] = runner.pods_per_gpu if runner is not None and info["gpus"] else 0
+        info["slots"] = runner.capacity()[0] if runner is not None else None
         return info
 
     def scale(self, n_workers: int) -> None:
@@ -382,28 +387,6 @@ class Tournament(Engine):
         """A pod's control message (call with the lock held; publish after releasing it)."""
         rec = self.population.record(pod)
         return [(pod, control_message(rec, self._stop_requested))]
-
-    def _pod_spec(self, rec) -> PodSpec:
-        learner = get_algo(rec.algo)
-        return PodSpec(
-            env_id=self.spec.env_id,
-            algo=rec.algo,
-            hparams=replace_checked(learner.config_cls(), _known(learner, rec.hparams)),
-            seed=rec.seed,
-            device=self.spec.device,
-            target_reward=self.spec.target_reward,
-            eval_episodes=self.spec.eval_episodes,
-            env_kwargs=self.spec.env_kwargs,
-            eval_env_kwargs=self.spec.eval_env_kwargs,
-            fitness=self.spec.fitness,
-            learners=self.spec.learners,
-        )
-
-
-def _known(learner, hparams: dict[str, Any]) -> dict[str, Any]:
-    from elegantpod.config import config_values
-
-    return config_values(learner.config_cls, hparams, drop_unknown=True)
 
 
 __all__ = ["ACTIVE", "Tournament"]

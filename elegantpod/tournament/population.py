@@ -28,16 +28,11 @@ from collections import Counter
 from typing import Any
 
 from elegantpod.agents import get_algo
-from elegantpod.config import config_values, replace_checked
+from elegantpod.config import replace_checked
 from elegantpod.tournament import leaderboard as lb
 from elegantpod.tournament import state as checked
-from elegantpod.tournament.generator import (
-    choose_algo,
-    choose_parent,
-    mutate,
-    search_space,
-    should_exploit,
-)
+from elegantpod.tournament.breeding import Breeding, learner_config, recent_score
+from elegantpod.tournament.generator import mutate, should_exploit
 from elegantpod.tournament.spec import PodRecord, TournamentSpec
 from elegantpod.tournament.store import checkpoint_name
 
@@ -45,13 +40,7 @@ ACTIVE = ("queued", "running", "paused")
 """Statuses of pods that are alive and take part in the tournament."""
 
 
-def learner_config(algo: str, hparams: dict[str, Any]):
-    """A learner's frozen config from a (JSON-read) hyperparameter dict."""
-    learner = get_algo(algo)
-    return learner.config_cls(**config_values(learner.config_cls, hparams, drop_unknown=True))
-
-
-class Population:
+class Population(Breeding):
     """Pod records, the leaderboard and the counters of one tournament.
 
     Parameters
@@ -73,6 +62,15 @@ class Population:
         self.next_index = 0
         self.solved = False
         self.failures_replaced = 0
+        self.warning: str | None = None
+        """The last mutation policy failure (the default mutation stood in), if any."""
+        self.segment_seconds = 0.0
+        """Wall seconds of the segments finished in this run (not saved: a rate)."""
+        self.eval_seconds = 0.0
+        """Of which evaluating: the evaluation share is ``eval_seconds / segment_seconds``."""
+        self.segments_resident = 0
+        """Segments whose pod was resident on its worker (not rebuilt), this run."""
+        self.segments_run = 0
 
     # ------------------------------------------------------------------ lookups
     def record(self, pod: str) -> PodRecord:
@@ -95,127 +93,6 @@ class Population:
         learner = get_algo(algo)
         cfg = replace_checked(learner.config_cls(), self.spec.hparams.get(algo, {}))
         return dataclasses.asdict(cfg)
-
-    # ------------------------------------------------------------------ new pods
-    def _new_record(self, algo, hparams, parent: lb.Entry | None, mutation) -> PodRecord:
-        pod_id = f"p{self.next_index:03d}"
-        seed = self.spec.seed * 1_000_003 + self.next_index
-        self.next_index += 1
-        rec = PodRecord(
-            pod_id=pod_id,
-            algo=algo,
-            hparams=hparams,
-            seed=seed,
-            parent=parent.pod_id if parent else None,
-            mutation=mutation,
-            parent_checkpoint=parent.checkpoint if parent else None,
-            env_steps=parent.env_steps if parent else 0,
-        )
-        self.records[pod_id] = rec
-        return rec
-
-    def new_pod(self) -> PodRecord:
-        """The generator at work: a fresh pod, or a mutated child of a top live pod.
-
-        The algorithm is the least represented among the pods alive; the parent comes
-        from the top ``truncation`` fraction of its live pods (leaderboard entries when
-        none of them has a score yet).
-        """
-        active = Counter(r.algo for r in self.alive())
-        algo = choose_algo(list(self.spec.algos), active, self.rng)
-        space = search_space(algo)
-        parents = self._live_entries(algo) or [
-            e for e in self.entries if e.algo == algo and e.usable
-        ]
-        if parents:
-            parent = choose_parent(parents, self.rng, self.spec.generator)
-            hparams, mutation = self._mutate(algo, parent.hparams, space, structural=True)
-            return self._new_record(algo, hparams, parent, mutation)
-        base = self.base_hparams(algo)
-        if any(r.algo == algo for r in self.records.values()):
-            # Not the first of its algorithm: explore around the base instead of cloning it.
-            hparams, mutation = self._mutate(algo, base, space, structural=False)
-        else:
-            hparams, mutation = base, {}
-        return self._new_record(algo, hparams, None, mutation)
-
-    def fill(self) -> list[PodRecord]:
-        """New pods until the population has ``spec.pods`` (at the first start)."""
-        return [self.new_pod() for _ in range(self.spec.pods - len(self.records))]
-
-    def _live_entries(self, algo: str) -> list[lb.Entry]:
-        """Live pods of ``algo`` with a checkpoint and a score, as would-be parents."""
-        unusable = {e.checkpoint for e in self.entries if not e.usable}
-        return [
-            self._as_entry(r)
-            for r in self.alive()
-            if r.algo == algo
-            and r.latest_checkpoint
-            and r.latest_checkpoint not in unusable
-            and r.recent_scores
-        ]
-
-    def _as_entry(self, r: PodRecord) -> lb.Entry:
-        return lb.Entry(
-            pod_id=r.pod_id,
-            algo=r.algo,
-            hparams=r.hparams,
-            score_mean=recent_score(r),
-            score_std=math.nan if r.score_std is None else r.score_std,
-            env_steps=r.env_steps,
-            wall_seconds=r.wall_seconds,
-            checkpoint=r.latest_checkpoint,
-            segment=r.segment,
-            parent=r.parent,
-            mutation=r.mutation,
-        )
-
-    def _mutate(self, algo: str, hparams: dict, space: dict, structural: bool):
-        """The mutation policy, its output checked like user input."""
-        new, mutation = self.mutation_policy(dict(hparams), space, self.rng, self.spec.generator)
-        return checked.policy_output(algo, hparams, new, mutation, structural)
-
-    def add_pod(self, algo: str | None = None, parent: str | None = None, **hparams) -> PodRecord:
-        """A pod added by the user: fresh, or cloned from a leaderboard entry or a pod.
-
-        Raises ``ValueError`` for an algorithm the env cannot take, an unknown or
-        unusable parent, a bad hyperparameter or a structural change from the parent.
-        """
-        parent_entry = None
-        if parent is not None:
-            matches = [e for e in self.entries if e.pod_id == parent]
-            if matches and not matches[0].usable:
-                raise ValueError(
-                    f"parent {parent!r}: its checkpoint failed to load; choose another parent"
-                )
-            if matches:
-                parent_entry = matches[0]
-            elif parent in self.records and self.records[parent].latest_checkpoint:
-                parent_entry = self._as_entry(self.records[parent])
-                if not self.records[parent].recent_scores:
-                    parent_entry = dataclasses.replace(parent_entry, score_mean=math.nan)
-            else:
-                raise ValueError(
-                    f"unknown parent {parent!r}: not on the leaderboard and no checkpoint yet"
-                )
-        algo = algo or (parent_entry.algo if parent_entry else self.spec.algos[0])
-        learner = get_algo(algo)
-        learner.check_env(self.spec.env_id, self.spec.env_kwargs)
-        if parent_entry is not None and parent_entry.algo != learner.name:
-            raise ValueError(
-                f"parent {parent_entry.pod_id!r} is a {parent_entry.algo!r} "
-                f"agent, not {learner.name!r}"
-            )
-        base = dict(parent_entry.hparams) if parent_entry else self.base_hparams(learner.name)
-        base_cfg = learner_config(learner.name, base)
-        cfg = replace_checked(base_cfg, hparams)
-        if parent_entry is not None:
-            for key in learner.structural_hparams:
-                if getattr(cfg, key) != getattr(base_cfg, key):
-                    raise ValueError(f"{key!r} must equal the parent's to copy its networks")
-        before = dataclasses.asdict(base_cfg)  # tuples restored: JSON lists are no change
-        mutation = {k: [before[k], v] for k, v in dataclasses.asdict(cfg).items() if before[k] != v}
-        return self._new_record(learner.name, dataclasses.asdict(cfg), parent_entry, mutation)
 
     # ------------------------------------------------------------------ live control
     def mutate(self, pod: str, **hparams: Any) -> PodRecord:
@@ -289,6 +166,10 @@ class Population:
         rec.score_mean, rec.score_std = res.score_mean, res.score_std
         rec.wall_seconds += res.wall_seconds
         rec.steps_per_second = res.steps_per_second
+        self.segment_seconds += res.wall_seconds
+        self.eval_seconds += res.eval_seconds
+        self.segments_run += 1
+        self.segments_resident += not res.rebuilt
         if math.isfinite(res.score_mean):
             window = self.spec.generator.score_window
             rec.recent_scores = [*rec.recent_scores, float(res.score_mean)][-window:]
@@ -328,14 +209,15 @@ class Population:
         return should_exploit(rec.pod_id, live, self.spec.generator)
 
     def on_failure(
-        self, pod: str, error: str, *, retry: bool, parent_broken: bool
+        self, pod: str, error: str, *, retry: bool, parent_broken: bool, ending: bool = False
     ) -> list[PodRecord]:
         """A segment raised or its worker died; retry, or fail and replace the pod.
 
         ``retry``: Dask gave up after worker deaths and the pod has retries left.
         ``parent_broken``: the parent's checkpoint failed to load, so that leaderboard
         entry is marked unusable (no more children of it). A failed pod is replaced by
-        a new one while ``spec.failed_replacements`` allows. Returns the new pods.
+        a new one while ``spec.failed_replacements`` allows, unless the tournament is
+        ``ending``. Returns the new pods.
         """
         rec = self.record(pod)
         if parent_broken:
@@ -352,10 +234,20 @@ class Population:
             return []
         rec.status = "failed"
         rec.error = error[: checked.MAX_TEXT]
-        if self.failures_replaced < self.spec.failed_replacements and not self.solved:
+        if self.failures_replaced < self.spec.failed_replacements and not (self.solved or ending):
             self.failures_replaced += 1
             return [self.new_pod()]
         return []
+
+    def on_unsubmitted(self, pod: str, error: str, ending: bool = False) -> list[PodRecord]:
+        """A segment could not even be submitted (a plugin failed, the scheduler went
+        away): retried like a worker death, then failed, never looped on forever."""
+        rec = self.record(pod)
+        if rec.status == "running":
+            rec.status = "queued"
+        return self.on_failure(
+            pod, f"could not submit: {error}", retry=True, parent_broken=False, ending=ending
+        )
 
     def on_lost(self, pod: str) -> None:
         """A segment's future was cancelled or lost: run it again (it is idempotent)."""
@@ -424,9 +316,3 @@ class Population:
         highest = max((int(p[1:]) for p in known_ids | set(self.records)), default=-1)
         self.next_index = max(self.next_index, highest + 1)
         self.rng.seed(f"{self.spec.seed}-{self.next_index}")
-
-
-def recent_score(rec: PodRecord) -> float:
-    """Mean of a pod's last scores (the exploit rule's smoothing); NaN with none."""
-    scores = rec.recent_scores
-    return sum(scores) / len(scores) if scores else math.nan

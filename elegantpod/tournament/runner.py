@@ -27,6 +27,38 @@ from elegantpod.tournament.spec import PodRecord
 
 CAPACITY_SECONDS = 1.0
 """How long a capacity reading is reused (one ``scheduler_info`` call a second at most)."""
+MAX_PODS_PER_GPU = 8
+"""Automatic packing stops here: past it, small pods contend for the GPU's streams."""
+CUDA_OVERHEAD = 512 * 2**20
+"""Memory a pod takes on a GPU beyond its tensors (allocator slack, kernels, workspace)."""
+
+
+def pods_per_gpu(given: int | None, gpu_bytes: int | None, pod_bytes: int, threads: int) -> int:
+    """How many pods share one GPU: ``given``, or as many as its memory holds.
+
+    A pod is counted at twice its estimated tensors plus :data:`CUDA_OVERHEAD`, within
+    80% of the GPU's memory, at most :data:`MAX_PODS_PER_GPU` and at most the GPU
+    worker's threads (one pod runs per thread). The result is a power of two, so the
+    fractional ``GPU`` resource each pod asks for (``1 / n``) adds up exactly.
+    """
+    if given is not None:
+        n = given
+    elif gpu_bytes:
+        n = int(0.8 * gpu_bytes // (2 * max(pod_bytes, 1) + CUDA_OVERHEAD))
+        n = min(n, MAX_PODS_PER_GPU)
+    else:
+        n = 1
+    n = max(1, min(n, max(1, threads)))
+    return 1 << (n.bit_length() - 1)
+
+
+def _gpu_memory() -> int | None:
+    """On a worker: total memory of the GPU it sees (``None`` without CUDA)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    return int(torch.cuda.get_device_properties(0).total_memory)
 
 
 @dataclass(frozen=True)
@@ -36,7 +68,8 @@ class Outcome:
     pod_id: str
     kind: str
     """``"result"``, ``"killed"`` (Dask gave up after worker deaths), ``"error"`` (the
-    segment raised), or ``"lost"`` (cancelled, lost, or unreadable: run it again)."""
+    segment raised), ``"unsubmitted"`` (submitting it failed), or ``"lost"`` (cancelled,
+    lost, or unreadable: run it again)."""
     result: SegmentResult | None = None
     error: str = ""
     parent_broken: bool = False
@@ -85,6 +118,13 @@ class Runner:
         self._variables: dict[str, Any] = {}
         self._shipped: set[str] = set()
         self._capacity = (-float("inf"), 0, False)
+        self.pods_per_gpu = 1
+        """Pods packed per GPU (see :func:`pods_per_gpu`); set by :meth:`plan_gpus`."""
+        self.wants_gpu = True
+        """False for a tournament told to train on the CPU: GPUs are then not asked for."""
+        self.resident_slots = 8
+        """Pods a worker process keeps resident (see :mod:`.resident`); set by :meth:`plan`."""
+        self._gpu_bytes: int | None = None
         self._lock = threading.Lock()  # futures and flying: the loop and the done callbacks
 
     # ------------------------------------------------------------------ lifecycle
@@ -92,14 +132,21 @@ class Runner:
         """Subscribe to progress events and to the scheduler's worker removals."""
         self.client.subscribe_topic(self.topic, self.inbox.append)
         # The scheduler's own record of lost workers and the tasks they were running:
-        # a death counts even when its segment sent no progress event before it.
-        self.client.subscribe_topic("all", self._on_scheduler_event)
+        # a death counts even when its segment sent no progress event before it. A client
+        # keeps one handler per topic, so tournaments sharing a client share one.
+        _SCHEDULER_EVENTS.add(self.client, self._on_scheduler_event)
 
     def close(self) -> None:
-        """Unsubscribe and forget the control Variables (the cluster stays)."""
-        for topic in (self.topic, "all"):
-            with contextlib.suppress(Exception):
-                self.client.unsubscribe_topic(topic)
+        """Unsubscribe, free the tournament's resident pods on every worker, and forget
+        the control Variables (the cluster stays)."""
+        from elegantpod.tournament.resident import drop
+
+        with contextlib.suppress(Exception):
+            self.client.unsubscribe_topic(self.topic)
+        with contextlib.suppress(Exception):
+            _SCHEDULER_EVENTS.remove(self.client, self._on_scheduler_event)
+        with contextlib.suppress(Exception):
+            self.client.run(drop, self.id)
         self._variables.clear()
 
     def _on_scheduler_event(self, event) -> None:
@@ -115,16 +162,45 @@ class Runner:
         )
 
     # ------------------------------------------------------------------ capacity
+    def plan(self, device: str, given: int | None, pod_bytes: int) -> None:
+        """Decide GPU packing and residency from the workers (their GPUs' memory asked
+        once): ``pod_bytes`` is a pod's estimated size, ``given`` the spec's
+        ``pods_per_gpu``."""
+        workers = self.client.scheduler_info(n_workers=-1).get("workers", {})
+        self.wants_gpu = device != "cpu"
+        gpu_workers = {a: w for a, w in workers.items() if w.get("resources", {}).get("GPU")}
+        if gpu_workers and self.wants_gpu:
+            if given is None and self._gpu_bytes is None:
+                sizes = self.client.run(_gpu_memory, workers=list(gpu_workers))
+                self._gpu_bytes = min((b for b in sizes.values() if b), default=None)
+            threads = min(int(w.get("nthreads", 1)) for w in gpu_workers.values())
+            self.pods_per_gpu = pods_per_gpu(given, self._gpu_bytes, pod_bytes, threads)
+            self.resident_slots = self.pods_per_gpu  # what the GPU's memory was planned for
+        else:
+            self.pods_per_gpu = 1
+            memory = min((int(w.get("memory_limit") or 0) for w in workers.values()), default=0)
+            fit = int(0.5 * memory // (4 * max(pod_bytes, 1))) if memory else 8
+            self.resident_slots = max(1, min(32, fit))
+        self._capacity = (-float("inf"), 0, False)
+
     def capacity(self) -> tuple[int, bool]:
-        """Worker slots (threads, or GPUs on GPU workers) and whether they are GPUs."""
+        """Pod slots and whether they are GPU shares.
+
+        On GPU workers: ``pods_per_gpu`` per GPU, at most the worker's threads; else
+        one per worker thread.
+        """
         t, n, gpu = self._capacity
         if time.monotonic() - t < CAPACITY_SECONDS:
             return n, gpu
         workers = self.client.scheduler_info(n_workers=-1).get("workers", {})
-        gpus = sum(int(w.get("resources", {}).get("GPU", 0)) for w in workers.values())
-        n = gpus if gpus else sum(int(w.get("nthreads", 1)) for w in workers.values())
-        self._capacity = (time.monotonic(), n, bool(gpus))
-        return n, bool(gpus)
+        gpu_slots = 0
+        for w in workers.values():
+            gpus = int(w.get("resources", {}).get("GPU", 0))
+            if gpus and self.wants_gpu:
+                gpu_slots += min(int(w.get("nthreads", 1)), gpus * self.pods_per_gpu)
+        n = gpu_slots or sum(int(w.get("nthreads", 1)) for w in workers.values())
+        self._capacity = (time.monotonic(), n, bool(gpu_slots))
+        return n, bool(gpu_slots)
 
     # ------------------------------------------------------------------ segments
     def in_flight(self) -> int:
@@ -136,8 +212,14 @@ class Runner:
         with self._lock:
             self.flying.add(pod_id)
 
-    def submit(self, pod_id: str, task, retries: int, uses_gpu: bool, ship=()) -> None:
-        """Submit one segment; on failure the pod is handed back as a ``lost`` outcome."""
+    def submit(
+        self, pod_id: str, task, retries: int, uses_gpu: bool, ship=(), worker: str | None = None
+    ) -> None:
+        """Submit one segment; on failure the pod is handed back as a ``lost`` outcome.
+
+        ``worker``: where the pod is resident and a slot just freed; Dask runs it there
+        (or elsewhere if that worker is gone), so the pod need not be rebuilt.
+        """
         try:
             for name, register, args in ship:
                 if name not in self._shipped:
@@ -149,10 +231,12 @@ class Runner:
                 task,
                 key=key,
                 pure=False,
-                resources={"GPU": 1} if uses_gpu else None,
+                resources={"GPU": 1 / self.pods_per_gpu} if uses_gpu else None,
+                workers=[worker] if worker else None,
+                allow_other_workers=bool(worker),
             )
-        except Exception as exc:  # scheduler unreachable: the pod is queued again
-            self.done.put(Outcome(pod_id, "lost", error=f"{type(exc).__name__}: {exc}"))
+        except Exception as exc:  # a plugin failed, the scheduler went away: retried, bounded
+            self.done.put(Outcome(pod_id, "unsubmitted", error=f"{type(exc).__name__}: {exc}"))
             return
         with self._lock:
             self.futures[fut] = pod_id
@@ -252,6 +336,43 @@ class Runner:
     def control_name(self, pod_id: str) -> str:
         """The name of a pod's control Variable."""
         return f"elegantpod-{self.id}-{pod_id}"
+
+
+class _FanOut:
+    """One ``"all"`` topic handler per client, calling every tournament's own."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._handlers: dict[int, list] = {}
+
+    def add(self, client, handler) -> None:
+        with self._lock:
+            handlers = self._handlers.setdefault(id(client), [])
+            first = not handlers
+            handlers.append(handler)
+        if first:
+            key = id(client)
+            client.subscribe_topic("all", lambda event: self._call(key, event))
+
+    def remove(self, client, handler) -> None:
+        with self._lock:
+            handlers = self._handlers.get(id(client), [])
+            if handler in handlers:
+                handlers.remove(handler)
+            last = not handlers
+            if last:
+                self._handlers.pop(id(client), None)
+        if last:
+            client.unsubscribe_topic("all")
+
+    def _call(self, key: int, event) -> None:
+        with self._lock:
+            handlers = list(self._handlers.get(key, ()))
+        for handler in handlers:
+            handler(event)
+
+
+_SCHEDULER_EVENTS = _FanOut()
 
 
 def cluster_info(client) -> dict[str, Any]:

@@ -24,6 +24,7 @@ import torch
 from elegantpod.checkpoint import CheckpointError, load_checkpoint, strip_replay
 from elegantpod.config import PodSpec
 
+_NO_EVAL_BEFORE_THE_END = 2**60
 POLL_SECONDS = 0.25
 """How often a running segment reads its control variable: well within a second, and
 rare enough that the round trips cost the pod under 5% of its steps/s."""
@@ -60,6 +61,10 @@ class SegmentTask:
     """Name of the control Variable; ``None`` runs uncontrolled (in-process use)."""
     topic: str | None = None
     """log_event topic for progress; ``None``: no events."""
+    uses_gpu: bool = False
+    """The segment holds a share of a worker's ``GPU`` resource: it must train on CUDA."""
+    resident_slots: int | None = None
+    """Pods a worker process keeps resident between segments (see :mod:`.resident`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,6 +85,10 @@ class SegmentResult:
     events_sent: int
     hparams: dict[str, Any] = field(default_factory=dict)
     worker: str = ""
+    eval_seconds: float = 0.0
+    """Wall seconds of this segment spent evaluating (its share of ``wall_seconds``)."""
+    rebuilt: bool = True
+    """Whether the pod was built for this segment (False: it was resident)."""
 
 
 class _Control:
@@ -171,25 +180,51 @@ def _finite(x: float) -> float | None:
 
 
 def run_segment(task: SegmentTask) -> SegmentResult:
-    """Run one segment (the function submitted to Dask)."""
+    """Run one segment (the function submitted to Dask).
+
+    The pod comes from this process's resident pods when one holds exactly the state
+    the segment resumes from (see :mod:`elegantpod.tournament.resident`), else it is
+    built and loads its checkpoint; either way it stays resident for its next segment.
+    """
     from elegantpod.pod import Pod
+    from elegantpod.tournament import resident
 
     torch.set_num_threads(1)  # one torch thread per Dask worker thread
-    spec = PodSpec.from_json(task.spec_json)
-    with Pod(spec) as pod:  # closing ends an async env's worker processes
-        return _run(task, spec, pod)
-
-
-def _run(task: SegmentTask, spec: PodSpec, pod) -> SegmentResult:
     start_wall = time.perf_counter()
+    spec = PodSpec.from_json(task.spec_json)
+    pod = resident.take(task.tournament_id, task.pod_id, task.resume_from, spec)
+    rebuilt = pod is None
     try:
-        # Idempotent: a re-run of a segment that already wrote its checkpoint reuses it.
-        load_checkpoint(task.checkpoint)
-        pod.load(task.checkpoint)
-        done_already = True
-    except CheckpointError:
-        done_already = False
-    if not done_already:
+        if pod is None:
+            pod = Pod(spec)
+        else:  # as a rebuilt pod would start: fresh episodes, the spec's live hparams
+            pod.restart_episodes()
+            pod.apply_hparams(spec.hparams)
+        if task.uses_gpu and torch.device(pod.spec.device).type != "cuda":
+            raise RuntimeError(
+                f"segment {task.segment} of pod {task.pod_id} holds a GPU but trains on "
+                f"{pod.spec.device!r}: torch on this worker sees no CUDA device"
+            )
+        result = _run(task, spec, pod, rebuilt, start_wall)
+    except BaseException:
+        if pod is not None:
+            pod.close()  # a failed pod is rebuilt from its checkpoint next time
+        raise
+    resident.keep(task.tournament_id, task.pod_id, pod, task.checkpoint, spec, task.resident_slots)
+    return result
+
+
+def _run(task: SegmentTask, spec: PodSpec, pod, rebuilt: bool, start_wall: float):
+    done_already = False
+    if rebuilt:
+        try:
+            # Idempotent: a re-run of a segment that already wrote its checkpoint reuses it.
+            load_checkpoint(task.checkpoint)
+            pod.load(task.checkpoint)
+            done_already = True
+        except CheckpointError:
+            done_already = False
+    if rebuilt and not done_already:
         if task.resume_from:
             pod.load(task.resume_from)
         elif task.parent_checkpoint:
@@ -237,10 +272,17 @@ def _run(task: SegmentTask, spec: PodSpec, pod) -> SegmentResult:
         )
         return None
 
+    eval_before = getattr(pod.evaluator, "seconds", 0.0)
     if not done_already:
         budget_steps = start_steps + task.segment_steps if task.segment_steps else None
+        # One evaluation, at the end: a tournament scores segments, and evaluations in
+        # between would only slow training (a trading env's full validation range).
         pod.spec = dataclasses.replace(
-            spec, max_steps=budget_steps, max_seconds=task.segment_seconds
+            spec,
+            max_steps=budget_steps,
+            max_seconds=task.segment_seconds,
+            device=pod.spec.device,
+            eval_every_steps=_NO_EVAL_BEFORE_THE_END,
         )
 
         def stop_now() -> bool:  # polled inside long updates too
@@ -291,4 +333,6 @@ def _run(task: SegmentTask, spec: PodSpec, pod) -> SegmentResult:
         events_sent=events.sent,
         hparams=hp,
         worker=worker_name,
+        eval_seconds=getattr(pod.evaluator, "seconds", 0.0) - eval_before,
+        rebuilt=rebuilt,
     )

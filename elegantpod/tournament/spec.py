@@ -23,6 +23,9 @@ from elegantpod.config import (
 from elegantpod.envs import check_env_id, check_eval_env
 from elegantpod.tournament.generator import GeneratorConfig
 
+MAX_PODS = 10_000
+"""Hard limit of a population's size (a typo or a hostile store, not a tournament)."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class TournamentSpec:
@@ -48,8 +51,13 @@ class TournamentSpec:
     """Entries the leaderboard keeps (k)."""
     seed: int = 0
     """Seeds pods (each gets its own) and the generator."""
-    device: str = "cpu"
-    """Torch device inside each pod (``"cuda"`` on GPU workers)."""
+    device: str = "auto"
+    """Torch device inside each pod; ``"auto"``: resolved on the worker, its GPU where it
+    has one, else the CPU (so a client machine without a GPU can drive GPU workers)."""
+    pods_per_gpu: int | None = None
+    """Pods that share one GPU at once (1, 2, 4... a power of two, so that the fractional
+    ``GPU`` resources add up exactly); ``None``: from the GPU's memory and the pods'
+    estimated size, at most the GPU worker's threads."""
     eval_episodes: int = 10
     """Deterministic episodes that score a segment."""
     hparams: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -74,7 +82,9 @@ class TournamentSpec:
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first bad field, before any cluster work."""
-        positive("pods", self.pods)
+        bounded("pods", self.pods, MAX_PODS, integer=True)
+        if isinstance(self.seed, int) and not -(2**32) <= self.seed <= 2**32:
+            raise ValueError(f"seed must be within +-2**32, got {self.seed!r}")
         positive("learners", self.learners)
         positive("leaderboard_size", self.leaderboard_size)
         positive("eval_episodes", self.eval_episodes)
@@ -99,12 +109,20 @@ class TournamentSpec:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
                 raise ValueError(f"{name} must be an integer, got {value!r}")
-        try:
-            import torch
+        if self.device != "auto":
+            try:
+                import torch
 
-            torch.device(self.device)
-        except (RuntimeError, TypeError) as exc:
-            raise ValueError(f"unknown device {self.device!r}") from exc
+                torch.device(self.device)
+            except (RuntimeError, TypeError) as exc:
+                raise ValueError(f"unknown device {self.device!r}") from exc
+        if self.pods_per_gpu is not None:
+            n = self.pods_per_gpu
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1 or n & (n - 1) or n > 64:
+                raise ValueError(
+                    f"pods_per_gpu must be a power of two from 1 to 64 (or None: automatic), "
+                    f"got {n!r}"
+                )
         if not self.algos:
             raise ValueError("algos must name at least one algorithm")
         for name in ("max_retries", "failed_replacements"):
@@ -199,6 +217,7 @@ RESUME_CHANGEABLE = (
     "max_retries",
     "failed_replacements",
     "device",
+    "pods_per_gpu",
 )
 """Spec fields a resume may change; any other given value must equal the store's."""
 
@@ -211,6 +230,8 @@ def resume_changes(spec: TournamentSpec, overrides: dict[str, Any], where: str) 
         if not hasattr(spec, key):
             raise ValueError(unknown_option(key))
         old = getattr(spec, key)
+        if key == "generator" and isinstance(value, dict):
+            value = dataclasses.replace(old, **value)  # a partial dict changes just those
         if key == "algos":
             if isinstance(value, str):
                 value = tuple(a.strip() for a in value.split(",") if a.strip())

@@ -37,8 +37,9 @@ MAX_COUNT = 10**15
 """Upper bound of env-step counters (a thousand years at 30 M steps/s)."""
 MAX_SECONDS = 1e9
 """Upper bound of wall-time counters (about 30 years)."""
-MAX_INDEX = 10**9
-"""Upper bound of pod indexes, segments, retries and death counts."""
+MAX_INDEX = 10**9 - 1
+"""Upper bound of pod indexes, segments, retries and death counts (nine digits: what the
+pod id and checkpoint name patterns allow)."""
 MAX_TEXT = 4000
 """Longest error or lineage string kept from a store (longer ones are cut)."""
 
@@ -237,7 +238,7 @@ def record(d: Any, where: str):
         stop_requested=stop,
         recent_scores=[
             score(x, f"{where}.recent_scores[{i}]", optional=False)
-            for i, x in enumerate(items(d.get("recent_scores", []), f"{where}.recent_scores")[:64])
+            for i, x in enumerate(items(d.get("recent_scores", []), f"{where}.recent_scores")[-64:])
         ],
     )
 

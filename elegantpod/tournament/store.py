@@ -121,8 +121,8 @@ class Store:
             return default
         try:
             return json.loads(data)
-        except ValueError as exc:
-            raise StoreError(f"{self.path(name)!r} is not valid JSON: {exc}") from exc
+        except (ValueError, RecursionError) as exc:  # nested past reason: hostile
+            raise StoreError(f"{self.path(name)!r} is not valid JSON: {exc}") from None
 
     def ensure(self) -> None:
         """Create the store's root (and prove it is writable)."""
@@ -262,12 +262,12 @@ class Store:
         except FileNotFoundError:
             if pointer is None and not self.exists("state"):
                 return None
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             pass
         for version in sorted(self._versions(), reverse=True):
             try:
                 snapshot = json.loads(self.read_bytes(f"state/{version:08d}.json"))
-            except (ValueError, OSError):
+            except (ValueError, OSError, RecursionError):
                 continue
             if isinstance(snapshot, dict) and "leaderboard" in snapshot:
                 self.loaded_from = self.path("state", f"{version:08d}.json")

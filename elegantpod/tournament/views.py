@@ -102,5 +102,15 @@ def summary(population, resolve, **extra: Any) -> dict[str, Any]:
         "pods_failed": statuses["failed"],
         "pods_replaced": statuses["replaced"],
         "failures": dict(Counter(r.error for r in records if r.status == "failed")),
+        "eval_share": (
+            population.eval_seconds / population.segment_seconds
+            if population.segment_seconds
+            else None
+        ),
+        "resident_share": (
+            population.segments_resident / population.segments_run
+            if population.segments_run
+            else None
+        ),
         **extra,
     }

@@ -280,7 +280,9 @@ class Dashboard:
             self.cluster,
             (
                 f"workers {c['workers']} · threads {c['threads']} · memory "
-                f"{c['memory_bytes'] / 2**30:.1f} GiB · GPUs {c['gpus']} · pods in flight "
+                f"{c['memory_bytes'] / 2**30:.1f} GiB · GPUs {c['gpus']}"
+                + (f" ({c['pods_per_gpu']} pods each)" if c.get("pods_per_gpu") else "")
+                + f" · pod slots {fmt(c.get('slots'))} · pods in flight "
                 f"{c['pods_in_flight']} · {link}"
             ),
         )

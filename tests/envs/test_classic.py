@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from elegantpod.envs import Acrobot, CartPole, MountainCarContinuous, Pendulum, make_env
+from elegantpod.envs.base import ENTRIES_PER_SIZE, compiled_dynamics
 
 N = 64
 
@@ -142,3 +143,42 @@ def test_compiled_dynamics_match_eager():
         for x, y in zip(got, want, strict=True):
             torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-5)
         eager.step(action)
+
+
+# -- one compiled step per class, size and device in a process ----------------------------
+def test_envs_of_one_class_size_and_device_share_one_compiled_step():
+    a, b = (CartPole(num_envs=8, compile=True) for _ in range(2))
+    assert a._dynamics is b._dynamics is compiled_dynamics(CartPole, 8, "cpu")
+    assert CartPole(num_envs=16, compile=True)._dynamics is not a._dynamics
+    assert Acrobot(num_envs=8, compile=True)._dynamics is not a._dynamics
+    assert CartPole(num_envs=8, compile=False)._dynamics == CartPole.dynamics  # eager
+
+
+def test_the_recompile_limit_fits_every_size_a_process_compiles():
+    import torch._dynamo.config as dynamo
+
+    sizes = range(5001, 5013)  # more sizes than torch's default limit of 8 allows
+    for n in sizes:
+        MountainCarContinuous(num_envs=n, compile=True)
+    assert dynamo.recompile_limit >= ENTRIES_PER_SIZE * len(sizes)
+
+
+def test_a_rebuilt_env_reuses_the_compiled_step():
+    """Counted in dynamo's own cache: the second env of a size compiles nothing."""
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    def graphs() -> int:
+        return len(_debug_get_cache_entry_list(CartPole.dynamics.__func__.__code__))
+
+    def steps(env) -> None:
+        env.reset(seed=0)
+        with torch.inference_mode():  # as in a rollout
+            for _ in range(3):
+                env.step(torch.randint(0, 2, (24,)))
+
+    start = graphs()
+    steps(CartPole(num_envs=24, compile=True))
+    first = graphs()
+    assert start < first <= start + ENTRIES_PER_SIZE
+    steps(CartPole(num_envs=24, compile=True))
+    assert graphs() == first

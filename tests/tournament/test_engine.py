@@ -116,3 +116,19 @@ def test_the_store_stays_bounded_over_many_segments(client, tmp_path):
     }
     assert all((store / name).is_file() for name in named)  # nothing named was pruned
     check_store_intact(store)
+
+
+@pytest.mark.slow
+def test_a_tournament_whose_lease_is_taken_over_stops_writing_and_fails(client, tmp_path):
+    from elegantpod.tournament.lease import Lease, LeaseLost
+
+    store = tmp_path / "s"
+    t = tiny(store, client, max_seconds=60, segment_steps=10**7)
+    t.start()
+    assert wait_until(lambda: t.pods_in_flight == 2, 30)
+    other = Lease(Store(store), owner="someone else").acquire(force=True)
+    with pytest.raises(LeaseLost, match="someone else"):
+        t.mutate("p000", lr=1e-4)  # its save finds the lease gone
+    s = t.wait(60)
+    assert s["status"] == "failed" and "someone else" in s["error"]
+    assert other.release()  # the new owner's lease was never touched

@@ -137,9 +137,10 @@ def test_killed_worker_costs_at_most_one_segment(tmp_path):
         summary = t.wait(timeout=180)
         assert summary["status"] == "finished" and summary["pods_failed"] == 0
         assert summary["worker_deaths_survived"] >= 1
-        rerun = load_checkpoint(tmp_path / "s" / "pods" / "p000" / f"seg-{nxt:05d}.pt")
         # the re-run resumed from the previous checkpoint: the count continues, not from 0
-        assert rerun["env_steps"] == before["env_steps"] + seg
+        # (its checkpoint itself may be pruned by now: the pod has newer ones)
+        ends = [m for m in t.curves("p000") if m["type"] == "segment_end" and m["segment"] == nxt]
+        assert ends and ends[-1]["env_steps"] == before["env_steps"] + seg
         check_store_intact(tmp_path / "s")
     finally:
         cl = c.cluster

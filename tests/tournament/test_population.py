@@ -217,3 +217,37 @@ def test_state_round_trips_through_the_checks_and_prunes_what_nobody_needs():
     snap["leaderboard"] = [e for e in snap["leaderboard"] if e["pod_id"] != "p003"]
     keep, _ = needed_checkpoints(snap)
     assert "pods/p003/seg-00001.pt" not in keep  # replaced and off the board: prunable
+
+
+def test_a_mutation_policy_failing_mid_run_falls_back_to_the_default_and_says_so():
+    calls = []
+
+    def flaky(hparams, space, rng, config):
+        calls.append(1)
+        if len(calls) > 1:
+            raise RuntimeError("the user's policy broke")
+        from elegantpod.tournament.generator import mutate
+
+        return mutate(hparams, space, rng, config)
+
+    p = Population(
+        TournamentSpec(env_id="CartPole-v1", pods=2, generator=GeneratorConfig(ready_segments=1)),
+        mutation_policy=flaky,
+    )
+    p.fill()  # the explorer of the first two pods used the policy once
+    finish(p, "p000", 9.0)
+    (child,) = finish(p, "p001", 1.0)  # the policy raises now: the default stands in
+    assert child.mutation and p.records["p001"].status == "replaced"
+    assert "mutation_policy failed" in p.warning and "the user's policy broke" in p.warning
+    bad = Population(TournamentSpec(env_id="CartPole-v1", pods=2), mutation_policy=flaky)
+    calls.append(1)
+    with pytest.raises(RuntimeError, match="broke"):
+        bad.fill()  # at the start a broken policy fails at once
+
+
+def test_the_best_pod_is_never_replaced_whatever_the_truncation():
+    p = pop(algos=("ppo",), pods=2, generator=GeneratorConfig(ready_segments=1, truncation=1.0))
+    p.fill()
+    finish(p, "p000", 9.0)
+    finish(p, "p001", 1.0)
+    assert finish(p, "p000", 9.0) == [] and p.records["p000"].status == "queued"

@@ -128,7 +128,7 @@ def test_a_hostile_mutation_name_never_reaches_a_view(tmp_path):
     t = Tournament("CartPole-v1", pods=2, store=tmp_path / "t", mutation_policy=policy)
     t.add_pod()  # the first ppo pod takes the base hyperparameters as they are
     with pytest.raises(ValueError, match="mutation_policy returned a bad mutation"):
-        t.population.new_pod()  # the generator's next pod explores around the base
+        t.population.fill()  # the generator's next pod explores around the base
 
 
 def test_the_html_templates_escape_every_field_keys_included(chromium):

@@ -1,0 +1,101 @@
+"""What a worker runs next for a pod: its segment task, built from the spec and record.
+
+Pure data: a :class:`~elegantpod.tournament.segment.SegmentTask` carries everything a
+worker needs (the pod's spec as JSON, where to resume and checkpoint, the budgets and
+the channels), so the runner only submits it.
+"""
+
+from __future__ import annotations
+
+from elegantpod.agents import BUILTIN, get_algo, register_algo
+from elegantpod.config import PodSpec, estimate_pod_bytes
+from elegantpod.tournament.population import learner_config
+from elegantpod.tournament.segment import SegmentTask
+from elegantpod.tournament.spec import PodRecord, TournamentSpec
+
+
+def pod_spec(spec: TournamentSpec, rec: PodRecord) -> PodSpec:
+    """The spec a worker builds ``rec``'s pod from (current hyperparameters included)."""
+    return PodSpec(
+        env_id=spec.env_id,
+        algo=rec.algo,
+        hparams=learner_config(rec.algo, rec.hparams),
+        seed=rec.seed,
+        device=spec.device,
+        target_reward=spec.target_reward,
+        eval_episodes=spec.eval_episodes,
+        env_kwargs=spec.env_kwargs,
+        eval_env_kwargs=spec.eval_env_kwargs,
+        fitness=spec.fitness,
+        learners=spec.learners,
+    )
+
+
+def segment_steps(spec: TournamentSpec, algo: str) -> int | None:
+    """Env steps of one segment: the spec's, or the algorithm's default."""
+    if spec.segment_steps is None and spec.segment_seconds is None:
+        return get_algo(algo).default_segment_steps
+    return spec.segment_steps
+
+
+def segment_task(
+    spec: TournamentSpec, rec: PodRecord, store, runner, tournament_id: str, uses_gpu: bool
+) -> SegmentTask:
+    """The next segment of ``rec``: resume from its latest checkpoint, or (a new child)
+    from its parent's; paths resolved in ``store``; channels and slots from ``runner``."""
+    resolve = store.resolve
+    seg = rec.segment + 1
+    return SegmentTask(
+        tournament_id=tournament_id,
+        pod_id=rec.pod_id,
+        segment=seg,
+        spec_json=pod_spec(spec, rec).to_json(),
+        checkpoint=store.checkpoint(rec.pod_id, seg),
+        resume_from=resolve(rec.latest_checkpoint) if rec.latest_checkpoint else None,
+        parent_checkpoint=(
+            resolve(rec.parent_checkpoint)
+            if rec.latest_checkpoint is None and rec.parent_checkpoint
+            else None
+        ),
+        segment_steps=segment_steps(spec, rec.algo),
+        segment_seconds=spec.segment_seconds,
+        control=runner.control_name(rec.pod_id),
+        topic=runner.topic,
+        uses_gpu=uses_gpu,
+        resident_slots=runner.resident_slots,
+    )
+
+
+def largest_pod_bytes(spec: TournamentSpec, base_hparams) -> int:
+    """The largest pod's estimated size (GPU packing, resident pods per worker);
+    ``base_hparams(algo)`` gives each algorithm's hyperparameters."""
+    sizes = [
+        estimate_pod_bytes(
+            PodSpec(
+                env_id=spec.env_id,
+                algo=algo,
+                hparams=learner_config(algo, base_hparams(algo)),
+                eval_episodes=spec.eval_episodes,
+                learners=spec.learners,
+            )
+        )
+        for algo in spec.algos
+    ]
+    return max(sizes, default=1)
+
+
+def shipping(env_id: str, algo: str) -> list:
+    """Registrations a worker needs to rebuild this pod (custom algorithms and envs).
+
+    Pods are rebuilt on workers from names, so a learner or env registered only in this
+    process is registered there too, through a worker plugin (once per name).
+    """
+    from elegantpod.envs import register_env
+    from elegantpod.envs.registry import CUSTOM_ENVS
+
+    wanted = []
+    if algo not in BUILTIN:
+        wanted.append((f"elegantpod-algo-{algo}", register_algo, (get_algo(algo),)))
+    if env_id in CUSTOM_ENVS:
+        wanted.append((f"elegantpod-env-{env_id}", register_env, (env_id, CUSTOM_ENVS[env_id])))
+    return wanted

@@ -1,0 +1,186 @@
+"""Resident pods: kept on their worker between segments, exactly as good as rebuilt ones."""
+
+import os
+import shutil
+import signal
+
+import pytest
+import torch
+
+from elegantpod import Tournament, cluster
+from elegantpod.agents import PPOConfig, SACConfig
+from elegantpod.checkpoint import load_checkpoint
+from elegantpod.config import PodSpec
+from elegantpod.tournament import GeneratorConfig, resident
+from elegantpod.tournament.runner import pods_per_gpu
+from elegantpod.tournament.segment import SegmentTask, run_segment
+from elegantpod.tournament.store import Store
+from tests.helpers import wait_until
+from tests.tournament.test_orchestrator import TINY_PPO
+
+SPECS = {
+    "ppo": PodSpec(
+        env_id="CartPole-v1", algo="ppo", hparams=PPOConfig(num_envs=8, horizon=32), seed=3
+    ),
+    "sac": PodSpec(
+        env_id="Pendulum-v1",
+        algo="sac",
+        hparams=SACConfig(num_envs=4, learning_starts=64, batch_size=32),
+        seed=4,
+    ),
+}
+
+
+def task(store, spec, seg, resume_from=None, tid="t"):
+    return SegmentTask(
+        tournament_id=tid,
+        pod_id="p000",
+        segment=seg,
+        spec_json=spec.to_json(),
+        checkpoint=store.checkpoint("p000", seg),
+        resume_from=resume_from,
+        segment_steps=512,
+    )
+
+
+def weights(path):
+    learner = load_checkpoint(path)["learner"]
+    return {k: v for k, v in learner.items() if isinstance(v, dict)}
+
+
+def same(a, b):
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, torch.Tensor):
+        return torch.equal(a, b)
+    return a == b
+
+
+@pytest.mark.parametrize("algo", ["ppo", "sac"])
+def test_a_resident_pod_continues_exactly_as_a_rebuilt_one(tmp_path, algo):
+    spec = SPECS[algo]
+    store = Store(tmp_path / "a")
+    store.ensure()
+    first = run_segment(task(store, spec, 1))
+    assert first.rebuilt and resident.resident("t") == [("t", "p000", first.checkpoint)]
+    shutil.copytree(tmp_path / "a", tmp_path / "b")  # the same state, for the rebuilt side
+    kept = run_segment(task(store, spec, 2, first.checkpoint))
+    assert not kept.rebuilt  # it was resident
+    resident.drop("t")
+    other = Store(tmp_path / "b")
+    rebuilt = run_segment(task(other, spec, 2, other.checkpoint("p000", 1)))
+    assert rebuilt.rebuilt
+    assert kept.env_steps == rebuilt.env_steps
+    assert kept.score_mean == rebuilt.score_mean
+    assert same(weights(kept.checkpoint), weights(rebuilt.checkpoint))
+    resident.drop()
+
+
+def test_a_resident_pod_is_rebuilt_when_its_checkpoint_moved_on(tmp_path):
+    spec = SPECS["ppo"]
+    store = Store(tmp_path / "s")
+    store.ensure()
+    first = run_segment(task(store, spec, 1))
+    second = run_segment(task(store, spec, 2, first.checkpoint))
+    assert not second.rebuilt
+    # segment 3 resumes from segment 1 (as after a lost result elsewhere): not the state
+    # the resident pod holds, so it is rebuilt from that checkpoint
+    third = run_segment(task(store, spec, 3, first.checkpoint))
+    assert third.rebuilt and third.env_steps == second.env_steps
+    # a structural change (another network) is never served by a resident pod
+    bigger = PodSpec(
+        env_id="CartPole-v1",
+        algo="ppo",
+        hparams=PPOConfig(num_envs=8, horizon=32, hidden=(32,)),
+        seed=3,
+    )
+    fresh = run_segment(task(store, bigger, 1, tid="u"))
+    assert fresh.rebuilt
+    assert resident.drop() == 2
+
+
+def test_resident_pods_per_process_are_bounded(tmp_path):
+    store = Store(tmp_path / "s")
+    store.ensure()
+    for i in range(3):
+        t = SegmentTask(
+            tournament_id="bound",
+            pod_id=f"p00{i}",
+            segment=1,
+            spec_json=SPECS["ppo"].to_json(),
+            checkpoint=store.checkpoint(f"p00{i}", 1),
+            segment_steps=256,
+            resident_slots=2,
+        )
+        run_segment(t)
+    assert [p for _, p, _ in resident.resident("bound")] == ["p001", "p002"]  # oldest went
+    assert resident.drop("bound") == 2
+
+
+def test_pods_per_gpu_packing_arithmetic():
+    gib = 2**30
+    assert pods_per_gpu(None, None, 10**6, threads=4) == 1  # memory unknown: one
+    assert pods_per_gpu(None, 141 * gib, 100 * 2**20, threads=4) == 4  # threads bound it
+    assert pods_per_gpu(None, 141 * gib, 100 * 2**20, threads=16) == 8  # the automatic cap
+    assert pods_per_gpu(None, 8 * gib, 2 * gib, threads=8) == 1  # memory bounds it
+    assert pods_per_gpu(None, 24 * gib, 2 * gib, threads=8) == 4  # 4.3 fit: a power of two
+    assert pods_per_gpu(3, 141 * gib, 1, threads=8) == 2  # given: still a power of two
+    assert pods_per_gpu(16, 141 * gib, 1, threads=4) == 4  # never more than threads
+
+
+@pytest.mark.slow
+def test_pods_stay_resident_on_their_workers_and_a_killed_worker_costs_one_segment(tmp_path):
+    c = cluster(n_workers=2, dashboard_address=None)
+    try:
+        t = Tournament(
+            "CartPole-v1",
+            ["ppo"],
+            2,
+            store=tmp_path / "s",
+            client=c,
+            max_seconds=120,
+            max_steps=40 * 1024,
+            segment_steps=1024,
+            hparams=TINY_PPO,
+            generator=GeneratorConfig(ready_segments=10**6),  # the same two pods throughout
+        )
+        t.start()
+        assert wait_until(lambda: t.pod("p000")["segment"] >= 5, 60)
+        # only each pod's first segment builds it: they return to their workers
+        assert t.summary()["resident_share"] >= 0.6
+        before = t.pod("p000")
+        nxt = before["segment"] + 1
+        assert wait_until(lambda: any(m["segment"] == nxt for m in t.curves("p000")), 30)
+        victim = next(m["worker"] for m in t.curves("p000") if m["segment"] == nxt)
+        os.kill(c.run(os.getpid, workers=[victim])[victim], signal.SIGKILL)
+        s = t.wait(120)
+        assert s["status"] == "finished" and s["pods_failed"] == 0
+        assert s["worker_deaths_survived"] >= 1
+        ends = [m for m in t.curves("p000") if m["type"] == "segment_end" and m["segment"] == nxt]
+        assert ends and ends[-1]["env_steps"] == before["env_steps"] + 1024  # from its checkpoint
+    finally:
+        cl = c.cluster
+        c.close()
+        cl.close()
+
+
+@pytest.mark.gpu
+def test_a_default_tournament_on_a_gpu_cluster_trains_on_the_gpu(tmp_path):
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    pytest.importorskip("dask_cuda")
+    c = cluster(dashboard_address=None)
+    try:
+        t = Tournament(
+            "CartPole-v1", ["ppo"], 2, store=tmp_path / "s", client=c, max_steps=4 * 8192
+        )
+        t.start()
+        s = t.wait(300)
+        assert s["status"] == "finished"
+        assert t.cluster_info()["pods_per_gpu"] >= 1
+        best = t.best()
+        assert next(best.learner.actor.parameters()).device.type == "cuda"
+    finally:
+        cl = c.cluster
+        c.close()
+        cl.close()
