@@ -143,9 +143,14 @@ def cluster(
     # memory goes back to the OS at once; for a pod that allocates and frees the same
     # tensors every iteration that means page faults all the time (about 20% of its
     # steps/s, see benchmarks/dask_overhead.py). Pods keep their memory instead.
+    # And setting any malloc threshold switches glibc's dynamic mmap threshold off, so
+    # every allocation over 128 KiB (a minibatch, an activation) became an mmap, a
+    # munmap and fresh page faults: a pod ran at 0.77x its in-process speed in a worker
+    # (benchmarks/dask_overhead.py). Up to 32 MiB now comes from the reused heap (1.02x).
     environ = {
         **dask.config.get("distributed.nanny.pre-spawn-environ", {}),
         "MALLOC_TRIM_THRESHOLD_": TRIM_THRESHOLD,
+        "MALLOC_MMAP_THRESHOLD_": MMAP_THRESHOLD,
     }
     # The worker's statistical profiler samples every thread's stack every 10 ms, which
     # costs a Python-heavy pod real steps/s; the tournament's own events say where time
@@ -204,6 +209,9 @@ def _check_tls(address: str, security) -> None:
 
 TRIM_THRESHOLD = 256 * 1024 * 1024
 """glibc keeps up to this much freed memory in a worker before trimming (256 MiB)."""
+MMAP_THRESHOLD = 32 * 1024 * 1024
+"""Allocations below this come from glibc's heap, not fresh mmaps (32 MiB, glibc's most):
+with a fixed trim threshold glibc no longer raises it by itself."""
 
 
 def _local_cluster(n, threads_per_worker, dashboard_address, memory_limit, kwargs):

@@ -22,7 +22,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
-from elegantpod.cluster import GATEWAY_OPTIONS, TRIM_THRESHOLD
+from elegantpod.cluster import GATEWAY_OPTIONS, MMAP_THRESHOLD, TRIM_THRESHOLD
 
 yaml = pytest.importorskip("yaml")
 if sys.version_info >= (3, 11):
@@ -267,12 +267,14 @@ def test_image_runtime_settings_match_the_local_cluster():
     env = docker_env()
     assert env["OMP_NUM_THREADS"] == "1"
     assert int(env["MALLOC_TRIM_THRESHOLD_"]) == TRIM_THRESHOLD
+    assert int(env["MALLOC_MMAP_THRESHOLD_"]) == MMAP_THRESHOLD
     assert not [k for k in env if SECRETISH.search(k)], "no credentials in the image"
     (user,) = [rest for cmd, rest in dockerfile() if cmd == "USER"]
     assert user.split(":")[0] not in ("root", "0")
     assert ("COPY", "deploy/dask-config.yaml /etc/dask/elegantpod.yaml") in dockerfile()
     config = load_all(DEPLOY / "dask-config.yaml")[0]["distributed"]
     assert config["nanny"]["pre-spawn-environ"]["MALLOC_TRIM_THRESHOLD_"] == TRIM_THRESHOLD
+    assert config["nanny"]["pre-spawn-environ"]["MALLOC_MMAP_THRESHOLD_"] == MMAP_THRESHOLD
     assert config["worker"]["daemon"] is False
     assert config["worker"]["profile"]["enabled"] is False
 

@@ -156,11 +156,24 @@ class Engine:
                 self._finish()
 
     def _step(self) -> bool:
-        """One round: submit what fits, handle what finished. True when it is time to end."""
-        runner = self._runner
+        """One round: submit what fits, handle what finished, submit again into the slots
+        that freed (before saving: a pod waits for no fsync), save. True: time to end."""
         if time.monotonic() - self._lease_checked_at >= LEASE_SECONDS:
             self._lease_checked_at = time.monotonic()
             self._keep_lease()
+        if self._submit_runnable():
+            return True
+        done = self._runner.take_done(LOOP_SECONDS)
+        if done:
+            self._handle(done, ending=False)
+            if self._submit_runnable():
+                return True
+        self._save()
+        return False
+
+    def _submit_runnable(self) -> bool:
+        """Submit queued pods into the free slots; True when the tournament should end."""
+        runner = self._runner
         capacity, uses_gpu = runner.capacity()
         with self._lock:
             self._drain_events()
@@ -175,16 +188,13 @@ class Engine:
                 worker = worker if self._freed[worker] > 0 else None
                 self._freed[worker] -= 1
                 task = segment_task(self.spec, rec, self.store, runner, self.id, uses_gpu)
-                todo.append(
-                    (rec.pod_id, task, rec.retries, shipping(self.spec.env_id, rec.algo), worker)
-                )
+                ship = shipping(self.spec.env_id, rec.algo)
+                todo.append((rec.pod_id, task, rec.retries, ship, worker))
                 runner.reserve(rec.pod_id)
                 self.population.submitted(rec)
             self._freed.clear()
         for pod_id, task, retries, ship, worker in todo:  # network calls: never under the lock
             runner.submit(pod_id, task, retries, uses_gpu, ship, worker)
-        self._handle(runner.take_done(LOOP_SECONDS), ending=False)
-        self._save()
         return False
 
     def _handle(self, done: list, ending: bool) -> None:
