@@ -36,6 +36,10 @@ bench:
 	$(PY) benchmarks/env_throughput.py
 	$(PY) benchmarks/time_to_solve.py   # PPO, SAC and DQN vs SB3
 	$(PY) benchmarks/dask_overhead.py
+	$(PY) benchmarks/dask_overhead.py --pods 4 --workers 2
+	$(PY) benchmarks/threads.py
+	$(PY) benchmarks/eval_share.py
+	$(PY) benchmarks/store_bound.py   # 30 minutes
 	$(PY) benchmarks/tournament_vs_sweep.py
 	$(PY) benchmarks/finance_env_throughput.py
 	$(PY) benchmarks/finance_pipeline.py
@@ -44,7 +48,8 @@ bench:
 	$(PY) benchmarks/orchestrator_throughput.py
 	$(PY) benchmarks/tournament_scaling.py
 	$(PY) benchmarks/mujoco_vs_sb3.py   # hours on 2 cores at its default 100k steps x 3 seeds
-	# on a CUDA machine: bash benchmarks/gpu_run.sh; python benchmarks/gpu_trading_pod.py
+	# on a CUDA machine: bash benchmarks/gpu_run.sh [gpu_tournament.py];
+	# python benchmarks/gpu_trading_pod.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
