@@ -365,21 +365,10 @@ def test_modules_in_the_working_folder_never_shadow_installed_ones(how, tmp_path
 
 @pytest.mark.slow
 def test_a_tournament_whose_every_pod_failed_exits_non_zero_and_says_why(tmp_path):
-    from elegantpod.tournament.spec import TournamentSpec
-    from tests.tournament.test_hostile_store import entry, make_store, record
+    from tests.tournament.test_hostile_store import orphan_child_store
 
     store = tmp_path / "s"
-    make_store(
-        store,
-        pods=[
-            record(
-                "p001", status="queued", parent="p000", parent_checkpoint="pods/p000/seg-00001.pt"
-            )
-        ],
-        leaderboard=[entry("p000")],  # a parent whose checkpoint is missing
-        state={"next_index": 2},
-        spec=TournamentSpec(env_id="CartPole-v1", pods=1, failed_replacements=0).to_dict(),
-    )
+    orphan_child_store(store, pods=1, failed_replacements=0)  # its parent never wrote one
     p = run(
         "tournament",
         "--store",

@@ -192,16 +192,21 @@ def counters(value: Any, where: str = "state") -> dict[str, Any]:
     }
 
 
-def record(d: Any, where: str):
-    """A :class:`~elegantpod.tournament.spec.PodRecord` from a snapshot's dict, checked."""
-    from elegantpod.tournament.spec import PodRecord
-
+def _identity(d: Any, where: str) -> tuple[dict, str, str, str]:
+    """A record's or entry's dict, pod id, place for messages (with the id) and algorithm."""
     d = mapping(d, where)
     if "pod_id" not in d:
         raise StateError(f"{where} has no pod_id")
     pod_id = check_pod_id(d["pod_id"], f"{where}.pod_id")
     where = f"{where} ({pod_id})"
-    algo = algo_name(d.get("algo"), f"{where}.algo")
+    return d, pod_id, where, algo_name(d.get("algo"), f"{where}.algo")
+
+
+def record(d: Any, where: str):
+    """A :class:`~elegantpod.tournament.spec.PodRecord` from a snapshot's dict, checked."""
+    from elegantpod.tournament.spec import PodRecord
+
+    d, pod_id, where, algo = _identity(d, where)
     status = d.get("status", "queued")
     if status not in STATUSES:
         raise StateError(f"{where}.status must be one of {list(STATUSES)}, got {status!r}")
@@ -247,14 +252,9 @@ def entry(d: Any, where: str):
     """A leaderboard :class:`~elegantpod.tournament.leaderboard.Entry`, checked."""
     from elegantpod.tournament.leaderboard import Entry
 
-    d = mapping(d, where)
-    if "pod_id" not in d:
-        raise StateError(f"{where} has no pod_id")
-    pod_id = check_pod_id(d["pod_id"], f"{where}.pod_id")
-    where = f"{where} ({pod_id})"
+    d, pod_id, where, algo = _identity(d, where)
     if "checkpoint" not in d:
         raise StateError(f"{where} has no checkpoint")
-    algo = algo_name(d.get("algo"), f"{where}.algo")
     parent = d.get("parent")
     usable = d.get("usable", True)
     if not isinstance(usable, bool):

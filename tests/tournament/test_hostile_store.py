@@ -205,3 +205,19 @@ def test_data_a_store_names_is_not_read_unless_the_user_gives_it(tmp_path):
     make_store(tmp_path / "s", spec=spec)
     with pytest.raises(StoreError, match=r"names data to read in env_kwargs.*http://127.0.0.1:9"):
         Tournament.resume(tmp_path / "s")
+
+
+def orphan_child_store(path, **spec):
+    """A store whose one live pod is the child of a parent whose checkpoint was never
+    written (``spec``: TournamentSpec fields, e.g. ``pods``, ``failed_replacements``)."""
+    return make_store(
+        path,
+        pods=[
+            record(
+                "p001", status="queued", parent="p000", parent_checkpoint="pods/p000/seg-00001.pt"
+            )
+        ],
+        leaderboard=[entry("p000")],
+        state={"next_index": 2},
+        spec=TournamentSpec(env_id="CartPole-v1", **spec).to_dict(),
+    )

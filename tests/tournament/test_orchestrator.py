@@ -394,20 +394,10 @@ def test_a_parent_whose_checkpoint_fails_to_load_breeds_no_more(client, tmp_path
 
 @pytest.mark.slow
 def test_a_tournament_whose_every_pod_failed_has_failed_and_says_why(client, tmp_path):
-    from tests.tournament.test_hostile_store import entry, make_store, record
+    from tests.tournament.test_hostile_store import orphan_child_store
 
     store = tmp_path / "s"
-    make_store(
-        store,
-        pods=[
-            record(
-                "p001", status="queued", parent="p000", parent_checkpoint="pods/p000/seg-00001.pt"
-            )
-        ],
-        leaderboard=[entry("p000")],  # its checkpoint was never written
-        state={"next_index": 2},
-        spec=TournamentSpec(env_id="CartPole-v1", pods=1, failed_replacements=0).to_dict(),
-    )
+    orphan_child_store(store, pods=1, failed_replacements=0)  # its parent never wrote one
     t = Tournament.resume(store, client=client, max_seconds=60)
     t.start()
     summary = t.wait(timeout=90)
