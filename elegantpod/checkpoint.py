@@ -55,15 +55,29 @@ def save_checkpoint(path: str | os.PathLike, payload: dict[str, Any]) -> str:
 
     ``path`` is a local path or an fsspec URL (object stores write one object at once).
     """
+    return write_checkpoint_bytes(path, checkpoint_bytes(payload))
+
+
+def checkpoint_bytes(payload: dict[str, Any]) -> bytes:
+    """``payload`` serialized as a checkpoint, in memory: a snapshot of the state now.
+
+    Taking it is the only part of a save that must happen before training goes on; the
+    write (:func:`write_checkpoint_bytes`) may run in another thread meanwhile.
+    """
     buf = io.BytesIO()
     torch.save({"format": FORMAT, "version": VERSION, **payload}, buf)
+    return buf.getvalue()
+
+
+def write_checkpoint_bytes(path: str | os.PathLike, data: bytes) -> str:
+    """Write serialized checkpoint ``data`` atomically to a local path or an fsspec URL."""
     if _is_url(path):
         import fsspec
 
         fs, p = fsspec.core.url_to_fs(os.fspath(path))
-        fs.pipe_file(p, buf.getvalue())
+        fs.pipe_file(p, data)
         return os.fspath(path)
-    atomic_write_bytes(path, buf.getvalue())
+    atomic_write_bytes(path, data)
     return os.fspath(path)
 
 

@@ -122,6 +122,17 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true", help="print the summary as one JSON line")
     r.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     r.add_argument("--eval-episodes", type=int, default=None, help="episodes per evaluation")
+    r.add_argument(
+        "--device",
+        default=None,
+        help="torch device in each pod; default auto: the worker's GPU if it has one",
+    )
+    r.add_argument(
+        "--pods-per-gpu",
+        type=int,
+        default=None,
+        help="pods sharing one GPU (1, 2, 4...); default: from the GPU's memory",
+    )
     _env_options(r)
     b = sub.add_parser("backtest", help="backtest a trading agent and write its report")
     _import_option(b)
@@ -234,6 +245,8 @@ def _tournament(args) -> int:
         "seed": args.seed,
         "segment_steps": args.segment_steps,
         "eval_episodes": args.eval_episodes,
+        "device": args.device,
+        "pods_per_gpu": args.pods_per_gpu,
         "env_kwargs": env_kwargs(args.env_arg) or None,
         "eval_env_kwargs": env_kwargs(args.eval_env_arg) or None,
         "fitness": None if args.fitness == "return" else args.fitness,

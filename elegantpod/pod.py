@@ -217,6 +217,7 @@ class Pod:
         on_iteration: Callable[[Pod, dict[str, float]], bool | None] | None = None,
         should_stop: Callable[[], bool] | None = None,
         threads: int | None = None,
+        final_eval: bool = True,
     ) -> TrainResult:
         """Train until the target, the step budget or the time budget is reached.
 
@@ -227,7 +228,9 @@ class Pod:
         between gradient steps, as is :meth:`request_stop`: a stop then ends even a long
         update within one gradient step, and the run ends (checkpointed) with the
         weights learned so far. It must be cheap (read a remote control at most every
-        few tenths of a second).
+        few tenths of a second). ``final_eval=False`` skips the evaluation that a spent
+        budget triggers (a tournament segment evaluates itself, while its checkpoint is
+        written).
         ``wall_seconds`` counts from here (envs and networks already built) to the end of
         the evaluation that first met the target, or to the end of training.
 
@@ -236,9 +239,9 @@ class Pod:
         leaves torch's own setting alone.
         """
         with torch_threads(threads, self.spec.device):
-            return self._run(callback, on_iteration, should_stop)
+            return self._run(callback, on_iteration, should_stop, final_eval)
 
-    def _run(self, callback, on_iteration, should_stop) -> TrainResult:
+    def _run(self, callback, on_iteration, should_stop, final_eval) -> TrainResult:
         spec, learner = self.spec, self.learner
         max_steps = spec.max_steps or (None if spec.max_seconds else learner.default_max_steps)
         eval_every = spec.eval_every_steps or learner.default_eval_every()
@@ -265,7 +268,8 @@ class Pod:
                 elapsed = time.perf_counter() - start
                 out_of_steps = max_steps is not None and self.env_steps >= max_steps
                 out_of_time = spec.max_seconds is not None and elapsed >= spec.max_seconds
-                if self.env_steps >= next_eval or out_of_steps or out_of_time:
+                budget_spent = (out_of_steps or out_of_time) and final_eval
+                if self.env_steps >= next_eval or budget_spent:
                     next_eval += eval_every
                     progress = self._evaluate(start, stats)
                     score = progress.eval_return_mean if progress.score is None else progress.score
@@ -417,18 +421,24 @@ class Pod:
         path = path if path is not None else self.checkpoint_path
         if path is None:
             raise ValueError("no checkpoint path: give one or construct the pod with out_dir")
-        return save_checkpoint(
-            path,
-            {
-                "spec": self.spec.to_json(),
-                "env_steps": self.env_steps,
-                "learner": self.learner.state_dict(),
-                "env_rng": self.env.generator.get_state()
-                if hasattr(self.env, "generator")
-                else None,
-                "eval_count": self.evaluator.count,
-            },
-        )
+        return save_checkpoint(path, self.checkpoint_payload())
+
+    def checkpoint_payload(self, evaluations_ahead: int = 0) -> dict[str, Any]:
+        """What :meth:`save` writes, as a dict (serialize it with
+        :func:`~elegantpod.checkpoint.checkpoint_bytes` to snapshot the pod now).
+
+        ``evaluations_ahead``: evaluations the caller will run before anything else
+        changes the pod (a tournament segment snapshots, then evaluates while the
+        snapshot is written); they only advance the evaluator's episode counter, which
+        is saved as it will be after them.
+        """
+        return {
+            "spec": self.spec.to_json(),
+            "env_steps": self.env_steps,
+            "learner": self.learner.state_dict(),
+            "env_rng": self.env.generator.get_state() if hasattr(self.env, "generator") else None,
+            "eval_count": self.evaluator.count + int(evaluations_ahead),
+        }
 
     def load(self, path: str | Path, *, restore_rng: bool = True) -> None:
         """Restore learner, step count and RNG state from a checkpoint of the same architecture.

@@ -271,15 +271,18 @@ class Population(Breeding):
         """Final statuses when the tournament ends; returns why it failed, if it did.
 
         Stopped pods end ``stopped``; live ones ``idle`` (a resume continues them). A
-        tournament whose every pod failed has failed: the reasons, counted, say why.
+        tournament where pods failed and none finished a segment has failed: the
+        reasons, counted, say why.
         """
         for rec in self.records.values():
             if rec.stop_requested and rec.status in ACTIVE:
                 rec.status = "stopped"
             elif rec.status in ("queued", "running"):
                 rec.status = "idle"
-        if self.records and all(r.status == "failed" for r in self.records.values()):
-            reasons = Counter(r.error for r in self.records.values())
+        failed = [r for r in self.records.values() if r.status == "failed"]
+        trained = any(r.segment >= 1 and r.status != "failed" for r in self.records.values())
+        if failed and not trained:  # replacements the budget cut short failed no better
+            reasons = Counter(r.error for r in failed)
             return "every pod failed: " + "; ".join(
                 f"{n} x {why}" for why, n in reasons.most_common()
             )

@@ -16,15 +16,24 @@ import contextlib
 import dataclasses
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from elegantpod.checkpoint import CheckpointError, load_checkpoint, strip_replay
+from elegantpod.checkpoint import (
+    CheckpointError,
+    checkpoint_bytes,
+    load_checkpoint,
+    strip_replay,
+    write_checkpoint_bytes,
+)
 from elegantpod.config import PodSpec
 
 _NO_EVAL_BEFORE_THE_END = 2**60
+_WRITER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="elegantpod-checkpoint")
+"""Writes segment checkpoints in the background of the segments' evaluations."""
 POLL_SECONDS = 0.25
 """How often a running segment reads its control variable: well within a second, and
 rare enough that the round trips cost the pod under 5% of its steps/s."""
@@ -290,13 +299,16 @@ def _run(task: SegmentTask, spec: PodSpec, pod, rebuilt: bool, start_wall: float
             stopped = stopped or control.stop_requested()
             return stopped
 
-        pod.run(on_iteration=on_iteration, should_stop=stop_now)
-        ev = (
-            pod.last_eval
-            if pod.last_eval is not None and pod.curve and pod.curve[-1].env_steps == pod.env_steps
-            else pod.evaluate()
-        )
-        pod.save(task.checkpoint)
+        pod.run(on_iteration=on_iteration, should_stop=stop_now, final_eval=False)
+        # The checkpoint leaves the critical path: snapshot the pod in memory, write the
+        # snapshot while the segment's evaluation runs, and return only once it is
+        # written (so a killed worker still costs at most this segment).
+        data = checkpoint_bytes(pod.checkpoint_payload(evaluations_ahead=1))
+        written = _WRITER.submit(write_checkpoint_bytes, task.checkpoint, data)
+        try:
+            ev = pod.evaluate()
+        finally:
+            written.result()
         if task.resume_from and getattr(pod.learner, "replay", None) is not None:
             # The replay is needed only where the pod resumes: its newest checkpoint.
             # The previous one may stay on for the leaderboard or a child; without it.

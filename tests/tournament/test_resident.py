@@ -129,6 +129,27 @@ def test_pods_per_gpu_packing_arithmetic():
 
 
 @pytest.mark.slow
+def test_on_a_cluster_a_moved_pod_is_rebuilt_and_matches_the_resident_one(client, tmp_path):
+    spec = SPECS["ppo"]
+    a, b = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    store = Store(tmp_path / "a")
+    store.ensure()
+
+    def on(worker, t):
+        return client.submit(run_segment, t, workers=[worker], pure=False).result()
+
+    first = on(a, task(store, spec, 1, tid="cluster"))
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    stayed = on(a, task(store, spec, 2, first.checkpoint, tid="cluster"))
+    other = Store(tmp_path / "b")
+    moved = on(b, task(other, spec, 2, other.checkpoint("p000", 1), tid="cluster"))
+    assert (first.rebuilt, stayed.rebuilt, moved.rebuilt) == (True, False, True)
+    assert stayed.env_steps == moved.env_steps and stayed.score_mean == moved.score_mean
+    assert same(weights(stayed.checkpoint), weights(moved.checkpoint))
+    assert sum(client.run(resident.drop, "cluster").values()) == 2
+
+
+@pytest.mark.slow
 def test_pods_stay_resident_on_their_workers_and_a_killed_worker_costs_one_segment(tmp_path):
     c = cluster(n_workers=2, dashboard_address=None)
     try:
