@@ -118,6 +118,10 @@ class Engine:
         except BaseException:
             self._lease = None
             lease.release()
+            if self._runner is not None:
+                with contextlib.suppress(Exception):
+                    self._runner.close()
+                self._runner = None
             raise
         self._thread = threading.Thread(
             target=self._loop, name=f"tournament-{self.id}", daemon=True

@@ -28,6 +28,8 @@ worker's pod slots, so that a GPU's memory holds what its packing planned)."""
 
 _lock = threading.Lock()
 _pods: OrderedDict[tuple[str, str], _Resident] = OrderedDict()
+_in_use = 0  # pods taken out for a segment: they count against the slots too
+_closed: set[str] = set()  # tournaments that dropped their pods: a late segment keeps none
 
 
 @dataclass
@@ -49,7 +51,9 @@ def structure_key(spec) -> str:
     learner = get_algo(spec.algo)
     d = spec.to_dict()
     hp = dataclasses.asdict(spec.hparams) if spec.hparams is not None else {}
-    d["hparams"] = {k: hp[k] for k in sorted(hp) if k in learner.structural_hparams}
+    # what the pod's envs and rollout buffer were built with, besides the networks
+    built = {*learner.structural_hparams, "num_envs", "horizon"}
+    d["hparams"] = {k: hp[k] for k in sorted(hp) if k in built}
     for budget in ("max_steps", "max_seconds", "target_reward", "eval_every_steps"):
         d.pop(budget, None)
     return json.dumps(d, sort_keys=True, default=str)
@@ -61,6 +65,7 @@ def take(tournament_id: str, pod_id: str, resume_from: str | None, spec):
     The pod leaves the cache while a segment uses it. A stale entry (another checkpoint,
     another structure) is closed: the segment rebuilds the pod from its checkpoint.
     """
+    global _in_use
     with _lock:
         entry = _pods.pop((tournament_id, pod_id), None)
     if entry is None:
@@ -72,19 +77,51 @@ def take(tournament_id: str, pod_id: str, resume_from: str | None, spec):
     ):
         entry.pod.close()
         return None
+    with _lock:
+        _in_use += 1
     return entry.pod
 
 
-def keep(tournament_id: str, pod_id: str, pod, checkpoint: str, spec, slots: int | None) -> None:
-    """Keep ``pod`` (whose state ``checkpoint`` holds) for its next segment."""
-    evicted = []
+def release(pod) -> None:
+    """A pod :func:`take` gave out will not come back (its segment failed): close it."""
+    global _in_use
     with _lock:
-        _pods[(tournament_id, pod_id)] = _Resident(pod, checkpoint, structure_key(spec))
-        _pods.move_to_end((tournament_id, pod_id))
-        while len(_pods) > max(1, slots or DEFAULT_SLOTS):
-            evicted.append(_pods.popitem(last=False)[1].pod)
-    for old in evicted:
-        old.close()
+        _in_use -= 1
+    pod.close()
+
+
+def keep(
+    tournament_id: str,
+    pod_id: str,
+    pod,
+    checkpoint: str,
+    spec,
+    slots: int | None,
+    taken: bool = False,
+) -> None:
+    """Keep ``pod`` (whose state ``checkpoint`` holds) for its next segment.
+
+    ``taken``: the pod came from :func:`take` (it stops counting as in use). Running and
+    kept pods together stay within ``slots`` (least recently used go first).
+    """
+    global _in_use
+    evicted = []
+    structure = structure_key(spec)
+    with _lock:
+        if taken:
+            _in_use -= 1
+        if tournament_id in _closed:  # the tournament ended while this segment ran
+            evicted.append(pod)
+        else:
+            old = _pods.pop((tournament_id, pod_id), None)
+            if old is not None:
+                evicted.append(old.pod)
+            _pods[(tournament_id, pod_id)] = _Resident(pod, checkpoint, structure)
+            # running pods hold memory too: they count against the slots
+            while _pods and len(_pods) + _in_use > max(1, slots or DEFAULT_SLOTS):
+                evicted.append(_pods.popitem(last=False)[1].pod)
+    for old_pod in evicted:
+        old_pod.close()
 
 
 def drop(tournament_id: str | None = None) -> int:
@@ -93,6 +130,10 @@ def drop(tournament_id: str | None = None) -> int:
     A tournament calls it on every worker (``client.run``) when it ends.
     """
     with _lock:
+        if tournament_id is not None:
+            _closed.add(tournament_id)
+        else:
+            _closed.clear()  # a clean slate (tests, a worker being reused)
         keys = [k for k in _pods if tournament_id is None or k[0] == tournament_id]
         gone = [_pods.pop(k).pod for k in keys]
     for pod in gone:

@@ -121,6 +121,7 @@ class Runner:
         self.pods_per_gpu = 1
         """Pods packed per GPU (see :func:`pods_per_gpu`); set by :meth:`plan_gpus`."""
         self.wants_gpu = True
+        self.all_gpu = False
         """False for a tournament told to train on the CPU: GPUs are then not asked for."""
         self.resident_slots = 8
         """Pods a worker process keeps resident (see :mod:`.resident`); set by :meth:`plan`."""
@@ -195,10 +196,16 @@ class Runner:
         workers = self.client.scheduler_info(n_workers=-1).get("workers", {})
         gpu_slots = 0
         for w in workers.values():
-            gpus = int(w.get("resources", {}).get("GPU", 0))
-            if gpus and self.wants_gpu:
-                gpu_slots += min(int(w.get("nthreads", 1)), gpus * self.pods_per_gpu)
+            # One GPU per worker process, as dask-cuda starts them: "auto" trains on the
+            # process's first GPU, so a worker declaring more still packs one.
+            if w.get("resources", {}).get("GPU") and self.wants_gpu:
+                gpu_slots += min(int(w.get("nthreads", 1)), self.pods_per_gpu)
         n = gpu_slots or sum(int(w.get("nthreads", 1)) for w in workers.values())
+        # Dask may place a loosely pinned task on any worker, resources or not: pin GPU
+        # segments to their resident worker only where every worker has a GPU.
+        self.all_gpu = bool(workers) and all(
+            w.get("resources", {}).get("GPU") for w in workers.values()
+        )
         self._capacity = (time.monotonic(), n, bool(gpu_slots))
         return n, bool(gpu_slots)
 
@@ -220,6 +227,8 @@ class Runner:
         ``worker``: where the pod is resident and a slot just freed; Dask runs it there
         (or elsewhere if that worker is gone), so the pod need not be rebuilt.
         """
+        if uses_gpu and not self.all_gpu:
+            worker = None
         try:
             for name, register, args in ship:
                 if name not in self._shipped:
@@ -342,28 +351,32 @@ class _FanOut:
     """One ``"all"`` topic handler per client, calling every tournament's own."""
 
     def __init__(self):
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the handler lists (the event loop reads them)
+        self._subscribing = threading.Lock()  # (un)subscribe calls, in order
         self._handlers: dict[int, list] = {}
 
     def add(self, client, handler) -> None:
-        with self._lock:
-            handlers = self._handlers.setdefault(id(client), [])
-            first = not handlers
-            handlers.append(handler)
-        if first:
-            key = id(client)
-            client.subscribe_topic("all", lambda event: self._call(key, event))
+        key = id(client)
+        with self._subscribing:
+            with self._lock:
+                handlers = self._handlers.setdefault(key, [])
+                first = not handlers
+                handlers.append(handler)
+            if first:
+                client.subscribe_topic("all", lambda event: self._call(key, event))
 
     def remove(self, client, handler) -> None:
-        with self._lock:
-            handlers = self._handlers.get(id(client), [])
-            if handler in handlers:
-                handlers.remove(handler)
-            last = not handlers
+        key = id(client)
+        with self._subscribing:
+            with self._lock:
+                handlers = self._handlers.get(key, [])
+                if handler in handlers:
+                    handlers.remove(handler)
+                last = not handlers
+                if last:
+                    self._handlers.pop(key, None)
             if last:
-                self._handlers.pop(id(client), None)
-        if last:
-            client.unsubscribe_topic("all")
+                client.unsubscribe_topic("all")
 
     def _call(self, key: int, event) -> None:
         with self._lock:

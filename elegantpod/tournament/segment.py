@@ -202,6 +202,12 @@ def run_segment(task: SegmentTask) -> SegmentResult:
     start_wall = time.perf_counter()
     spec = PodSpec.from_json(task.spec_json)
     pod = resident.take(task.tournament_id, task.pod_id, task.resume_from, spec)
+    taken = pod is not None
+    if taken and _exists(task.checkpoint):
+        # This segment ran before (its result was lost): its checkpoint is the truth,
+        # and the rebuilt path reuses it.
+        resident.release(pod)
+        pod, taken = None, False
     rebuilt = pod is None
     try:
         if pod is None:
@@ -216,11 +222,27 @@ def run_segment(task: SegmentTask) -> SegmentResult:
             )
         result = _run(task, spec, pod, rebuilt, start_wall)
     except BaseException:
-        if pod is not None:
+        if taken:
+            resident.release(pod)
+        elif pod is not None:
             pod.close()  # a failed pod is rebuilt from its checkpoint next time
         raise
-    resident.keep(task.tournament_id, task.pod_id, pod, task.checkpoint, spec, task.resident_slots)
+    resident.keep(
+        task.tournament_id, task.pod_id, pod, task.checkpoint, spec, task.resident_slots, taken
+    )
     return result
+
+
+def _exists(path: str) -> bool:
+    """Whether a checkpoint was written at ``path`` (a local path or an fsspec URL)."""
+    import os
+
+    if "://" in path and not path.startswith("file://"):
+        import fsspec
+
+        fs, p = fsspec.core.url_to_fs(path)
+        return fs.exists(p)
+    return os.path.isfile(path)
 
 
 def _run(task: SegmentTask, spec: PodSpec, pod, rebuilt: bool, start_wall: float):
@@ -315,6 +337,8 @@ def _run(task: SegmentTask, spec: PodSpec, pod, rebuilt: bool, start_wall: float
             with contextlib.suppress(CheckpointError):
                 strip_replay(task.resume_from)
     else:
+        # The checkpoint counted this segment's one evaluation ahead: repeat it exactly.
+        pod.evaluator.count -= 1
         ev = pod.evaluate()
     hp = dataclasses.asdict(pod.learner.config)  # live mutations included
     wall = time.perf_counter() - start_wall

@@ -61,14 +61,13 @@ def test_a_resident_pod_continues_exactly_as_a_rebuilt_one(tmp_path, algo):
     spec = SPECS[algo]
     store = Store(tmp_path / "a")
     store.ensure()
-    first = run_segment(task(store, spec, 1))
-    assert first.rebuilt and resident.resident("t") == [("t", "p000", first.checkpoint)]
+    first = run_segment(task(store, spec, 1, tid=algo))
+    assert first.rebuilt and resident.resident(algo) == [(algo, "p000", first.checkpoint)]
     shutil.copytree(tmp_path / "a", tmp_path / "b")  # the same state, for the rebuilt side
-    kept = run_segment(task(store, spec, 2, first.checkpoint))
+    kept = run_segment(task(store, spec, 2, first.checkpoint, tid=algo))
     assert not kept.rebuilt  # it was resident
-    resident.drop("t")
     other = Store(tmp_path / "b")
-    rebuilt = run_segment(task(other, spec, 2, other.checkpoint("p000", 1)))
+    rebuilt = run_segment(task(other, spec, 2, other.checkpoint("p000", 1), tid=f"{algo}-b"))
     assert rebuilt.rebuilt
     assert kept.env_steps == rebuilt.env_steps
     assert kept.score_mean == rebuilt.score_mean
@@ -97,6 +96,22 @@ def test_a_resident_pod_is_rebuilt_when_its_checkpoint_moved_on(tmp_path):
     fresh = run_segment(task(store, bigger, 1, tid="u"))
     assert fresh.rebuilt
     assert resident.drop() == 2
+    # a rerun of a segment whose checkpoint exists uses that checkpoint, not the pod in
+    # memory (the first run's result was lost; this worker holds an older state)
+    run_segment(task(store, spec, 1, tid="v"))
+    again = run_segment(task(store, spec, 2, store.checkpoint("p000", 1), tid="v"))
+    assert again.rebuilt and again.env_steps == second.env_steps
+    assert again.score_mean == second.score_mean  # the same evaluation, repeated
+    resident.drop()
+
+
+def test_a_tournament_that_ended_keeps_no_pod(tmp_path):
+    store = Store(tmp_path / "s")
+    store.ensure()
+    resident.drop("ended")  # it ended while its last segment still ran
+    late = run_segment(task(store, SPECS["ppo"], 1, tid="ended"))
+    assert late.env_steps > 0 and resident.resident("ended") == []
+    resident.drop()
 
 
 def test_resident_pods_per_process_are_bounded(tmp_path):
