@@ -61,7 +61,6 @@ class Engine:
         """Why saving to the store is failing right now (training goes on), or None."""
         self._elapsed_before = 0.0
         self._started_at: float | None = None
-        self.worker_deaths_survived = 0
         self._deaths_at_start = 0
         self._dirty = False
         self._saved_at = -float("inf")
@@ -113,7 +112,7 @@ class Engine:
                 self._error = None
                 self._status = "running"
                 self._started_at = time.monotonic()
-                self._deaths_at_start = self.worker_deaths_survived
+                self._deaths_at_start = self.worker_deaths_survived  # before the new runner
             self._runner.publish(messages)
         except BaseException:
             self._lease = None
@@ -207,7 +206,6 @@ class Engine:
         messages = []
         with self._lock:
             self._drain_events()
-            self.worker_deaths_survived = self._deaths_at_start + runner.worker_deaths
             for o in outcomes:
                 if o.pod_id not in self.population.records:
                     continue
@@ -265,7 +263,7 @@ class Engine:
                     self.population.on_lost(pod)
             with self._lock:
                 why = self.population.end()
-                self.worker_deaths_survived = self._deaths_at_start + runner.worker_deaths
+                self._deaths_at_start = self.worker_deaths_survived  # the runner goes
                 self._elapsed_before = self._elapsed()
                 self._started_at = None
                 if why is not None:
@@ -358,6 +356,17 @@ class Engine:
             self.warning = f"renewing the store's lease failed ({type(exc).__name__}: {exc})"
 
     # ------------------------------------------------------------------ helpers
+    @property
+    def worker_deaths_survived(self) -> int:
+        """Worker deaths that hit a running segment (the scheduler's count), all runs."""
+        runner = self._runner
+        live = runner.worker_deaths if runner is not None and self._started_at else 0
+        return self._deaths_at_start + live
+
+    @worker_deaths_survived.setter
+    def worker_deaths_survived(self, value: int) -> None:  # a resumed store's count
+        self._deaths_at_start = int(value)
+
     def _publish(self, messages) -> None:
         runner = self._runner
         if runner is not None and messages and self._status == "running":
