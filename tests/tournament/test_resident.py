@@ -166,6 +166,7 @@ def test_on_a_cluster_a_moved_pod_is_rebuilt_and_matches_the_resident_one(client
 
 @pytest.mark.slow
 def test_pods_stay_resident_on_their_workers_and_a_killed_worker_costs_one_segment(tmp_path):
+    seg = 16384
     c = cluster(n_workers=2, dashboard_address=None)
     try:
         t = Tournament(
@@ -175,25 +176,35 @@ def test_pods_stay_resident_on_their_workers_and_a_killed_worker_costs_one_segme
             store=tmp_path / "s",
             client=c,
             max_seconds=120,
-            max_steps=40 * 1024,
-            segment_steps=1024,
+            max_steps=30 * seg,
+            segment_steps=seg,
             hparams=TINY_PPO,
             generator=GeneratorConfig(ready_segments=10**6),  # the same two pods throughout
         )
         t.start()
-        assert wait_until(lambda: t.pod("p000")["segment"] >= 5, 60)
+        assert wait_until(lambda: t.pod("p000")["segment"] >= 5, 90)
         # only each pod's first segment builds it: they return to their workers
         assert t.summary()["resident_share"] >= 0.6
-        before = t.pod("p000")
-        nxt = before["segment"] + 1
-        assert wait_until(lambda: any(m["segment"] == nxt for m in t.curves("p000")), 30)
-        victim = next(m["worker"] for m in t.curves("p000") if m["segment"] == nxt)
+        prefix = f"elegantpod-{t.id}-p000-s"
+
+        def running():  # (worker, segment) of p000's segment in flight, per the scheduler
+            for w, keys in c.processing().items():
+                for k in keys:
+                    if str(k).startswith(prefix):
+                        return w, int(str(k)[len(prefix) :].split("-")[0])
+            return None
+
+        assert wait_until(lambda: running() is not None, 30)
+        victim, nxt = running()
         os.kill(c.run(os.getpid, workers=[victim])[victim], signal.SIGKILL)
         s = t.wait(120)
         assert s["status"] == "finished" and s["pods_failed"] == 0
         assert s["worker_deaths_survived"] >= 1
-        ends = [m for m in t.curves("p000") if m["type"] == "segment_end" and m["segment"] == nxt]
-        assert ends and ends[-1]["env_steps"] == before["env_steps"] + 1024  # from its checkpoint
+        ends = {
+            m["segment"]: m["env_steps"] for m in t.curves("p000") if m["type"] == "segment_end"
+        }
+        # the re-run of the killed segment continued from the checkpoint before it
+        assert ends[nxt] == ends[nxt - 1] + seg
     finally:
         cl = c.cluster
         c.close()
