@@ -50,6 +50,17 @@ def _is_url(path: str | os.PathLike) -> bool:
     return "://" in s and not s.startswith("file://")
 
 
+def checkpoint_exists(path: str | os.PathLike) -> bool:
+    """Whether a file stands at ``path`` (a local path or an fsspec URL); its content is
+    not checked (:func:`load_checkpoint` does that)."""
+    if _is_url(path):
+        import fsspec
+
+        fs, p = fsspec.core.url_to_fs(os.fspath(path))
+        return fs.exists(p)
+    return Path(path).is_file()
+
+
 def save_checkpoint(path: str | os.PathLike, payload: dict[str, Any]) -> str:
     """Save ``payload`` atomically: a reader sees the old file or the new one, never half.
 

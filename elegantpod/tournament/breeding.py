@@ -12,22 +12,16 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import Counter
-from typing import Any
 
 from elegantpod.agents import get_algo
-from elegantpod.config import config_values, replace_checked
+from elegantpod.config import replace_checked
 from elegantpod.tournament import leaderboard as lb
 from elegantpod.tournament import state as checked
 from elegantpod.tournament.generator import choose_algo, choose_parent, mutate, search_space
 from elegantpod.tournament.spec import PodRecord
+from elegantpod.tournament.state import learner_config
 
 ALIVE = ("queued", "running", "paused")
-
-
-def learner_config(algo: str, hparams: dict[str, Any]):
-    """A learner's frozen config from a (JSON-read) hyperparameter dict."""
-    learner = get_algo(algo)
-    return learner.config_cls(**config_values(learner.config_cls, hparams, drop_unknown=True))
 
 
 class Breeding:

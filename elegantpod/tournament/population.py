@@ -31,9 +31,10 @@ from elegantpod.agents import get_algo
 from elegantpod.config import replace_checked
 from elegantpod.tournament import leaderboard as lb
 from elegantpod.tournament import state as checked
-from elegantpod.tournament.breeding import Breeding, learner_config, recent_score
+from elegantpod.tournament.breeding import Breeding, recent_score
 from elegantpod.tournament.generator import mutate, should_exploit
 from elegantpod.tournament.spec import PodRecord, TournamentSpec
+from elegantpod.tournament.state import learner_config
 from elegantpod.tournament.store import checkpoint_name
 
 ACTIVE = ("queued", "running", "paused")

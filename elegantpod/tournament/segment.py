@@ -25,6 +25,7 @@ import torch
 from elegantpod.checkpoint import (
     CheckpointError,
     checkpoint_bytes,
+    checkpoint_exists,
     load_checkpoint,
     strip_replay,
     write_checkpoint_bytes,
@@ -203,7 +204,7 @@ def run_segment(task: SegmentTask) -> SegmentResult:
     spec = PodSpec.from_json(task.spec_json)
     pod = resident.take(task.tournament_id, task.pod_id, task.resume_from, spec)
     taken = pod is not None
-    if taken and _exists(task.checkpoint):
+    if taken and checkpoint_exists(task.checkpoint):
         # This segment ran before (its result was lost): its checkpoint is the truth,
         # and the rebuilt path reuses it.
         resident.release(pod)
@@ -231,18 +232,6 @@ def run_segment(task: SegmentTask) -> SegmentResult:
         task.tournament_id, task.pod_id, pod, task.checkpoint, spec, task.resident_slots, taken
     )
     return result
-
-
-def _exists(path: str) -> bool:
-    """Whether a checkpoint was written at ``path`` (a local path or an fsspec URL)."""
-    import os
-
-    if "://" in path and not path.startswith("file://"):
-        import fsspec
-
-        fs, p = fsspec.core.url_to_fs(path)
-        return fs.exists(p)
-    return os.path.isfile(path)
 
 
 def _run(task: SegmentTask, spec: PodSpec, pod, rebuilt: bool, start_wall: float):

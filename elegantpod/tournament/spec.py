@@ -194,12 +194,6 @@ class PodRecord:
                 d[k] = None
         return d
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> PodRecord:
-        """Rebuild a record from a snapshot (unknown keys ignored)."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
-
 
 _RECORD_FIELDS = dataclasses.fields(PodRecord)
 

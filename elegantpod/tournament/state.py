@@ -293,6 +293,12 @@ def load(raw: Any, where: str) -> tuple[dict, list, dict[str, Any]]:
     return records, entries, counters(raw.get("state"), f"{where}: state")
 
 
+def learner_config(algo: str, hparams: dict[str, Any]):
+    """A learner's frozen config from a (JSON-read) hyperparameter dict."""
+    learner = get_algo(algo)
+    return learner.config_cls(**config_values(learner.config_cls, hparams, drop_unknown=True))
+
+
 def policy_output(algo: str, hparams: dict, new: Any, change: Any, structural: bool):
     """A mutation policy's ``(new_hparams, mutation)`` checked like user input.
 
@@ -303,9 +309,8 @@ def policy_output(algo: str, hparams: dict, new: Any, change: Any, structural: b
     import dataclasses
 
     learner = get_algo(algo)
-    base = learner.config_cls(**config_values(learner.config_cls, hparams, drop_unknown=True))
     try:
-        cfg = replace_checked(base, dict(new))
+        cfg = replace_checked(learner_config(algo, hparams), dict(new))
     except (TypeError, ValueError) as exc:
         raise ValueError(f"mutation_policy returned bad {algo} hyperparameters: {exc}") from exc
     if structural:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from elegantpod.agents import BUILTIN, get_algo, register_algo
 from elegantpod.config import PodSpec, estimate_pod_bytes
-from elegantpod.tournament.population import learner_config
 from elegantpod.tournament.segment import SegmentTask
 from elegantpod.tournament.spec import PodRecord, TournamentSpec
+from elegantpod.tournament.state import learner_config
 
 
 def pod_spec(spec: TournamentSpec, rec: PodRecord) -> PodSpec:
