@@ -70,7 +70,7 @@ class DDPG(OffPolicyLearner):
         "gamma": Bound(0.95, 0.999),
         "replay_ratio": Bound(0.1, 1.0, log=True),
         "batch_size": Bound(64, 512, integer=True, log=True),
-        "exploration_noise": Bound(0.05, 0.3),
+        "exploration_noise": Bound(0.05, 1.0),
     }
     n_critics: ClassVar[int] = 1
     """Critics evaluated together (an :class:`EnsembleQ`); the target takes their min."""

@@ -215,7 +215,10 @@ class Engine:
                         self._last_worker[o.pod_id] = o.result.worker
                         self._freed[o.result.worker] += 1
                     new = self.population.on_result(
-                        o.result, ending=ending, stopping=self._stop_requested
+                        o.result,
+                        ending=ending,
+                        stopping=self._stop_requested,
+                        now=self._elapsed(),
                     )
                 elif o.kind in ("killed", "error"):
                     new = self.population.on_failure(

@@ -70,6 +70,14 @@ class GeneratorConfig:
     pods are not judged on their first, noisiest evaluations."""
     score_window: int = 2
     """Segments whose scores the exploit rule averages per pod (smooths noisy evaluations)."""
+    min_gap: float = 0.1
+    """With a target (``target_reward``): a pod is replaced only if the best live pod
+    leads it by at least this fraction of the way the pod still has to go to the target.
+    Differences small against that distance are noise for selection, and chasing them
+    is harmful: in an exploration trap (MountainCarContinuous) every pod scores ~0 before
+    one finds the goal, and the pod that stopped moving earliest scores best, so the
+    plain rule replaced the pods still exploring with copies of the most trapped one.
+    0: the plain truncation rule. Without a target it has no effect."""
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first bad setting."""
@@ -77,6 +85,7 @@ class GeneratorConfig:
             raise ValueError(f"selection must be 'truncation' or 'softmax', got {self.selection!r}")
         in_range("truncation", self.truncation, 1e-9, 1.0)
         in_range("resample_prob", self.resample_prob, 0.0, 1.0)
+        in_range("min_gap", self.min_gap, 0.0, 1.0)
         if not self.temperature > 0:
             raise ValueError(f"temperature must be > 0, got {self.temperature!r}")
         for name, high in (("ready_segments", 10**9), ("score_window", 64)):
@@ -137,8 +146,11 @@ def choose_algo(algos: list[str], counts: Counter | dict[str, int], rng: random.
     return rng.choice([a for a in algos if counts.get(a, 0) == fewest])
 
 
-def should_exploit(pod_id: str, scores: dict[str, float], cfg: GeneratorConfig) -> bool:
-    """PBT's truncation rule: is ``pod_id`` in the bottom fraction of the live pods?
+def should_exploit(
+    pod_id: str, scores: dict[str, float], cfg: GeneratorConfig, target: float | None = None
+) -> bool:
+    """PBT's truncation rule: is ``pod_id`` in the bottom fraction of the live pods, and
+    (with a ``target``) does the best live pod lead it by a gap that matters?
 
     Parameters
     ----------
@@ -150,6 +162,10 @@ def should_exploit(pod_id: str, scores: dict[str, float], cfg: GeneratorConfig) 
         ``truncation``: the bottom ``floor(n * truncation)`` pods are replaced. A pod is
         there when at least ``n - floor(n * truncation)`` pods score strictly higher, so
         ties replace nobody; a NaN score ranks last. With fewer than two pods, never.
+        ``min_gap``: with a ``target``, the best live score must also exceed the pod's by
+        ``min_gap * |target - score|``.
+    target
+        The tournament's ``target_reward`` (``None``: no gap is asked).
     """
     n = len(scores)
     n_bottom = math.floor(n * cfg.truncation)
@@ -159,7 +175,12 @@ def should_exploit(pod_id: str, scores: dict[str, float], cfg: GeneratorConfig) 
     if not math.isfinite(mine):
         return any(math.isfinite(s) for s in scores.values())
     better = sum(1 for p, s in scores.items() if p != pod_id and math.isfinite(s) and s > mine)
-    return better >= max(1, n - n_bottom)  # the best pod is never replaced
+    if better < max(1, n - n_bottom):  # the best pod is never replaced
+        return False
+    if target is None or not cfg.min_gap:
+        return True
+    top = max(s for s in scores.values() if math.isfinite(s))
+    return top - mine >= cfg.min_gap * abs(target - mine)
 
 
 def search_space(algo: str) -> dict[str, Bound]:

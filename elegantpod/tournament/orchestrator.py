@@ -296,6 +296,30 @@ class Tournament(Engine):
         with self._lock:
             return views.lineage(self.population)
 
+    def history(self):
+        """Every segment evaluation as a DataFrame, oldest first: ``pod``, ``parent``,
+        ``fork_segment``, ``segment``, ``env_steps``, ``score`` (the fitness the
+        leaderboard ranks) and ``time`` (tournament seconds). What the dashboard's
+        fitness curves draw."""
+        import pandas as pd
+
+        with self._lock:
+            rows = views.history(self.population)
+        return pd.DataFrame(rows, columns=views.HISTORY_COLUMNS)
+
+    def schedule(self, pod: str | None = None) -> list[dict[str, Any]]:
+        """The hyperparameter schedule that trained ``pod`` (default: the best pod),
+        through its ancestors: one phase per run of segments with the same settings,
+        each with the ``changes`` that started it. Empty before any segment finished.
+        Raises ``ValueError`` for an unknown pod."""
+        with self._lock:
+            if pod is None:
+                best = self.population.best()
+                if best is None:
+                    return []
+                pod = best.pod_id
+            return views.schedule(self.population, str(pod))
+
     def summary(self) -> dict[str, Any]:
         """The tournament's outcome so far (what ``elegantpod tournament --json`` prints)."""
         with self._lock:

@@ -17,6 +17,15 @@ state and perturbs its hyperparameters (explore). Ranking the live population, n
 leaderboard of best-ever scores, avoids the ratchet and winner's curse of comparing one
 noisy evaluation against the luckiest evaluations ever seen. The leaderboard still keeps
 the best agents ever scored: it is what users see and what ``best()`` returns.
+
+With a target (``target_reward``) a pod is replaced only when the leader's lead over it
+is a sizeable fraction (``GeneratorConfig.min_gap``) of the distance the pod still has to
+go: in an exploration trap every pod scores about zero until one finds the reward, and
+chasing those tiny differences replaced the pods still exploring with copies of the one
+that had stopped moving first. Every segment's score and the hyperparameters it trained
+with go into the pod's ``history``, from which the views draw fitness curves and the
+hyperparameter schedule a lineage followed (PBT's main product: the winner's weights were
+trained by a sequence of settings, not one).
 """
 
 from __future__ import annotations
@@ -34,11 +43,16 @@ from elegantpod.tournament import state as checked
 from elegantpod.tournament.breeding import Breeding, recent_score
 from elegantpod.tournament.generator import mutate, should_exploit
 from elegantpod.tournament.spec import PodRecord, TournamentSpec
-from elegantpod.tournament.state import learner_config
+from elegantpod.tournament.state import MAX_HISTORY, learner_config
 from elegantpod.tournament.store import checkpoint_name
 
 ACTIVE = ("queued", "running", "paused")
 """Statuses of pods that are alive and take part in the tournament."""
+
+
+def segment_hparams(rec: PodRecord) -> dict[str, Any] | None:
+    """The hyperparameters of ``rec``'s last segment in its history (``None``: none yet)."""
+    return next((h["hparams"] for h in reversed(rec.history) if "hparams" in h), None)
 
 
 class Population(Breeding):
@@ -153,10 +167,11 @@ class Population(Breeding):
         if rec.status == "queued":
             rec.status = "running"
 
-    def on_result(self, res, *, ending: bool, stopping: bool) -> list[PodRecord]:
+    def on_result(self, res, *, ending: bool, stopping: bool, now: float = 0.0) -> list[PodRecord]:
         """A segment finished: update the record and leaderboard, exploit/explore.
 
-        Returns the new pods made (a child that replaces a lagging pod).
+        ``now``: the tournament's elapsed seconds, kept in the pod's history. Returns the
+        new pods made (a child that replaces a lagging pod).
         """
         rec = self.record(res.pod_id)
         # from the record, not the task: a re-run that found its checkpoint reports 0
@@ -171,6 +186,15 @@ class Population(Breeding):
         self.eval_seconds += res.eval_seconds
         self.segments_run += 1
         self.segments_resident += not res.rebuilt
+        row = {
+            "segment": res.segment,
+            "env_steps": res.env_steps,
+            "score": float(res.score_mean) if math.isfinite(res.score_mean) else None,
+            "time": float(now),
+        }
+        if dict(res.hparams) != segment_hparams(rec):
+            row["hparams"] = dict(res.hparams)
+        rec.history = [*rec.history[-(MAX_HISTORY - 1) :], row]
         if math.isfinite(res.score_mean):
             window = self.spec.generator.score_window
             rec.recent_scores = [*rec.recent_scores, float(res.score_mean)][-window:]
@@ -207,7 +231,9 @@ class Population(Breeding):
         if rec.segment < self.spec.generator.ready_segments:
             return False
         live = {r.pod_id: recent_score(r) for r in self.alive() if r.recent_scores or r is rec}
-        return should_exploit(rec.pod_id, live, self.spec.generator)
+        return should_exploit(
+            rec.pod_id, live, self.spec.generator, target=self.spec.target_reward
+        )
 
     def on_failure(
         self, pod: str, error: str, *, retry: bool, parent_broken: bool, ending: bool = False

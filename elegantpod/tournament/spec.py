@@ -181,6 +181,11 @@ class PodRecord:
     stop_requested: bool = False
     recent_scores: list[float] = field(default_factory=list)
     """The last segment scores (``GeneratorConfig.score_window``) the exploit rule averages."""
+    history: list[dict[str, Any]] = field(default_factory=list)
+    """One row per finished segment: ``segment``, ``env_steps``, ``score`` (the fitness
+    the leaderboard ranks), ``time`` (tournament seconds) and, where they changed since
+    the previous row, the ``hparams`` the segment trained with. The curves and the
+    winner's hyperparameter schedule are drawn from it."""
 
     def to_dict(self) -> dict[str, Any]:
         """The record as JSON-able values (non-finite scores become ``None``)."""
@@ -189,6 +194,7 @@ class PodRecord:
         d = {f.name: getattr(self, f.name) for f in _RECORD_FIELDS}
         d["hparams"], d["mutation"] = dict(self.hparams), dict(self.mutation)
         d["recent_scores"] = list(self.recent_scores)
+        d["history"] = list(self.history)  # rows are never changed once appended
         for k in ("score_mean", "score_std", "steps_per_second"):
             if isinstance(d[k], float) and not math.isfinite(d[k]):
                 d[k] = None

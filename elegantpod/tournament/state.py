@@ -245,7 +245,32 @@ def record(d: Any, where: str):
             score(x, f"{where}.recent_scores[{i}]", optional=False)
             for i, x in enumerate(items(d.get("recent_scores", []), f"{where}.recent_scores")[-64:])
         ],
+        history=history(algo, d.get("history", []), f"{where}.history"),
     )
+
+
+MAX_HISTORY = 10_000
+"""Segment rows kept per pod (the newest)."""
+
+
+def history(algo: str, value: Any, where: str) -> list[dict[str, Any]]:
+    """A pod's segment rows (see ``PodRecord.history``), each field checked."""
+    rows = items(value, where)
+    start = max(0, len(rows) - MAX_HISTORY)
+    out = []
+    for i, row in enumerate(rows[start:], start):
+        at = f"{where}[{i}]"
+        row = mapping(row, at)
+        clean = {
+            "segment": count(row.get("segment", 0), f"{at}.segment"),
+            "env_steps": count(row.get("env_steps", 0), f"{at}.env_steps", MAX_COUNT),
+            "score": score(row.get("score"), f"{at}.score"),
+            "time": seconds(row.get("time", 0.0), f"{at}.time"),
+        }
+        if row.get("hparams") is not None:
+            clean["hparams"] = hparams(algo, row["hparams"], f"{at}.hparams")
+        out.append(clean)
+    return out
 
 
 def entry(d: Any, where: str):

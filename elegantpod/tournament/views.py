@@ -82,6 +82,91 @@ def lineage(population) -> list[dict[str, Any]]:
     ]
 
 
+HISTORY_COLUMNS = ["pod", "parent", "fork_segment", "segment", "env_steps", "score", "time"]
+
+
+def history(population) -> list[dict[str, Any]]:
+    """Every segment evaluation, oldest first: ``pod``, ``parent``, ``segment``,
+    ``env_steps``, ``score`` (the fitness the leaderboard ranks) and ``time`` (tournament
+    seconds). A child's first row follows the parent row it was forked from
+    (``fork_segment``), so a curve can be drawn as one line through a lineage."""
+    rows = []
+    for r in population.records.values():
+        fork = _fork_segment(r)
+        for h in r.history:
+            rows.append(
+                {
+                    "pod": r.pod_id,
+                    "parent": r.parent,
+                    "fork_segment": fork,
+                    "segment": h["segment"],
+                    "env_steps": h["env_steps"],
+                    "score": h["score"],
+                    "time": h["time"],
+                }
+            )
+    rows.sort(key=lambda row: row["time"])
+    return rows
+
+
+def _fork_segment(rec) -> int | None:
+    """The parent's segment a child was forked from (its ``parent_checkpoint``)."""
+    name = rec.parent_checkpoint
+    if not rec.parent or not name:
+        return None
+    return int(name.rsplit("seg-", 1)[1].split(".", 1)[0])
+
+
+def schedule(population, pod: str) -> list[dict[str, Any]]:
+    """The hyperparameter schedule ``pod`` trained with, through its ancestors.
+
+    PBT's main product: a child copies its parent's networks at a segment and trains on
+    with mutated hyperparameters, so the best pod's weights were shaped by a *sequence*
+    of settings. Returns one phase per run of segments with the same hyperparameters,
+    oldest first: ``pod``, ``from_steps``/``to_steps`` (env steps of the lineage),
+    ``from_time``/``to_time`` (tournament seconds), ``segments``, ``score`` (fitness at
+    the phase's end), ``hparams`` and ``changes`` (``{name: [old, new]}`` against the
+    previous phase; empty for the first).
+    """
+    if pod not in population.records:
+        raise ValueError(f"unknown pod {pod!r}")
+    chain, upto, seen = [], None, set()
+    rec = population.records[pod]
+    while rec is not None and rec.pod_id not in seen:
+        seen.add(rec.pod_id)
+        chain.append([h for h in rec.history if upto is None or h["segment"] <= upto])
+        chain[-1] = (rec, chain[-1])
+        upto = _fork_segment(rec)
+        rec = population.records.get(rec.parent) if upto is not None else None
+    phases: list[dict[str, Any]] = []
+    hp: dict[str, Any] | None = None
+    steps = time = 0.0
+    for rec, rows in reversed(chain):
+        current = None
+        for h in rows:
+            hp_row = h.get("hparams") or hp or rec.hparams
+            if current is None or hp_row != current["hparams"] or current["pod"] != rec.pod_id:
+                # a child starts a phase even when it kept its parent's settings
+                changes = (
+                    {k: [hp.get(k), v] for k, v in hp_row.items() if hp.get(k) != v}
+                    if hp is not None
+                    else {}
+                )
+                current = {
+                    "pod": rec.pod_id,
+                    "from_steps": steps,
+                    "from_time": time,
+                    "segments": 0,
+                    "hparams": hp_row,
+                    "changes": changes,
+                }
+                phases.append(current)
+            current.update(to_steps=h["env_steps"], to_time=h["time"], score=h["score"])
+            current["segments"] += 1
+            hp, steps, time = hp_row, h["env_steps"], h["time"]
+    return phases
+
+
 def summary(population, resolve, **extra: Any) -> dict[str, Any]:
     """The outcome so far: best agent, counts, failures and their reasons."""
     best = population.best()

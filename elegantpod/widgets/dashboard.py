@@ -18,7 +18,7 @@ from typing import Any
 import ipywidgets as W
 
 from elegantpod.agents import get_algo
-from elegantpod.widgets.html import COLUMNS, fmt, leaderboard_rows, lineage_html
+from elegantpod.widgets.html import COLUMNS, fmt, leaderboard_rows, lineage_html, schedule_html
 
 
 def parse_hparams(text: str) -> dict[str, str]:
@@ -289,36 +289,74 @@ class Dashboard:
         self.scale_up.disabled = self.scale_down.disabled = not c["can_scale"]
 
     def _refresh_lineage(self) -> None:
-        self._set(self.lineage, lineage_html(self.t.lineage()))
+        self._set(
+            self.lineage, schedule_html(self.t.schedule()) + "<br>" + lineage_html(self.t.lineage())
+        )
 
     def _refresh_curves(self, min_interval: float = 2.0) -> None:
+        history = self.t.history()
         events = [m for m in self.t.curves() if m.get("type") == "progress"]
         now = time.monotonic()
-        if len(events) == self._curve_count or now - self._curve_drawn_at < min_interval:
+        count = len(events) + len(history)
+        if count == self._curve_count or now - self._curve_drawn_at < min_interval:
             return
-        self._curve_count, self._curve_drawn_at = len(events), now
-        import io
+        self._curve_count, self._curve_drawn_at = count, now
+        self.curves.value = curves_png(
+            history, events, self.t.spec.target_reward, self.t.spec.fitness
+        )
 
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
 
-        by_pod: dict[str, list[dict[str, Any]]] = {}
-        for m in events:
-            if m.get("train_return") is not None:
-                by_pod.setdefault(m["pod"], []).append(m)
-        # Figure, not pyplot: pyplot's global state is not safe in a background thread.
-        fig = Figure(figsize=(10, 3.2))
-        FigureCanvasAgg(fig)
-        ax_t, ax_s = fig.subplots(1, 2)
-        t0 = min((m["time"] for m in events), default=0.0)
-        for pod, ms in sorted(by_pod.items()):
-            ax_t.plot([m["time"] - t0 for m in ms], [m["train_return"] for m in ms], label=pod)
-            ax_s.plot([m["env_steps"] for m in ms], [m["train_return"] for m in ms], label=pod)
-        ax_t.set(xlabel="wall time (s)", ylabel="episodic return")
-        ax_s.set(xlabel="env steps", ylabel="episodic return")
-        if by_pod:
-            ax_s.legend(fontsize="small", ncol=2)
-        fig.tight_layout()
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=90)
-        self.curves.value = buf.getvalue()
+def curves_png(history, events: list[dict[str, Any]], target: float | None, fitness: str) -> bytes:
+    """:func:`curves_figure` as PNG bytes (what the Curves tab shows)."""
+    import io
+
+    fig = curves_figure(history, events, target, fitness)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90)
+    return buf.getvalue()
+
+
+def curves_figure(history, events: list[dict[str, Any]], target: float | None, fitness: str):
+    """Two panels. Left, the fitness the leaderboard ranks (each segment's evaluation,
+    ``Tournament.history()``) against tournament time: one line per pod, a child's line
+    starting at the parent's point it was forked from, the target dashed. Right, the
+    training-episode returns (``Tournament.curves()``) against env steps. Training
+    returns alone misled: exploration noise keeps them far below what the deterministic
+    evaluation that ranks pods scores."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    # Figure, not pyplot: pyplot's global state is not safe in a background thread.
+    fig = Figure(figsize=(10, 3.2))
+    FigureCanvasAgg(fig)
+    ax_f, ax_s = fig.subplots(1, 2)
+    rows = history.to_dict("records") if len(history) else []
+    by_pod: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_pod.setdefault(r["pod"], []).append(r)
+    for pod, rs in sorted(by_pod.items()):
+        first = rs[0]
+        fork = [
+            p
+            for p in by_pod.get(first["parent"] or "", [])
+            if p["segment"] == first["fork_segment"]
+        ]
+        pts = [*fork[:1], *rs]
+        pts = [p for p in pts if p["score"] is not None]
+        if pts:
+            ax_f.plot([p["time"] for p in pts], [p["score"] for p in pts], marker=".", label=pod)
+    if target is not None:
+        ax_f.axhline(target, color="black", linestyle="--", linewidth=1, label="target")
+    label = "mean evaluation return" if fitness == "return" else f"evaluation {fitness}"
+    ax_f.set(xlabel="tournament time (s)", ylabel=f"fitness: {label}")
+    by_pod_t: dict[str, list[dict[str, Any]]] = {}
+    for m in events:
+        if m.get("train_return") is not None:
+            by_pod_t.setdefault(m["pod"], []).append(m)
+    for pod, ms in sorted(by_pod_t.items()):
+        ax_s.plot([m["env_steps"] for m in ms], [m["train_return"] for m in ms], label=pod)
+    ax_s.set(xlabel="env steps", ylabel="training episodic return")
+    if by_pod:
+        ax_f.legend(fontsize="small", ncol=2)
+    fig.tight_layout()
+    return fig

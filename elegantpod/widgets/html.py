@@ -101,3 +101,30 @@ def lineage_html(edges: list[dict[str, Any]]) -> str:
         "<table><tr><th>parent</th><th>pod</th><th>algo</th>"
         "<th>mutation</th><th>status</th><th>why it failed</th></tr>" + "".join(rows) + "</table>"
     )
+
+
+def schedule_html(phases: list[dict[str, Any]], title: str = "Best pod's schedule") -> str:
+    """The winner's hyperparameter schedule (``Tournament.schedule()``), one row per phase:
+    which pod trained it, from which env step, the fitness at its end and the changes that
+    started it. Escaped like every view: names and values may come from a store."""
+    if not phases:
+        return f"<p><b>{html.escape(title)}</b>: no finished segment yet</p>"
+    rows = []
+    for ph in phases:
+        changes = ", ".join(
+            f"{fmt(k)}: {fmt(v[0])} → {fmt(v[1])}" for k, v in (ph.get("changes") or {}).items()
+        )
+        rows.append(
+            f"<tr><td>{fmt(ph['from_steps'])}–{fmt(ph['to_steps'])}</td>"
+            f"<td>{fmt(ph['from_time'])}–{fmt(ph['to_time'])} s</td><td>{fmt(ph['pod'])}</td>"
+            f"<td>{fmt(ph['segments'])}</td><td>{fmt(ph['score'])}</td>"
+            f"<td>{changes or ('start' if ph is phases[0] else 'copied, unchanged')}</td></tr>"
+        )
+    changed = sum(1 for ph in phases if ph.get("changes"))
+    return (
+        f"<div><b>{html.escape(title)}</b> ({changed} change{'s' * (changed != 1)} of "
+        "hyperparameters on the way)<table><tr><th>env steps</th><th>time</th><th>pod</th>"
+        "<th>segments</th><th>fitness at end</th><th>what changed</th></tr>"
+        + "".join(rows)
+        + "</table></div>"
+    )

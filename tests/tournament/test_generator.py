@@ -134,3 +134,18 @@ def test_should_exploit_replaces_the_bottom_fraction_of_the_live_pods():
 def test_generator_config_validation(kw, msg):
     with pytest.raises(ValueError, match=msg):
         GeneratorConfig(**kw).validate()
+
+
+def test_with_a_target_only_a_gap_that_matters_replaces_a_pod():
+    cfg = GeneratorConfig(truncation=0.5, min_gap=0.1)
+    # an exploration trap: everyone near 0, the target 90 away; the pod still moving
+    # (action cost -1.3) is not replaced by a copy of the one that stopped moving
+    trapped = {"p0": -0.01, "p1": -0.05, "p2": -0.4, "p3": -1.3}
+    assert not any(should_exploit(p, trapped, cfg, target=90.0) for p in trapped)
+    assert should_exploit("p3", trapped, cfg)  # without a target: the plain rule
+    assert should_exploit("p3", trapped, GeneratorConfig(min_gap=0.0), target=90.0)
+    # one pod found the goal: 40 of the 91 still to go is a gap that matters
+    found = {**trapped, "p0": 40.0}
+    assert [p for p in found if should_exploit(p, found, cfg, target=90.0)] == ["p2", "p3"]
+    with pytest.raises(ValueError, match="min_gap"):
+        GeneratorConfig(min_gap=2.0).validate()

@@ -251,3 +251,54 @@ def test_the_best_pod_is_never_replaced_whatever_the_truncation():
     finish(p, "p000", 9.0)
     finish(p, "p001", 1.0)
     assert finish(p, "p000", 9.0) == [] and p.records["p000"].status == "queued"
+
+
+def test_history_and_schedule_follow_a_lineage_through_its_mutations():
+    from elegantpod.tournament import views
+
+    p = pop(algos=("ppo",), generator=GeneratorConfig(ready_segments=1, truncation=0.25))
+    p.fill()
+    hp = {pod: dict(p.records[pod].hparams) for pod in p.records}
+    for i, (pod, score) in enumerate([("p000", 9.0), ("p001", 8.0), ("p002", 7.0)]):
+        rec = p.records[pod]
+        p.submitted(rec)
+        p.on_result(result(pod, 1, score, hparams=hp[pod]), ending=False, stopping=False, now=i)
+    rec = p.records["p003"]
+    p.submitted(rec)
+    (child,) = p.on_result(
+        result("p003", 1, 1.0, hparams=hp["p003"]), ending=False, stopping=False, now=3.0
+    )
+    parent = p.records[child.parent]
+    # the child trains two segments with its mutated settings, then someone changes lr live
+    p.submitted(child)
+    p.on_result(
+        result(child.pod_id, 1, 9.5, steps=2000, hparams=child.hparams),
+        ending=False,
+        stopping=False,
+        now=5.0,
+    )
+    live = {**child.hparams, "lr": child.hparams["lr"] / 2}
+    p.on_result(
+        result(child.pod_id, 2, 9.8, steps=3000, hparams=live), ending=False, stopping=False, now=6
+    )
+    assert [h["segment"] for h in child.history] == [1, 2]
+    assert "hparams" in child.history[1]  # stored only where they changed
+    rows = views.history(p)
+    assert [r["time"] for r in rows] == sorted(r["time"] for r in rows)
+    assert [r["fork_segment"] for r in rows if r["pod"] == child.pod_id] == [1, 1]
+    phases = views.schedule(p, child.pod_id)
+    assert [ph["pod"] for ph in phases] == [parent.pod_id, child.pod_id, child.pod_id]
+    assert phases[0]["changes"] == {} and phases[0]["hparams"] == parent.hparams
+    assert phases[1]["changes"] == {k: [a, b] for k, (a, b) in child.mutation.items()}
+    assert phases[2]["changes"] == {"lr": [child.hparams["lr"], live["lr"]]}
+    assert [ph["to_steps"] for ph in phases] == [1000, 2000, 3000]
+    assert phases[1]["from_steps"] == 1000 and phases[2]["score"] == 9.8
+    # the history survives the untrusted-store checks of a resume
+    snap = p.to_state(elapsed_seconds=6.0, worker_deaths_survived=0)
+    records, _, _ = checked.load(snap, "snapshot")
+    assert records[child.pod_id].history == child.history
+    snap["pods"][0]["history"] = [{"segment": 1, "score": "1; rm -rf /"}]
+    with pytest.raises(checked.StateError, match=r"history\[0\]\.score"):
+        checked.load(snap, "snapshot")
+    with pytest.raises(ValueError, match="unknown pod"):
+        views.schedule(p, "p999")

@@ -7,7 +7,7 @@ import pytest
 import elegantpod
 from elegantpod import Tournament
 from elegantpod.tournament import GeneratorConfig
-from elegantpod.widgets.dashboard import Dashboard, parse_hparams
+from elegantpod.widgets.dashboard import Dashboard, curves_figure, parse_hparams
 from elegantpod.widgets.html import leaderboard_html
 from tests.helpers import latest_steps, wait_until
 
@@ -85,6 +85,15 @@ def test_buttons_steer_a_running_tournament(client, tmp_path):
         assert "p000" in d.lineage.value
         # the curves tab is a PNG drawn off the main thread (no Output capture)
         assert wait_until(lambda: bytes(d.curves.value).startswith(b"\x89PNG"), 30)
+        # its left panel is the fitness the leaderboard ranks, with the target line
+        board, hist = t.leaderboard, t.history()
+        fig = curves_figure(hist, t.curves(), 400.0, "return")
+        lines = fig.axes[0].lines
+        plotted = [y for ln in lines if ln.get_label() != "target" for y in ln.get_ydata()]
+        assert max(plotted) == pytest.approx(hist["score"].max())
+        assert max(plotted) >= board["score_mean"].max() - 1e-9
+        assert [list(ln.get_ydata()) for ln in lines if ln.get_label() == "target"] == [[400, 400]]
+        assert "schedule</b>" in d.lineage.value
     finally:
         t.stop()
         t.wait(60)

@@ -14,7 +14,7 @@ import pytest
 from elegantpod import Tournament
 from elegantpod.tournament.state import StateError
 from elegantpod.widgets.dashboard import Dashboard
-from elegantpod.widgets.html import leaderboard_html, lineage_html
+from elegantpod.widgets.html import leaderboard_html, lineage_html, schedule_html
 from tests.helpers import CHROMIUM
 from tests.tournament.test_hostile_store import entry, make_store, record
 
@@ -163,6 +163,21 @@ def test_the_html_templates_escape_every_field_keys_included(chromium):
             }
         ]
     )
-    dialogs, pwned, texts = render([lineage_html(edges), leaderboard_html(board, title=h[0])])
+    phases = [
+        {
+            "pod": h[0],
+            "from_steps": 0,
+            "to_steps": 10,
+            "from_time": 0.0,
+            "to_time": 1.0,
+            "segments": h[1],
+            "score": h[2],
+            "hparams": {h[3]: h[0]},
+            "changes": {h[0]: [h[1], h[2]], h[3]: [1, 2]},
+        }
+    ]
+    dialogs, pwned, texts = render(
+        [lineage_html(edges), leaderboard_html(board, title=h[0]), schedule_html(phases, h[1])]
+    )
     assert dialogs == [] and pwned == 0
     assert h[0] in "".join(texts)
