@@ -49,6 +49,7 @@ import argparse
 import json
 import math
 import random
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -194,8 +195,44 @@ def run(client, task: Task, method: str, seed: int, root: Path) -> dict[str, Any
     return out
 
 
+def report() -> str:
+    """The README's markdown table, from every task's result file (Tune PBT merged)."""
+    lines = [
+        "| task (target, budget) | method | seconds to target | solved | best at budget |"
+        " ratio to tournament |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for task in TASKS:
+        path = RESULTS_DIR / f"tournament_vs_baselines_{task}.json"
+        if not path.exists():
+            continue
+        d = json.loads(path.read_text())
+        res = dict(d["results"])
+        tune = RESULTS_DIR / f"tournament_vs_tune_pbt_{task}.json"
+        if tune.exists():
+            res["tune_pbt"] = json.loads(tune.read_text())["results"]["tune_pbt"]
+        mine = res["tournament"]["seconds_to_target"]["median"]
+        for method, r in res.items():
+            other = r["seconds_to_target"]["median"]
+            ratio = "-" if method == "tournament" else f"{safe_ratio(mine, other):.2f}"
+            extra = ""
+            if "backtest_sharpe" in r:
+                extra = f"; held-out backtest Sharpe {fmt_range(r['backtest_sharpe'], '{:.2f}')}"
+            name = f"{d['env_id']} {d['algo'].upper()}"
+            lines.append(
+                f"| {name} ({d['target']:g}, {d['budget_seconds']:.0f} s) | {method} |"
+                f" {fmt_range(r['seconds_to_target'], '{:.1f}')} |"
+                f" {sum(r['solved'])}/{len(r['solved'])} |"
+                f" {fmt_range(r['best_at_budget'], '{:.3g}')}{extra} | {ratio} |"
+            )
+    return "\n".join(lines)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    if "--report" in sys.argv:
+        print(report())
+        return
     p.add_argument("--task", choices=sorted(TASKS), required=True)
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--first-seed", type=int, default=100, help="benchmark seeds start here")

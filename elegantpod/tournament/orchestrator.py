@@ -315,7 +315,7 @@ class Tournament(Engine):
         with self._lock:
             if pod is None:
                 best = self.population.best()
-                if best is None:
+                if best is None or best.pod_id not in self.population.records:
                     return []
                 pod = best.pod_id
             return views.schedule(self.population, str(pod))

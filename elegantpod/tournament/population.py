@@ -50,9 +50,23 @@ ACTIVE = ("queued", "running", "paused")
 """Statuses of pods that are alive and take part in the tournament."""
 
 
-def segment_hparams(rec: PodRecord) -> dict[str, Any] | None:
-    """The hyperparameters of ``rec``'s last segment in its history (``None``: none yet)."""
-    return next((h["hparams"] for h in reversed(rec.history) if "hparams" in h), None)
+def segment_hparams(rec: PodRecord, history: list | None = None) -> dict[str, Any] | None:
+    """The hyperparameters of the last segment in ``history`` (default: ``rec``'s)
+    (``None``: none yet)."""
+    rows = rec.history if history is None else history
+    return next((h["hparams"] for h in reversed(rows) if "hparams" in h), None)
+
+
+def keep_newest(rows: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    """The newest ``n`` history rows; the first keeps the hyperparameters in force."""
+    if len(rows) <= n:
+        return rows
+    kept = rows[-n:]
+    if "hparams" not in kept[0]:
+        hp = next((h["hparams"] for h in reversed(rows[:-n]) if "hparams" in h), None)
+        if hp is not None:
+            kept[0] = {**kept[0], "hparams": hp}
+    return kept
 
 
 class Population(Breeding):
@@ -192,9 +206,12 @@ class Population(Breeding):
             "score": float(res.score_mean) if math.isfinite(res.score_mean) else None,
             "time": float(now),
         }
-        if dict(res.hparams) != segment_hparams(rec):
+        history = rec.history
+        if history and history[-1]["segment"] == res.segment:
+            history = history[:-1]  # a segment run again: its row, once
+        if dict(res.hparams) != segment_hparams(rec, history):
             row["hparams"] = dict(res.hparams)
-        rec.history = [*rec.history[-(MAX_HISTORY - 1) :], row]
+        rec.history = keep_newest([*history, row], MAX_HISTORY)
         if math.isfinite(res.score_mean):
             window = self.spec.generator.score_window
             rec.recent_scores = [*rec.recent_scores, float(res.score_mean)][-window:]
@@ -222,18 +239,34 @@ class Population(Breeding):
             rec.status = "idle"
         elif self._should_exploit(rec):
             rec.status = "replaced"
-            return [self.new_pod()]
+            child = self.new_pod()
+            self._thin_histories()
+            return [child]
         else:
             rec.status = "queued"
         return []
+
+    def _thin_histories(self, keep: int = 16) -> None:
+        """Bound the state snapshots (written every second or so): pods that are neither
+        alive, on the leaderboard nor an ancestor of one keep only their last ``keep``
+        history rows (enough for their tail on the curves)."""
+        needed = {r.pod_id for r in self.alive()} | {e.pod_id for e in self.entries}
+        todo = list(needed)
+        while todo:
+            parent = self.records.get(todo.pop())
+            parent = parent.parent if parent is not None else None
+            if parent is not None and parent not in needed:
+                needed.add(parent)
+                todo.append(parent)
+        for r in self.records.values():
+            if r.pod_id not in needed and len(r.history) > keep:
+                r.history = keep_newest(r.history, keep)
 
     def _should_exploit(self, rec: PodRecord) -> bool:
         if rec.segment < self.spec.generator.ready_segments:
             return False
         live = {r.pod_id: recent_score(r) for r in self.alive() if r.recent_scores or r is rec}
-        return should_exploit(
-            rec.pod_id, live, self.spec.generator, target=self.spec.target_reward
-        )
+        return should_exploit(rec.pod_id, live, self.spec.generator, target=self.spec.target_reward)
 
     def on_failure(
         self, pod: str, error: str, *, retry: bool, parent_broken: bool, ending: bool = False

@@ -147,6 +147,8 @@ class TournamentSpec:
         g = dict(d.get("generator") or {})
         if "perturb_factors" in g:
             g["perturb_factors"] = tuple(g["perturb_factors"])
+        if g:  # a store written before min_gap existed keeps the rule it ran with
+            g.setdefault("min_gap", 0.0)
         d["generator"] = GeneratorConfig(**g)
         return cls(**d)
 
@@ -194,7 +196,7 @@ class PodRecord:
         d = {f.name: getattr(self, f.name) for f in _RECORD_FIELDS}
         d["hparams"], d["mutation"] = dict(self.hparams), dict(self.mutation)
         d["recent_scores"] = list(self.recent_scores)
-        d["history"] = list(self.history)  # rows are never changed once appended
+        d["history"] = [dict(h) for h in self.history]
         for k in ("score_mean", "score_std", "steps_per_second"):
             if isinstance(d[k], float) and not math.isfinite(d[k]):
                 d[k] = None

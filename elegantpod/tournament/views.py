@@ -126,7 +126,9 @@ def schedule(population, pod: str) -> list[dict[str, Any]]:
     oldest first: ``pod``, ``from_steps``/``to_steps`` (env steps of the lineage),
     ``from_time``/``to_time`` (tournament seconds), ``segments``, ``score`` (fitness at
     the phase's end), ``hparams`` and ``changes`` (``{name: [old, new]}`` against the
-    previous phase; empty for the first).
+    previous phase; for the first, the mutation that made its pod, if any). A lineage is
+    followed as far back as the records go, and its first phase counts from 0 steps and
+    0 seconds.
     """
     if pod not in population.records:
         raise ValueError(f"unknown pod {pod!r}")
@@ -147,17 +149,16 @@ def schedule(population, pod: str) -> list[dict[str, Any]]:
             hp_row = h.get("hparams") or hp or rec.hparams
             if current is None or hp_row != current["hparams"] or current["pod"] != rec.pod_id:
                 # a child starts a phase even when it kept its parent's settings
-                changes = (
-                    {k: [hp.get(k), v] for k, v in hp_row.items() if hp.get(k) != v}
-                    if hp is not None
-                    else {}
-                )
+                if hp is not None:
+                    changes = {k: [hp.get(k), v] for k, v in hp_row.items() if hp.get(k) != v}
+                else:  # the oldest pod we know of; a child of a pod gone from the records
+                    changes = {k: list(v) for k, v in (rec.mutation or {}).items()}
                 current = {
                     "pod": rec.pod_id,
                     "from_steps": steps,
                     "from_time": time,
                     "segments": 0,
-                    "hparams": hp_row,
+                    "hparams": dict(hp_row),
                     "changes": changes,
                 }
                 phases.append(current)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import threading
 import time
 from typing import Any
@@ -294,11 +295,13 @@ class Dashboard:
         )
 
     def _refresh_curves(self, min_interval: float = 2.0) -> None:
+        now = time.monotonic()
+        if now - self._curve_drawn_at < min_interval:
+            return
         history = self.t.history()
         events = [m for m in self.t.curves() if m.get("type") == "progress"]
-        now = time.monotonic()
         count = len(events) + len(history)
-        if count == self._curve_count or now - self._curve_drawn_at < min_interval:
+        if count == self._curve_count:
             return
         self._curve_count, self._curve_drawn_at = count, now
         self.curves.value = curves_png(
@@ -342,7 +345,7 @@ def curves_figure(history, events: list[dict[str, Any]], target: float | None, f
             if p["segment"] == first["fork_segment"]
         ]
         pts = [*fork[:1], *rs]
-        pts = [p for p in pts if p["score"] is not None]
+        pts = [p for p in pts if p["score"] is not None and math.isfinite(p["score"])]
         if pts:
             ax_f.plot([p["time"] for p in pts], [p["score"] for p in pts], marker=".", label=pod)
     if target is not None:

@@ -302,3 +302,33 @@ def test_history_and_schedule_follow_a_lineage_through_its_mutations():
         checked.load(snap, "snapshot")
     with pytest.raises(ValueError, match="unknown pod"):
         views.schedule(p, "p999")
+
+
+def test_history_keeps_one_row_per_segment_and_stays_bounded():
+    from elegantpod.tournament.population import keep_newest
+
+    p = pop(
+        algos=("ppo",),
+        leaderboard_size=2,
+        generator=GeneratorConfig(ready_segments=1, truncation=0.25),
+    )
+    p.fill()
+    rec = p.records["p000"]
+    hp = dict(rec.hparams)
+    for now in (1.0, 2.0):  # a segment run again after its worker died: one row
+        p.submitted(rec)
+        p.on_result(result("p000", 1, 5.0, hparams=hp), ending=False, stopping=False, now=now)
+    assert [(h["segment"], h["time"]) for h in rec.history] == [(1, 2.0)]
+    rows = [
+        {"segment": i, "hparams": {"lr": i}} if i % 5 == 0 else {"segment": i} for i in range(12)
+    ]
+    kept = keep_newest(rows, 4)
+    assert [h["segment"] for h in kept] == [8, 9, 10, 11]
+    assert kept[0]["hparams"] == {"lr": 5} and "hparams" not in rows[8]  # in force, copied
+    # pods that nobody needs any more (replaced, off the board, no live descendant)
+    # keep only their tail, so the snapshots written every second stay bounded
+    for pod in ("p001", "p002", "p003"):
+        finish(p, pod, 9.0)
+    p.records["p000"].history = [{"segment": i, "score": 1.0, "time": 0.0} for i in range(40)]
+    (child,) = finish(p, "p000", 0.0)
+    assert child.parent != "p000" and len(p.records["p000"].history) == 16
