@@ -17,10 +17,12 @@ tasks where hyperparameters and luck matter, each with a target and a wall budge
     PBT's mutations make a schedule (large early, smaller late) that no fixed setting
     has.
 ``trading`` (StockTrading-v0 on the shipped S&P 500 sample, PPO, fitness validation
-Sharpe, target 1.0, 60 s)
+Sharpe, target 1.5, 60 s)
     Ranked by the validation Sharpe ratio (2017-2018) of training on 2010-2016;
     compared on the validation Sharpe reached at the budget and on the held-out
-    backtest (2019-2022) of each method's best agent.
+    backtest (2019-2022) of each method's best agent. The target is 1.5 because a
+    first, barely trained segment already scores 1.0 on these eight large caps (a
+    first run with target 1.0 was solved in 0.2-6.6 s by every method).
 
 Methods, side by side on the *same* two-worker ``LocalCluster`` with the same number of
 pods in flight (4 pods, 2 at a time), the same segment size and evaluation, and the same
@@ -58,6 +60,7 @@ from typing import Any
 
 from _common import (
     RESULTS_DIR,
+    default_out,
     fmt_range,
     format_table,
     loadavg,
@@ -126,7 +129,7 @@ TASKS = {
     "trading": Task(
         env="StockTrading-v0",
         algo="ppo",
-        target=1.0,
+        target=1.5,
         budget=60.0,
         segment_steps=4_000,
     ),
@@ -250,8 +253,7 @@ def main() -> None:
     if a.quick:
         a.seeds = 1
         task = Task(**{**task.__dict__, "budget": 20.0})
-    name = f"tournament_vs_baselines_{a.task}" + ("_quick" if a.quick else "")
-    out = Path(a.out) if a.out else RESULTS_DIR / f"{name}.json"
+    out = Path(a.out) if a.out else default_out(f"tournament_vs_baselines_{a.task}", a.quick)
     info = machine_info()
     client = cluster(n_workers=2, dashboard_address=None)
     per: dict[str, list[dict[str, Any]]] = {m: [] for m in methods}

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import random
 import subprocess
 import sys
 import time
@@ -69,7 +70,7 @@ def main() -> None:
 
     sys.path.insert(0, str(Path(__file__).parent))
     from _common import (
-        RESULTS_DIR,
+        default_out,
         loadavg,
         log,
         machine_info,
@@ -189,10 +190,15 @@ def main() -> None:
                 resample_probability=gen.resample_prob,
                 perturbation_factors=tuple(sorted(gen.perturb_factors, reverse=True)),
                 hyperparam_mutations={k: dist(b) for k, b in space.items()},
+                # Tune's x0.8 / x1.2 ignores bounds (gamma 1.18); ours clips to them
+                custom_explore_fn=lambda cfg: {
+                    **cfg,
+                    **{k: b.clip(cfg[k]) for k, b in space.items() if k in cfg},
+                },
                 metric="score",
                 mode="max",
-                seed=seed,
             )
+            random.seed(seed)  # PBT draws its perturbations from Python's random
             param_space = {"start": tune.grid_search(list(range(4)))}
 
             # each trial starts from its own pod's hyperparameters
@@ -226,8 +232,7 @@ def main() -> None:
     finally:
         ray.shutdown()
     solve = [r["solved_at"] if math.isfinite(r["solved_at"]) else budget for r in runs]
-    name = f"tournament_vs_tune_pbt_{a.task}" + ("_quick" if a.quick else "")
-    out = RESULTS_DIR / f"{name}.json"
+    out = default_out(f"tournament_vs_tune_pbt_{a.task}", a.quick)
     info = machine_info()
     info["ray"] = ray.__version__
     info["loadavg_at_end"] = loadavg()

@@ -9,10 +9,11 @@ exploration noise (a hyperparameter) and on luck (its seed). (The real
 MountainCarContinuous is in ``benchmarks/tournament_pays.py``: too slow for CI.)
 
 Lone pods take the base hyperparameters; the tournament starts from the base and three
-pods explored around it, replaces pods only by a gap that matters against the target
-(``GeneratorConfig.min_gap``), and copies the pod that found the ledge (networks,
-optimizer and the replay that holds the ledge). Budgets count env steps, and pods are
-seeded by index, so each outcome is fixed by the seeds.
+pods explored around it (so some explore with more noise), replaces pods only by a gap
+that matters against the target (``GeneratorConfig.min_gap``: before anyone finds the
+ledge, nobody is replaced) and then copies the pod that found it (networks, optimizer
+and the replay that holds the ledge). Budgets count env steps, and pods are seeded by
+index, so each outcome is fixed by the seeds.
 """
 
 import gymnasium
@@ -27,7 +28,7 @@ from elegantpod.tournament import GeneratorConfig
 ENV, TARGET = "Ledge-v0", 8.0
 BASE = {"num_envs": 16, "hidden": [32, 32], "exploration_noise": 0.2, "learning_starts": 256}
 PER_POD = 16_000  # env steps each pod gets
-SEED = 0
+SEED = 1  # on these seeds one lone pod of four finds the ledge
 
 
 class Ledge(TorchVecEnv):
@@ -85,6 +86,7 @@ def test_a_tournament_escapes_the_trap_that_holds_most_lone_pods(client, tmp_pat
     t = run(client, tmp_path / "tournament", lone=False)
     s = t.summary()
     assert s["solved"] and s["best_score"] >= TARGET, (s, t.lineage())
-    # the winner's lineage changed hyperparameters on the way (explored founders, or a
-    # child of the pod that found the ledge)
-    assert any(ph["changes"] for ph in t.schedule()) or t.lineage()[0]["mutation"]
+    # the winner's schedule shows why: its exploration noise moved away from the base
+    # (an explored founder, or a child of the pod that found the ledge)
+    changes = [ph["changes"] for ph in t.schedule()]
+    assert any("exploration_noise" in c for c in changes), changes
