@@ -78,16 +78,14 @@ def main() -> None:
         summarize,
         write_json_atomic,
     )
-    from tournament_pays import TASKS, Task, trading_options
+    from tournament_pays import get_task
 
     from elegantpod.tournament import GeneratorConfig
     from elegantpod.tournament.generator import search_space
     from elegantpod.tournament.population import Population
     from elegantpod.tournament.spec import make_spec
 
-    task = TASKS[a.task]
-    if a.task == "trading":
-        task = Task(**{**task.__dict__, "options": trading_options()})
+    task = get_task(a.task)
     budget = 20.0 if a.quick else (a.budget or task.budget)
     seeds = range(a.first_seed, a.first_seed + (1 if a.quick else a.seeds))
     options = {k: v for k, v in task.options.items() if not k.startswith("_")}

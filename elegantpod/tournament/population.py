@@ -50,10 +50,8 @@ ACTIVE = ("queued", "running", "paused")
 """Statuses of pods that are alive and take part in the tournament."""
 
 
-def segment_hparams(rec: PodRecord, history: list | None = None) -> dict[str, Any] | None:
-    """The hyperparameters of the last segment in ``history`` (default: ``rec``'s)
-    (``None``: none yet)."""
-    rows = rec.history if history is None else history
+def last_hparams(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The hyperparameters in force after history ``rows`` (``None``: none recorded)."""
     return next((h["hparams"] for h in reversed(rows) if "hparams" in h), None)
 
 
@@ -63,7 +61,7 @@ def keep_newest(rows: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
         return rows
     kept = rows[-n:]
     if "hparams" not in kept[0]:
-        hp = next((h["hparams"] for h in reversed(rows[:-n]) if "hparams" in h), None)
+        hp = last_hparams(rows[:-n])
         if hp is not None:
             kept[0] = {**kept[0], "hparams": hp}
     return kept
@@ -209,7 +207,7 @@ class Population(Breeding):
         history = rec.history
         if history and history[-1]["segment"] == res.segment:
             history = history[:-1]  # a segment run again: its row, once
-        if dict(res.hparams) != segment_hparams(rec, history):
+        if dict(res.hparams) != last_hparams(history):
             row["hparams"] = dict(res.hparams)
         rec.history = keep_newest([*history, row], MAX_HISTORY)
         if math.isfinite(res.score_mean):

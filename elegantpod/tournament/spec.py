@@ -196,7 +196,7 @@ class PodRecord:
         d = {f.name: getattr(self, f.name) for f in _RECORD_FIELDS}
         d["hparams"], d["mutation"] = dict(self.hparams), dict(self.mutation)
         d["recent_scores"] = list(self.recent_scores)
-        d["history"] = [dict(h) for h in self.history]
+        d["history"] = [dict(h) for h in self.history]  # callers (t.pod, t.pods) may edit
         for k in ("score_mean", "score_std", "steps_per_second"):
             if isinstance(d[k], float) and not math.isfinite(d[k]):
                 d[k] = None

@@ -10,6 +10,7 @@ from collections import Counter
 from typing import Any
 
 from elegantpod.tournament import leaderboard as lb
+from elegantpod.tournament.state import CHECKPOINT_NAME
 
 LEADERBOARD_COLUMNS = [
     "rank",
@@ -111,10 +112,8 @@ def history(population) -> list[dict[str, Any]]:
 
 def _fork_segment(rec) -> int | None:
     """The parent's segment a child was forked from (its ``parent_checkpoint``)."""
-    name = rec.parent_checkpoint
-    if not rec.parent or not name:
-        return None
-    return int(name.rsplit("seg-", 1)[1].split(".", 1)[0])
+    match = CHECKPOINT_NAME.match(rec.parent_checkpoint or "") if rec.parent else None
+    return int(match.group(2)) if match else None
 
 
 def schedule(population, pod: str) -> list[dict[str, Any]]:
@@ -136,8 +135,7 @@ def schedule(population, pod: str) -> list[dict[str, Any]]:
     rec = population.records[pod]
     while rec is not None and rec.pod_id not in seen:
         seen.add(rec.pod_id)
-        chain.append([h for h in rec.history if upto is None or h["segment"] <= upto])
-        chain[-1] = (rec, chain[-1])
+        chain.append((rec, [h for h in rec.history if upto is None or h["segment"] <= upto]))
         upto = _fork_segment(rec)
         rec = population.records.get(rec.parent) if upto is not None else None
     phases: list[dict[str, Any]] = []
@@ -147,8 +145,9 @@ def schedule(population, pod: str) -> list[dict[str, Any]]:
         current = None
         for h in rows:
             hp_row = h.get("hparams") or hp or rec.hparams
-            if current is None or hp_row != current["hparams"] or current["pod"] != rec.pod_id:
-                # a child starts a phase even when it kept its parent's settings
+            # each pod starts a phase (current is None), even one that kept its parent's
+            # settings; within a pod, a live mutation starts one
+            if current is None or hp_row != current["hparams"]:
                 if hp is not None:
                     changes = {k: [hp.get(k), v] for k, v in hp_row.items() if hp.get(k) != v}
                 else:  # the oldest pod we know of; a child of a pod gone from the records
