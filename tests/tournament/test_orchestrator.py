@@ -116,7 +116,9 @@ def test_pause_resume_mutate_stop_reach_a_running_pod(client, tmp_path):
 def test_killed_worker_costs_at_most_one_segment(tmp_path):
     c = cluster(n_workers=2, dashboard_address=None)
     try:
-        seg = 16384
+        # long enough (about 2 s) that the kill lands inside the segment, not after it:
+        # a segment that had already finished cost no death, and the count read 0 once
+        seg = 32768
         t = Tournament(
             env="CartPole-v1",
             algos=["ppo"],
