@@ -78,13 +78,24 @@ class TorchVecEnv:
         Time limit; reaching it sets ``truncated`` (as gymnasium's ``TimeLimit`` does,
         also when the episode terminates in that same step). ``None``: class default.
     compile
-        Run ``dynamics`` through ``torch.compile``. ``None`` (default): on CUDA devices
-        only, where it was measured to pay (1.07x at 4,096 and 1.41x at 262,144 CartPole
-        sub-envs on an H200, ``benchmarks/results/gpu_throughput.json``); on CPUs it did
-        not. The compiled function is shared in the process by every env of the same
-        class, size and device (see :func:`compiled_dynamics`), so a rebuilt env does
-        not compile again. If compiling fails (no Triton, no C compiler), the env warns
-        once and runs eagerly, as do later envs of that class, size and device.
+        Run the whole step (dynamics, reward, termination, time limit, episode
+        statistics and the auto-reset) as one ``torch.compile`` region: one fused kernel
+        on CUDA, one vectorized C++ loop on CPU, in place of some thirty small eager ops
+        whose per-op dispatch, not arithmetic, is what a step costs. ``None`` (default):
+        on CUDA, and on CPU from :data:`CPU_COMPILE_MIN_ENVS` sub-envs, where it was
+        measured to pay (``benchmarks/results/env_throughput.json``); smaller CPU envs
+        run eagerly, as compiling costs seconds that a small, short run never earns
+        back. The compiled step is shared in the process by every env of the same
+        class, size and device (see :func:`compiled_step`), so a rebuilt env does not
+        compile again. If compiling fails (no Triton, no C compiler), the env warns once
+        and runs the same step uncompiled (same numbers), as do later envs of that
+        class, size and device.
+
+        A compiled step draws reset noise for every row each step and keeps it where an
+        episode ended (branch-free, no host sync), as eager steps on accelerators do;
+        eager CPU steps draw it only for the rows that ended. Both are seeded by
+        ``seed``, but the streams differ, so a compiled and an eager CPU env of one seed
+        start their *second* episodes from different states.
     """
 
     env_id: str = ""
@@ -110,16 +121,38 @@ class TorchVecEnv:
         self.state = torch.zeros(self.state_dim, n, device=dev)
         self.elapsed = torch.zeros(n, dtype=torch.int64, device=dev)
         self.episode_return = torch.zeros(n, device=dev)
-        # A host sync to find finished rows is cheap on CPU and saves sampling noise for
-        # every row; on accelerators a branch-free select avoids the sync instead.
-        self._sparse_reset = self.device.type == "cpu"
+        # keyed by reset(), after the first states, so that those stay the seed's first draws
+        self._reset_key = torch.zeros((), dtype=torch.int64, device=dev)
+        self._draws = torch.zeros((), dtype=torch.int64, device=dev)
         self._needs_reset = True
-        use_compile = self.device.type == "cuda" if compile is None else bool(compile)
+        if compile is None:
+            on_cpu = self.device.type == "cpu"
+            compile = not on_cpu or self.num_envs >= CPU_COMPILE_MIN_ENVS
+        # The fused step (compiled, or its uncompiled twin after a failed compile) resets
+        # densely. The plain eager step finds finished rows with a host sync on CPU,
+        # where that is cheap and saves reset noise for rows that go on, and uses the
+        # fused step's branch-free select on accelerators.
+        self._fused = bool(compile)
+        self._sparse_reset = self.device.type == "cpu" and not self._fused
         self._compile_key = (type(self), self.num_envs, str(self.device))
-        compiled = compiled_dynamics(*self._compile_key) if use_compile else None
-        self._dynamics = compiled if compiled is not None else self.dynamics
+        compiled = compiled_step(*self._compile_key) if self._fused else None
+        self._step_fn = compiled if compiled is not None else whole_step(type(self))
+
+    def _new_reset_stream(self) -> None:
+        """Key the fused step's counter-based reset noise from the env's generator."""
+        self._reset_key = torch.randint(
+            0, 2**32, (), generator=self.generator, device=self.device, dtype=torch.int64
+        )
+        self._draws = torch.zeros((), dtype=torch.int64, device=self.device)
 
     # -- hooks for subclasses -------------------------------------------------------
+    initial_state: Callable[[Tensor], Tensor] | None = None
+    """Optional classmethod mapping uniforms ``u`` in [0, 1), ``(state_dim, n)``, to
+    initial states. Given it, the fused step draws reset noise inside its compiled region
+    (a counter-based hash, :func:`uniform_noise`), which on CPU is some 7x cheaper than
+    the Mersenne Twister of a ``torch.Generator``; without it, the fused step calls
+    :meth:`_sample_initial_state` for every row each step."""
+
     def _sample_initial_state(self, n: int) -> Tensor:
         """Return ``n`` fresh initial states, ``(state_dim, n)``, drawn with ``self.generator``."""
         raise NotImplementedError
@@ -133,9 +166,18 @@ class TorchVecEnv:
         """
         raise NotImplementedError
 
-    def _observe(self, state: Tensor) -> Tensor:
-        """Map ``(state_dim, n)`` states to ``(n, obs_dim)`` observations."""
+    @classmethod
+    def observe(cls, state: Tensor) -> Tensor:
+        """Map ``(state_dim, n)`` states to ``(n, obs_dim)`` observations.
+
+        A pure function of the state (like :meth:`dynamics`), so that the fused step
+        computes observations inside its compiled region. The default, the transposed
+        state, is a view and costs nothing.
+        """
         return state.T
+
+    def _observe(self, state: Tensor) -> Tensor:
+        return type(self).observe(state)
 
     # -- the protocol -----------------------------------------------------------------
     def reset(self, seed: int | None = None) -> Tensor:
@@ -144,6 +186,8 @@ class TorchVecEnv:
             self.generator.manual_seed(int(seed))
         with torch.no_grad():
             self.state = self._sample_initial_state(self.num_envs)
+            if self._fused:  # eager steps keep drawing from the generator alone
+                self._new_reset_stream()
             self.elapsed = torch.zeros_like(self.elapsed)
             self.episode_return = torch.zeros_like(self.episode_return)
         self._needs_reset = False
@@ -154,7 +198,9 @@ class TorchVecEnv:
         """Advance all sub-envs; finished ones restart in the same step."""
         if self._needs_reset:
             raise RuntimeError(f"{self.env_id}: call reset() before step()")
-        next_state, reward, terminated = self._step_dynamics(self.state, action)
+        if self._fused:
+            return self._fused_step(action)
+        next_state, reward, terminated = self.dynamics(self.state, action)
         elapsed = self.elapsed + 1
         episode_return = self.episode_return + reward
         if self.max_episode_steps is not None:
@@ -181,21 +227,35 @@ class TorchVecEnv:
         self.episode_return = episode_return.masked_fill(done, 0.0)
         return self._observe(state), reward, terminated, truncated, info
 
-    def _step_dynamics(self, state: Tensor, action: Tensor):
+    def _fused_step(self, action: Tensor) -> StepResult:
+        if type(self).initial_state is None:  # the subclass draws its own reset states
+            noise = self._sample_initial_state(self.num_envs)
+        else:
+            noise = self._reset_key
+        args = (self.state, self.elapsed, self.episode_return, action, noise, self._draws)
+        out = self._call_step(*args, self.max_episode_steps or 0)
+        state, obs, final_obs, reward, terminated, truncated = out[:6]
+        ret, length, self.elapsed, self.episode_return, self._draws = out[6:]
+        self.state = state
+        info = {"final_obs": final_obs, "episode_return": ret, "episode_length": length}
+        # uint8 0/1 out of the kernel (bool stores vectorize badly on CPU), read as bool
+        return obs, reward, terminated.view(torch.bool), truncated.view(torch.bool), info
+
+    def _call_step(self, *args):
         try:
-            return self._dynamics(state, action)
+            return self._step_fn(*args)
         except Exception as exc:  # compile-time failures surface on the first call
-            if self._dynamics is self.dynamics:
+            if self._step_fn is whole_step(type(self)):
                 raise
             warnings.warn(
                 f"{self.env_id}: torch.compile failed ({type(exc).__name__}: {exc}); "
-                "running the dynamics eagerly",
+                "running the step uncompiled",
                 RuntimeWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
-            self._dynamics = self.dynamics
+            self._step_fn = whole_step(type(self))
             _mark_failed(self._compile_key)
-            return self._dynamics(state, action)
+            return self._step_fn(*args)
 
     def close(self) -> None:
         """Native envs hold no external resources."""
@@ -204,20 +264,118 @@ class TorchVecEnv:
         return f"{type(self).__name__}(num_envs={self.num_envs}, device={self.device})"
 
 
+CPU_COMPILE_MIN_ENVS = 512
+"""Sub-envs from which a CPU env compiles its step by default (see ``compile``)."""
+
 ENTRIES_PER_SIZE = 2
 """Compiled graphs one env size may need: a step runs with plain tensors (the state after
 ``reset``) and with inference tensors (in a rollout), and dynamo compiles each apart."""
 
 _compiled: dict[tuple[type, int, str], Callable | None] = {}
+_whole_steps: dict[type, Callable] = {}
 _compiled_lock = threading.Lock()
 
 
-def compiled_dynamics(cls: type[TorchVecEnv], num_envs: int, device: str) -> Callable | None:
-    """The process's one compiled ``cls.dynamics`` for ``num_envs`` sub-envs on ``device``.
+def whole_step(cls: type[TorchVecEnv]) -> Callable:
+    """The fused step of ``cls``: one pure function from this step's tensors to the next.
+
+    ``step(state, elapsed, episode_return, action, noise, draws, max_steps)`` returns
+    ``(state, obs, final_obs, reward, terminated, truncated, episode_return,
+    episode_length, elapsed, kept_return, draws + 1)``: the state after auto-reset and
+    its observation, the true next observation, the reward, ``uint8`` termination and
+    truncation flags, the return and length of each episode so far (read where an
+    episode ended), and the counters to carry on (zero where an episode ended). Rows
+    whose episode ended restart from ``initial_state(uniform_noise(shape, noise,
+    draws))`` or, for a class without :attr:`TorchVecEnv.initial_state`, from
+    ``noise`` itself, an initial state for every row. ``max_steps`` 0: no time limit.
+    One function per class, so that dynamo caches its graphs in one place.
+
+    Flags and selections go through float32 rather than bool tensors: Inductor's CPU
+    code stores and reloads bool vectors slowly (they made a fused CartPole step 2x
+    slower at 4,096 sub-envs), while float and uint8 stores vectorize.
+    """
+    with _compiled_lock:
+        if cls not in _whole_steps:
+            _whole_steps[cls] = _make_whole_step(cls)
+        return _whole_steps[cls]
+
+
+_M32 = 0xFFFFFFFF
+
+
+def _mix32(x: Tensor) -> Tensor:
+    """A 32-bit integer finalizer (xor-shift-multiply), on int64 lanes masked to 32 bits.
+
+    The multipliers are odd and below 2**31, so no product leaves int64's range: signed
+    overflow would be undefined behaviour in Inductor's C++.
+    """
+    x = x ^ (x >> 16)
+    x = (x * 0x7FEB352D) & _M32
+    x = x ^ (x >> 15)
+    x = (x * 0x2C1B3C6D) & _M32
+    return x ^ (x >> 16)
+
+
+def uniform_noise(shape: tuple[int, int], key: Tensor, draws: Tensor) -> Tensor:
+    """Uniforms in [0, 1) for draw number ``draws`` of stream ``key``: float32 with 24
+    random bits, a pure function of its inputs.
+
+    Counter-based, like JAX's and Philox's generators: every element hashes its own
+    index, the draw counter and the key, so the noise needs no generator state, is the
+    same compiled or not, and fuses into the step's kernel.
+    """
+    d, n = shape
+    index = torch.arange(d * n, device=key.device, dtype=torch.int64).view(d, n)
+    x = _mix32(((index + draws * (d * n)) & _M32) ^ key)
+    return (x >> 8).to(torch.float32) * (1.0 / 16777216.0)
+
+
+def _make_whole_step(cls: type[TorchVecEnv]) -> Callable:
+    # Plain functions with ``cls`` in the closure: bound classmethods would make dynamo
+    # guard them with a Python lambda (``a.__self__ is b.__self__``) on every call.
+    dynamics, observe = cls.dynamics.__func__, cls.observe.__func__
+    initial_state = getattr(cls.initial_state, "__func__", None)
+
+    def step(state, elapsed, episode_return, action, noise, draws, max_steps: int):
+        if initial_state is None:
+            fresh = noise
+        else:
+            fresh = initial_state(cls, uniform_noise(tuple(state.shape), noise, draws))
+        next_state, reward, terminated = dynamics(cls, state, action)
+        elapsed = elapsed + 1
+        episode_return = episode_return + reward
+        term = terminated.to(torch.float32)
+        trunc = (elapsed >= max_steps).to(torch.float32) if max_steps else torch.zeros_like(term)
+        done = torch.maximum(term, trunc)
+        # two spellings of one test, so that Inductor keeps ``done`` as float32 rather
+        # than merging them into a bool buffer that both loops share
+        new_state = torch.where(done * 2.0 > 1.0, fresh, next_state)
+        done = done > 0.5
+        return (
+            new_state,
+            observe(cls, new_state),
+            observe(cls, next_state),
+            reward,
+            term.to(torch.uint8),
+            trunc.to(torch.uint8),
+            episode_return,
+            elapsed,
+            torch.where(done, 0, elapsed),
+            torch.where(done, 0.0, episode_return),
+            draws + 1,
+        )
+
+    step.__qualname__ = f"{cls.__qualname__}.whole_step"
+    return step
+
+
+def compiled_step(cls: type[TorchVecEnv], num_envs: int, device: str) -> Callable | None:
+    """The process's one compiled :func:`whole_step` of ``cls`` for ``num_envs``
+    sub-envs on ``device``.
 
     Built on first request and shared by every later env of that class, size and device,
     so that rebuilding a pod (a tournament segment) reuses it instead of compiling again.
-    ``None`` once compiling it failed here: such envs run eagerly.
+    ``None`` once compiling it failed here: such envs run the step uncompiled.
 
     Dynamo keeps every compiled graph of one function under one code object and, past
     ``torch._dynamo.config.recompile_limit`` (8) graphs, runs new shapes eagerly (with
@@ -226,9 +384,10 @@ def compiled_dynamics(cls: type[TorchVecEnv], num_envs: int, device: str) -> Cal
     this process asked for, :data:`ENTRIES_PER_SIZE` graphs each, and never lowered.
     """
     key = (cls, int(num_envs), str(device))
+    step = whole_step(cls)
     with _compiled_lock:
         if key not in _compiled:
-            _compiled[key] = torch.compile(cls.dynamics, dynamic=False)
+            _compiled[key] = torch.compile(step, dynamic=False)
             _raise_recompile_limits()
         return _compiled[key]
 

@@ -32,6 +32,15 @@ class _UniformReset:
         u = torch.rand(len(self.reset_low), n, generator=self.generator, device=self.device)
         return u.mul_(width).add_(low)
 
+    @classmethod
+    def initial_state(cls, u: Tensor) -> Tensor:
+        """The same box for the fused step's counter-based noise (``TorchVecEnv``)."""
+        rows = [
+            lo + (hi - lo) * u[i]
+            for i, (lo, hi) in enumerate(zip(cls.reset_low, cls.reset_high, strict=True))
+        ]
+        return torch.stack(rows)
+
 
 class CartPole(_UniformReset, TorchVecEnv):
     """CartPole-v1: balance a pole on a cart; reward 1 per step, 500-step limit."""
@@ -59,7 +68,7 @@ class CartPole(_UniformReset, TorchVecEnv):
     def dynamics(cls, state, action):
         # Same equations as gymnasium's CartPoleEnv.step (Euler integration), with the
         # constants folded so that each line is one fused tensor op.
-        x_dot, theta, theta_dot = state[1], state[2], state[3]
+        x, x_dot, theta, theta_dot = state[0], state[1], state[2], state[3]
         m, pml = cls.total_mass, cls.polemass_length
         cos, sin = torch.cos(theta), torch.sin(theta)
         force = action.reshape(-1).to(state.dtype).mul(2 * cls.force_mag / m)
@@ -69,11 +78,12 @@ class CartPole(_UniformReset, TorchVecEnv):
         theta_acc = torch.addcmul(sin.mul_(cls.gravity), cos, temp, value=-1.0)
         theta_acc.div_(denominator)
         x_acc = torch.addcmul(temp, theta_acc, cos, value=-pml / m)
-        rates = torch.stack((x_dot, x_acc, theta_dot, theta_acc))
-        next_state = torch.add(state, rates, alpha=cls.tau)
-        terminated = (next_state[0].abs() > cls.x_threshold) | (
-            next_state[2].abs() > cls.theta_threshold
-        )
+        x = torch.add(x, x_dot, alpha=cls.tau)
+        theta = torch.add(theta, theta_dot, alpha=cls.tau)
+        x_dot = torch.add(x_dot, x_acc, alpha=cls.tau)
+        theta_dot = torch.add(theta_dot, theta_acc, alpha=cls.tau)
+        next_state = torch.stack((x, x_dot, theta, theta_dot))
+        terminated = (x.abs() > cls.x_threshold) | (theta.abs() > cls.theta_threshold)
         return next_state, torch.ones_like(theta), terminated
 
 
@@ -106,7 +116,8 @@ class Pendulum(_UniformReset, TorchVecEnv):
         new_th = th + new_thdot * cls.dt
         return torch.stack((new_th, new_thdot)), -cost, torch.zeros_like(th, dtype=torch.bool)
 
-    def _observe(self, state):
+    @classmethod
+    def observe(cls, state):
         th, thdot = state[0], state[1]
         return torch.stack((torch.cos(th), torch.sin(th), thdot), -1)
 
@@ -215,7 +226,8 @@ class Acrobot(_UniformReset, TorchVecEnv):
         reward = terminated.to(state.dtype) - 1.0
         return ns, reward, terminated
 
-    def _observe(self, state):
+    @classmethod
+    def observe(cls, state):
         t1, t2, d1, d2 = state[0], state[1], state[2], state[3]
         return torch.stack((torch.cos(t1), torch.sin(t1), torch.cos(t2), torch.sin(t2), d1, d2), -1)
 

@@ -6,7 +6,13 @@ import pytest
 import torch
 
 from elegantpod.envs import Acrobot, CartPole, MountainCarContinuous, Pendulum, make_env
-from elegantpod.envs.base import ENTRIES_PER_SIZE, compiled_dynamics
+from elegantpod.envs.base import (
+    CPU_COMPILE_MIN_ENVS,
+    ENTRIES_PER_SIZE,
+    compiled_step,
+    uniform_noise,
+    whole_step,
+)
 
 N = 64
 
@@ -76,8 +82,9 @@ def test_truncation_at_time_limit_matches_gymnasium(cls):
         assert bool(trunc[0]) and t == limit
 
 
-def test_same_step_autoreset_keeps_final_obs_and_stats():
-    env = CartPole(num_envs=8, seed=3)
+@pytest.mark.parametrize("compile", [False, True], ids=["eager", "fused"])
+def test_same_step_autoreset_keeps_final_obs_and_stats(compile):
+    env = CartPole(num_envs=8, seed=3, compile=compile)
     env.reset()
     pushes = torch.ones(8, dtype=torch.int64)  # always push right: the pole falls soon
     returns = torch.zeros(8)
@@ -130,28 +137,96 @@ def test_native_env_on_cuda():
     assert obs.device.type == "cuda"
 
 
-def test_compiled_dynamics_match_eager():
-    """``compile=True`` (the default on CUDA): same state and action, same next state."""
-    eager = make_env("Pendulum-v1", num_envs=64, seed=3, compile=False)
-    compiled = make_env("Pendulum-v1", num_envs=64, seed=3, compile=True)
-    eager.reset()
+def _trajectory(env, steps, seed=0):
+    """Every output of ``steps`` steps from ``reset(seed)``, under inference mode as in a
+    rollout, with the env's own action space sampled by a fixed generator."""
+    g = torch.Generator().manual_seed(seed)
+    out = [env.reset(seed=seed)]
+    with torch.inference_mode():
+        for _ in range(steps):
+            if isinstance(env.action_space, gym.spaces.Discrete):
+                action = torch.randint(0, int(env.action_space.n), (env.num_envs,), generator=g)
+            else:
+                action = torch.rand(env.num_envs, 1, generator=g) * 2 - 1
+            obs, reward, term, trunc, info = env.step(action)
+            out += [obs, reward, term, trunc, *info.values()]
+    return out
+
+
+@pytest.mark.parametrize("cls", [CartPole, Pendulum])
+def test_compiled_step_matches_the_same_step_uncompiled(cls):
+    """``compile=True``: the fused step, compiled, gives what its uncompiled twin (the
+    fallback when compiling fails) gives from the same states, through terminations,
+    resets and time limits (Pendulum crosses its 200-step limit; its observations are
+    computed in the compiled region). The twin restarts from the compiled env's state
+    each step: Inductor's fused multiply-adds round differently in the last bit, and
+    a chaotic system would grow that into different trajectories."""
+    compiled = cls(num_envs=64, seed=3, compile=True)
+    twin = cls(num_envs=64, seed=3, compile=True)
+    twin._step_fn = whole_step(cls)
+    assert compiled._step_fn is compiled_step(cls, 64, "cpu")
     g = torch.Generator().manual_seed(0)
-    for _ in range(210):  # crosses the 200-step time limit
-        action = torch.rand(64, 1, generator=g) * 4 - 2
-        want = eager.dynamics(eager.state, action)
-        got = compiled._step_dynamics(eager.state, action)
-        for x, y in zip(got, want, strict=True):
-            torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-5)
-        eager.step(action)
+    torch.testing.assert_close(compiled.reset(seed=3), twin.reset(seed=3))
+    ended = torch.zeros(64, dtype=torch.bool)
+    with torch.inference_mode():
+        for _ in range(210):
+            if cls is CartPole:
+                action = torch.randint(0, 2, (64,), generator=g)
+            else:
+                action = torch.rand(64, 1, generator=g) * 4 - 2
+            got, want = compiled.step(action), twin.step(action)
+            for x, y in zip(
+                [*got[:4], *got[4].values()], [*want[:4], *want[4].values()], strict=True
+            ):
+                assert x.dtype == y.dtype and x.shape == y.shape
+                torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-5)
+            ended |= got[2] | got[3]
+            for name in ("state", "elapsed", "episode_return", "_draws"):
+                setattr(twin, name, getattr(compiled, name).clone())
+    assert ended.all()
+
+
+def test_fused_and_eager_steps_share_the_protocol_and_the_first_episode():
+    """Same seed, same first states and same dynamics; the reset noise of later episodes
+    comes from different streams (documented in ``TorchVecEnv``)."""
+    fused, eager = CartPole(16, seed=4, compile=True), CartPole(16, seed=4, compile=False)
+    fused._step_fn = whole_step(CartPole)  # the same numbers as compiled, without compiling
+    a, b = _trajectory(fused, 3), _trajectory(eager, 3)
+    for x, y in zip(a, b, strict=True):
+        assert x.dtype == y.dtype and x.shape == y.shape
+        torch.testing.assert_close(x, y)
+
+
+def test_reset_noise_is_uniform_seeded_and_counter_based():
+    key = torch.tensor(12345)
+    u = uniform_noise((4, 4096), key, torch.tensor(7))
+    assert u.dtype == torch.float32 and u.min() >= 0 and u.max() < 1
+    assert abs(u.mean().item() - 0.5) < 0.01 and abs(u.var().item() - 1 / 12) < 0.005
+    torch.testing.assert_close(u, uniform_noise((4, 4096), key, torch.tensor(7)))
+    assert not torch.equal(u, uniform_noise((4, 4096), key, torch.tensor(8)))
+    assert not torch.equal(u, uniform_noise((4, 4096), torch.tensor(54321), torch.tensor(7)))
+    # neighbouring elements and draws are not correlated
+    assert abs(torch.corrcoef(torch.stack((u[0, :-1], u[0, 1:])))[0, 1]) < 0.05
+    a = CartPole(32, seed=1, compile=True)
+    b = CartPole(32, seed=1, compile=True)
+    for env in (a, b):
+        env._step_fn = whole_step(CartPole)
+    for x, y in zip(_trajectory(a, 60), _trajectory(b, 60), strict=True):
+        torch.testing.assert_close(x, y)
+
+
+def test_cpu_envs_compile_from_a_size_on():
+    assert not CartPole(num_envs=CPU_COMPILE_MIN_ENVS - 1)._fused
+    assert CartPole(num_envs=CPU_COMPILE_MIN_ENVS)._fused
 
 
 # -- one compiled step per class, size and device in a process ----------------------------
 def test_envs_of_one_class_size_and_device_share_one_compiled_step():
     a, b = (CartPole(num_envs=8, compile=True) for _ in range(2))
-    assert a._dynamics is b._dynamics is compiled_dynamics(CartPole, 8, "cpu")
-    assert CartPole(num_envs=16, compile=True)._dynamics is not a._dynamics
-    assert Acrobot(num_envs=8, compile=True)._dynamics is not a._dynamics
-    assert CartPole(num_envs=8, compile=False)._dynamics == CartPole.dynamics  # eager
+    assert a._step_fn is b._step_fn is compiled_step(CartPole, 8, "cpu")
+    assert CartPole(num_envs=16, compile=True)._step_fn is not a._step_fn
+    assert Acrobot(num_envs=8, compile=True)._step_fn is not a._step_fn
+    assert CartPole(num_envs=8, compile=False)._step_fn is whole_step(CartPole)  # eager
 
 
 def test_the_recompile_limit_fits_every_size_a_process_compiles():
@@ -168,7 +243,7 @@ def test_a_rebuilt_env_reuses_the_compiled_step():
     from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
     def graphs() -> int:
-        return len(_debug_get_cache_entry_list(CartPole.dynamics.__func__.__code__))
+        return len(_debug_get_cache_entry_list(whole_step(CartPole).__code__))
 
     def steps(env) -> None:
         env.reset(seed=0)
