@@ -13,7 +13,10 @@ Both sides step pre-generated int64 actions (torch tensor / numpy array of shape
 ``torch.inference_mode()``. Each repeat (seed) warms up, then times ``--steps`` vector
 steps; the two frameworks alternate order from one repeat to the next so that machine
 noise and warm caches hit both alike. Figures are medians over seeds with min-max, and the
-headline ratio is ours / gymnasium (a speedup). Target: >= 2x at 4096 envs.
+headline ratio is ours / gymnasium (a speedup). Targets (issue 17), with one torch
+thread as a CPU pod runs: >= 2x at 4,096 envs and >= 1x at 1,024. From 512 sub-envs our
+CPU env compiles its whole step (``TorchVecEnv``'s ``compile``); the warm-up steps absorb
+that compile, which is timed apart and reported as ``ours_compile_s``.
 
 Usage::
 
@@ -54,8 +57,9 @@ WARMUP = 20
 STEPS = 256
 QUICK_STEPS = 64
 QUICK_STEPS_LARGE = 16  # --quick at N >= 65536
+TARGETS = {1024: 1.0, 4096: 2.0}
+"""num_envs -> the speedup over gymnasium required there (issue 17)."""
 TARGET_N = 4096
-TARGET_SPEEDUP = 2.0
 
 
 def steps_for(n: int, quick: bool, steps: int | None) -> int:
@@ -67,15 +71,19 @@ def steps_for(n: int, quick: bool, steps: int | None) -> int:
     return STEPS
 
 
-def bench_ours(n: int, steps: int, warmup: int, seed: int) -> float:
-    """Sub-env steps per second of our native batched CartPole (CPU)."""
+def bench_ours(n: int, steps: int, warmup: int, seed: int) -> tuple[float, float]:
+    """Sub-env steps per second of our native batched CartPole (CPU), and the seconds
+    of the first step (which compiles the step where the env compiles it)."""
     env = make_env(ENV_ID, num_envs=n, device="cpu", seed=seed)
     gen = torch.Generator().manual_seed(seed)
     actions = torch.randint(0, 2, (warmup + steps, n), generator=gen, dtype=torch.int64)
     try:
         with torch.inference_mode():
             env.reset(seed=seed)
-            for t in range(warmup):
+            start = time.perf_counter()
+            env.step(actions[0])
+            first = time.perf_counter() - start
+            for t in range(1, warmup):
                 env.step(actions[t])
             start = time.perf_counter()
             for t in range(warmup, warmup + steps):
@@ -83,7 +91,7 @@ def bench_ours(n: int, steps: int, warmup: int, seed: int) -> float:
             elapsed = time.perf_counter() - start
     finally:
         env.close()
-    return n * steps / elapsed
+    return n * steps / elapsed, first
 
 
 def bench_gymnasium(n: int, steps: int, warmup: int, seed: int) -> float:
@@ -110,6 +118,7 @@ def run(sizes: list[int], seeds: int, quick: bool, steps: int | None, warmup: in
         n_steps = steps_for(n, quick, steps)
         ours: list[float] = []
         peer: list[float] = []
+        first_steps: list[float] = []
         for s in range(seeds):
             # Alternate who goes first so ordering effects (caches, turbo, neighbours)
             # do not systematically favour one side.
@@ -117,7 +126,9 @@ def run(sizes: list[int], seeds: int, quick: bool, steps: int | None, warmup: in
             for who in order:
                 gc.collect()
                 if who == "ours":
-                    ours.append(bench_ours(n, n_steps, warmup, s))
+                    rate, first = bench_ours(n, n_steps, warmup, s)
+                    ours.append(rate)
+                    first_steps.append(first)
                 else:
                     peer.append(bench_gymnasium(n, n_steps, warmup, s))
             log(
@@ -134,10 +145,12 @@ def run(sizes: list[int], seeds: int, quick: bool, steps: int | None, warmup: in
             "gymnasium_steps_per_s": p,
             "ratio_ours_over_gymnasium": ratio,
             "paired_ratios": [a / b for a, b in zip(ours, peer, strict=True)],
+            "ours_compiles": make_env(ENV_ID, num_envs=n)._fused,
+            "ours_compile_s": first_steps,
         }
-        if n == TARGET_N:
-            entry["target"] = f"ours >= {TARGET_SPEEDUP:g}x gymnasium at {TARGET_N} envs"
-            entry["target_met"] = bool(ratio >= TARGET_SPEEDUP)
+        if n in TARGETS:
+            entry["target"] = f"ours >= {TARGETS[n]:g}x gymnasium at {n} envs"
+            entry["target_met"] = bool(ratio >= TARGETS[n])
         configs.append(entry)
     target = next((c for c in configs if c["num_envs"] == TARGET_N), None)
     return {
@@ -152,9 +165,10 @@ def run(sizes: list[int], seeds: int, quick: bool, steps: int | None, warmup: in
         "peer": f"gymnasium.make_vec({ENV_ID!r}, num_envs=N, "
         "vectorization_mode='vector_entry_point'), int64 numpy actions",
         "target": {
-            "description": f"ours >= {TARGET_SPEEDUP:g}x gymnasium at {TARGET_N} envs (medians)",
+            "description": f"ours >= {TARGETS[TARGET_N]:g}x gymnasium at {TARGET_N} envs "
+            "(medians); see each config's own target too",
             "num_envs": TARGET_N,
-            "required_ratio": TARGET_SPEEDUP,
+            "required_ratio": TARGETS[TARGET_N],
             "ratio": target["ratio_ours_over_gymnasium"] if target else None,
             "met": target["target_met"] if target else None,
         },
@@ -233,8 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--threads",
         type=int,
-        default=None,
-        help="torch.set_num_threads for our env (default: torch's own choice); "
+        default=1,
+        help="torch.set_num_threads for our env (default 1, what a CPU pod uses); "
         "gymnasium's numpy CartPole is single-threaded either way",
     )
     args = ap.parse_args(argv)

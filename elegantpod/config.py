@@ -295,6 +295,11 @@ class PodSpec:
     learner_devices: tuple[str, ...] = ()
     """One device per learner (the GPUs a pod owns; ``"auto"`` allowed); empty: all on
     ``device``."""
+    capture: bool | None = None
+    """Replay each PPO iteration (rollout and update) as CUDA graphs
+    (:mod:`elegantpod.capture`). ``None``: wherever the pod supports it (one PPO
+    learner, a native env, a CUDA device), else eagerly; ``True``: refuse a pod that
+    does not; ``False``: always eager (for debugging or profiling kernel by kernel)."""
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first bad field."""
@@ -314,6 +319,8 @@ class PodSpec:
         # The form only: whether the device exists is asked where the pod is built.
         for device in (self.device, *self.learner_devices):
             check_device_name(device)
+        if self.capture is not None and not isinstance(self.capture, bool):
+            raise ValueError(f"capture must be True, False or None, got {self.capture!r}")
         check_fitness(self.fitness)
         check_json("env_kwargs", self.env_kwargs)
         check_json("eval_env_kwargs", self.eval_env_kwargs)

@@ -188,6 +188,8 @@ class Pod:
         self.learner: Learner = _build_learner(algo, self.env, hparams, spec)
         horizon = hparams.horizon
         self.worker = Worker(self.env, self.learner, horizon, spec.seed)
+        self.graphs = _iteration_graphs(self.worker, self.learner, spec)
+        """The pod's :class:`~elegantpod.capture.IterationGraphs`, or ``None``: eager."""
         self.evaluator = Evaluator(
             spec.env_id,
             spec.eval_episodes,
@@ -258,8 +260,11 @@ class Pod:
         learner.should_stop = is_stopping
         try:
             while True:
-                batch = self.worker.rollout()
-                stats = learner.update(batch) or stats
+                if self.graphs is not None and self.graphs.capture:
+                    stats = self.graphs.run() or stats
+                else:
+                    batch = self.worker.rollout()
+                    stats = learner.update(batch) or stats
                 self.env_steps += per_rollout
                 if is_stopping():
                     break
@@ -340,6 +345,7 @@ class Pod:
         self.worker.restart()
         if kept is not None:
             generator.set_state(kept)
+        self._invalidate_graphs()
         self.curve = []
         self.last_eval = None
         self.stop_event.clear()
@@ -383,7 +389,13 @@ class Pod:
             )
         if changes:
             self.learner.set_hparams(**changes)
+            self._invalidate_graphs()
         self.spec = dataclasses.replace(self.spec, hparams=hparams)
+
+    def _invalidate_graphs(self) -> None:
+        """Captured kernels hold constants and generator states: capture them again."""
+        if self.graphs is not None:
+            self.graphs.invalidate()
 
     def request_stop(self) -> None:
         """Ask the run in progress (or else the next) to end within one gradient step.
@@ -520,6 +532,7 @@ class Pod:
                 f"(hidden={self.learner.config.hidden}): {first}"
             ) from exc
         self.env_steps = env_steps
+        self._invalidate_graphs()
         if not restore_rng:
             for learner, seed in zip(_learners(self.learner), _seeds(self.spec), strict=True):
                 learner.generator.manual_seed(seed)
@@ -669,6 +682,20 @@ def _check_learner_rng(state: dict[str, Any], learner, where: str) -> None:
             holder, field = extras[i - 1], f"learner.fused[{i - 1}].generator"
         if holder.get("generator") is not None:
             checked_rng_state(holder["generator"], target.generator, where, field)
+
+
+def _iteration_graphs(worker: Worker, learner: Learner, spec: PodSpec):
+    """The pod's iteration graphs where ``spec.capture`` asks for them and they fit."""
+    if spec.capture is False:
+        return None
+    from elegantpod.capture import IterationGraphs, unsupported
+
+    reason = unsupported(worker, learner)
+    if reason is None:
+        return IterationGraphs(worker, learner)
+    if spec.capture:
+        raise ValueError(f"capture=True, but this pod's iterations cannot be captured: {reason}")
+    return None
 
 
 def _build_learner(algo, env: VecEnv, hparams, spec: PodSpec):

@@ -161,7 +161,10 @@ class PPO(Learner):
             self.modules["log_std"] = _ParamHolder(self.log_std)
             params.append(self.log_std)
         self.params = params
-        self.optimizers = {"ppo": torch.optim.Adam(params, lr=c.lr, eps=1e-5)}
+        # capturable: Adam keeps its step count on the device, so that its update can be
+        # captured in a CUDA graph (elegantpod.capture); no effect on a CPU
+        adam = torch.optim.Adam(params, lr=c.lr, eps=1e-5, capturable=dev.type == "cuda")
+        self.optimizers = {"ppo": adam}
 
     def default_eval_every(self) -> int:
         """Env steps between evaluations: two rollouts or more, so each sees new updates."""
@@ -214,8 +217,57 @@ class PPO(Learner):
         *_, stats = self.update_epochs(batch)  # run every epoch; the last yields the stats
         return stats
 
+    STAT_KEYS: ClassVar[tuple[str, ...]] = (
+        "losses/policy",
+        "losses/value",
+        "losses/entropy",
+        "losses/approx_kl",
+        "losses/clipfrac",
+    )
+    """What :meth:`update` reports: means over the update's gradient steps."""
+
     def update_epochs(self, batch: Batch) -> Iterator[dict[str, float]]:
         """The update, one epoch at a time (fused learners average between epochs)."""
+        c = self.config
+        prepared = self._prepare(batch)
+        sums = torch.zeros(len(self.STAT_KEYS), device=self.device)
+        steps = 0
+        is_stopped = False
+        for epoch in range(c.epochs):
+            for idx in self._minibatches(prepared[0].shape[0]):
+                if self.should_stop():  # a stop request ends even a long update
+                    is_stopped = True
+                    break
+                self._gradient_step(prepared, idx, sums)
+                steps += 1
+            if is_stopped or epoch == c.epochs - 1:
+                self.obs_norm.update(batch.obs)
+                yield dict(zip(self.STAT_KEYS, (sums / max(steps, 1)).tolist(), strict=True))
+                return
+            yield {}
+
+    def update_static(self, batch: Batch, sums: Tensor) -> int:
+        """The whole update with no host synchronisation and no branch on data: what a
+        CUDA graph captures (:mod:`elegantpod.capture`).
+
+        The same kernels in the same order as :meth:`update`, so the same numbers, but
+        it neither polls :attr:`should_stop` (a captured update is replayed whole, in
+        milliseconds) nor reads its statistics: it sums them into ``sums`` (zeroed
+        first, ``len(STAT_KEYS)`` on the device) and returns the count of gradient steps
+        to divide them by.
+        """
+        sums.zero_()
+        prepared = self._prepare(batch)
+        steps = 0
+        for _ in range(self.config.epochs):
+            for idx in self._minibatches(prepared[0].shape[0]):
+                self._gradient_step(prepared, idx, sums)
+                steps += 1
+        self.obs_norm.update(batch.obs)
+        return steps
+
+    def _prepare(self, batch: Batch) -> tuple[Tensor, ...]:
+        """Flat observations, actions, old log-probabilities, advantages and returns."""
         c = self.config
         T, N = batch.reward.shape
         with torch.no_grad():
@@ -230,51 +282,45 @@ class PPO(Learner):
             advantage, ret = gae(
                 batch.reward, value, next_value, batch.terminated, batch.done, c.gamma, c.gae_lambda
             )
-            advantage, ret = advantage.reshape(-1), ret.reshape(-1)
-        B = T * N
-        mb = min(c.minibatch_size, B)
-        sums = torch.zeros(5, device=self.device)
-        steps = 0
-        keys = (
-            "losses/policy",
-            "losses/value",
-            "losses/entropy",
-            "losses/approx_kl",
-            "losses/clipfrac",
-        )
-        is_stopped = False
-        for epoch in range(c.epochs):
-            perm = torch.randperm(B, device=self.device, generator=self.generator)
-            for start in range(0, B - mb + 1, mb):
-                if self.should_stop():  # a stop request ends even a long update
-                    is_stopped = True
-                    break
-                idx = perm[start : start + mb]
-                logp, entropy = self.log_prob_entropy(obs[idx], action[idx])
-                log_ratio = logp - old_logp[idx]
-                ratio = log_ratio.exp()
-                adv = advantage[idx]
-                if c.normalize_advantage:
-                    adv = (adv - adv.mean()) / (adv.std(unbiased=False) + 1e-8)
-                l_clip = torch.min(ratio * adv, ratio.clamp(1 - c.clip_coef, 1 + c.clip_coef) * adv)
-                l_vf = 0.5 * (self.critic(obs[idx]).squeeze(-1) - ret[idx]).square().mean()
-                s = entropy.mean()
-                loss = -l_clip.mean() + c.vf_coef * l_vf - c.ent_coef * s
-                opt = self.optimizers["ppo"]
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                nn.utils.clip_grad_norm_(self.params, c.max_grad_norm)
-                opt.step()
-                with torch.no_grad():
-                    approx_kl = ((ratio - 1) - log_ratio).mean()
-                    clipfrac = ((ratio - 1).abs() > c.clip_coef).float().mean()
-                    sums += torch.stack((-l_clip.mean(), l_vf, s, approx_kl, clipfrac))
-                steps += 1
-            if is_stopped or epoch == c.epochs - 1:
-                self.obs_norm.update(batch.obs)
-                yield dict(zip(keys, (sums / max(steps, 1)).tolist(), strict=True))
-                return
-            yield {}
+        return obs, action, old_logp, advantage.reshape(-1), ret.reshape(-1)
+
+    def _minibatches(self, B: int) -> Iterator[Tensor]:
+        """Index sets of one epoch: a fresh permutation cut into whole minibatches.
+
+        The permutation sorts uniform keys (``stable`` fixes the order of rare ties)
+        rather than calling ``randperm``, whose CUDA kernel is not known to be safe to
+        capture in a graph; on every device the same draws give the same minibatches.
+        """
+        mb = min(self.config.minibatch_size, B)
+        keys = torch.rand(B, device=self.device, generator=self.generator)
+        perm = torch.argsort(keys, stable=True)
+        for start in range(0, B - mb + 1, mb):
+            yield perm[start : start + mb]
+
+    def _gradient_step(self, prepared: tuple[Tensor, ...], idx: Tensor, sums: Tensor) -> None:
+        """One clipped-surrogate step on the minibatch ``idx``; adds its statistics to
+        ``sums`` on the device."""
+        c = self.config
+        obs, action, old_logp, advantage, ret = prepared
+        logp, entropy = self.log_prob_entropy(obs[idx], action[idx])
+        log_ratio = logp - old_logp[idx]
+        ratio = log_ratio.exp()
+        adv = advantage[idx]
+        if c.normalize_advantage:
+            adv = (adv - adv.mean()) / (adv.std(unbiased=False) + 1e-8)
+        l_clip = torch.min(ratio * adv, ratio.clamp(1 - c.clip_coef, 1 + c.clip_coef) * adv)
+        l_vf = 0.5 * (self.critic(obs[idx]).squeeze(-1) - ret[idx]).square().mean()
+        s = entropy.mean()
+        loss = -l_clip.mean() + c.vf_coef * l_vf - c.ent_coef * s
+        opt = self.optimizers["ppo"]
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(self.params, c.max_grad_norm)
+        opt.step()
+        with torch.no_grad():
+            approx_kl = ((ratio - 1) - log_ratio).mean()
+            clipfrac = ((ratio - 1).abs() > c.clip_coef).float().mean()
+            sums += torch.stack((-l_clip.mean(), l_vf, s, approx_kl, clipfrac))
 
 
 class _ParamHolder(nn.Module):
