@@ -1,10 +1,13 @@
 """Our native envs and PPO against PureJaxRL (end-to-end-compiled JAX PPO), CartPole-v1.
 
 Why: on one accelerator the fastest known way to train small RL agents is to compile the
-whole loop, env included, into one XLA program (PureJaxRL on gymnax). Our envs and PPO
-run as eager torch (the env step compiled) driven from Python, which is what lets a pod
-be paused, steered and checkpointed between updates; this script says in one number per
-measure what that costs, side by side with the peer, in one process on one device.
+whole loop, env included, into one XLA program (PureJaxRL on gymnax). Our pods stay
+Python between iterations, which is what lets a pod be paused, steered and checkpointed
+between updates, and replay each iteration as CUDA graphs (``elegantpod.capture``) over
+an env whose whole step is one compiled kernel; this script says in one number per
+measure what that costs, side by side with the peer, in one process on one device. The
+PPO rows also time the same pod with ``capture=False`` (``eager`` in the JSON), so the
+gain of the graphs is measured in the same run.
 
 Three measures, ours and the peer's in turn, each in its own ``try`` (a failure records
 its error string and the run goes on), the JSON rewritten after each one:
@@ -437,8 +440,13 @@ def ours_env_step(n: int, device: torch.device, seconds: float) -> dict[str, Any
     }
 
 
-def ours_ppo(n: int, device: torch.device, seconds: float, warmup_iters: int) -> dict[str, Any]:
-    """A PPO pod's rollout + update iterations, timed through ``on_iteration``."""
+def ours_ppo(
+    n: int, device: torch.device, seconds: float, warmup_iters: int, capture: bool | None = None
+) -> dict[str, Any]:
+    """A PPO pod's rollout + update iterations, timed through ``on_iteration``.
+
+    ``capture=None`` is the pod's default (CUDA graphs where supported); the eager run
+    (``capture=False``) is measured beside it, so the table shows what capture buys."""
     hparams = PPOConfig(
         num_envs=n,
         horizon=HORIZON,
@@ -454,6 +462,7 @@ def ours_ppo(n: int, device: torch.device, seconds: float, warmup_iters: int) ->
         seed=0,
         max_seconds=max(120.0, 20 * seconds),  # a safety net: on_iteration stops the run
         eval_every_steps=2**62,  # no evaluation: training throughput only
+        capture=capture,
     )
     t0 = time.perf_counter()
     pod = Pod(spec)
@@ -471,6 +480,10 @@ def ours_ppo(n: int, device: torch.device, seconds: float, warmup_iters: int) ->
     run_start = time.perf_counter()
     pod.run(on_iteration=on_iteration, final_eval=False)
     pod.close()
+    captured = pod.graphs is not None and pod.graphs.capture
+    eager = None
+    if capture is None and captured:
+        eager = ours_ppo(n, device, seconds, warmup_iters, capture=False)
     timed = len(stamps) - warmup_iters
     if timed < 1:
         raise RuntimeError(f"the pod stopped after {len(stamps)} iterations, before timing")
@@ -487,6 +500,9 @@ def ours_ppo(n: int, device: torch.device, seconds: float, warmup_iters: int) ->
         "timed_iterations": timed,
         "timed_seconds": elapsed,
         "seconds_per_iteration": per_iter,
+        "cuda_graphs": captured,
+        "captures": pod.graphs.captures if pod.graphs is not None else 0,
+        "eager": eager,
         "ppo_config": {
             "num_envs": n,
             "horizon": HORIZON,
@@ -515,6 +531,7 @@ def ours_solve(device: torch.device, max_seconds: float) -> dict[str, Any]:
     wall = time.perf_counter() - t0
     pod.close()
     return {
+        "cuda_graphs": pod.graphs is not None and pod.graphs.capture,
         "solved": bool(result.solved),
         "seconds": wall if result.solved else None,
         "build_s": build_s,
@@ -655,6 +672,12 @@ def markdown_table(result: dict[str, Any]) -> str:
         add(f"env steps/s, {row['num_envs']:,} envs", row, "steps_per_s", _si)
     for row in result["measures"]["ppo_train"]:
         add(f"PPO training env steps/s, {row['num_envs']:,} envs", row, "steps_per_s", _si)
+        eager = row.get("ours", {}).get("eager") if isinstance(row.get("ours"), dict) else None
+        if isinstance(eager, dict):  # the same pod without CUDA graphs, for the gain
+            rate, graphs = eager.get("steps_per_s"), row["ours"].get("steps_per_s")
+            gain = f"{graphs / rate:.2f}x from CUDA graphs" if rate and graphs else "-"
+            label = f"same, {row['num_envs']:,} envs, capture=False"
+            lines.append(f"| {label} | {_si(rate) if rate else '-'} | - | {gain} |")
     for kind, label in (("env_step", "env step"), ("ppo_train", "PPO")):
         for row in result["measures"][kind]:
             add(f"{label} compile s, {row['num_envs']:,} envs", row, "compile_s", secs, False)
