@@ -138,7 +138,11 @@ def _parser() -> argparse.ArgumentParser:
     _import_option(b)
     b.add_argument("--checkpoint", required=True, help="checkpoint of a StockTrading-v0 agent")
     b.add_argument("--data", default=None, help="market data (default: the agent's own)")
-    b.add_argument("--start", default=None, help="first day, YYYY-MM-DD")
+    b.add_argument(
+        "--start",
+        default=None,
+        help="first day, YYYY-MM-DD (default: the day after the agent's validation end)",
+    )
     b.add_argument("--end", default=None, help="last day, YYYY-MM-DD")
     b.add_argument("--index", default=None, help="index benchmark: 'sp500' or a CSV of levels")
     b.add_argument("--name", default=None, help="the agent's name in the report")
@@ -146,6 +150,12 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--device", default="cpu")
     b.add_argument(
         "--env-arg", action="append", metavar="KEY=VALUE", default=[], help="env override"
+    )
+    b.add_argument(
+        "--allow-in-sample",
+        action="store_true",
+        help="run a range that overlaps the agent's training or validation dates "
+        "(labelled in-sample); by default such a range is refused",
     )
     b.add_argument("--json", action="store_true", help="print the result as one JSON line")
     d = sub.add_parser("demo", help="the showcase run on the embedded default")
@@ -277,6 +287,8 @@ def _tournament(args) -> int:
     if not args.quiet:
         cols = ["rank", "pod", "algo", "score_mean", "score_std", "env_steps", "status", "parent"]
         print(t.leaderboard[cols].to_string(index=False), file=sys.stderr)
+        for name, score in t.baselines().items():  # trading: what doing nothing scores
+            print(f"baseline  {name}: {score:.4f} ({t.spec.fitness})", file=sys.stderr)
     if args.json:
         print(json.dumps(json_safe(summary), sort_keys=True), flush=True)
     else:
@@ -306,6 +318,7 @@ def _backtest(args) -> int:
         index=index,
         device=args.device,
         name=args.name,
+        allow_in_sample=args.allow_in_sample,
         **env_kwargs(args.env_arg),
     )
     if args.html is not None:

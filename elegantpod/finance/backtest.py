@@ -11,6 +11,7 @@ the self-contained report.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +47,18 @@ class BacktestResult:
     agent: dict[str, Any] = field(default_factory=dict)
     """Who traded: name, algo, spec, checkpoint, env steps and lineage (for the report)."""
     data_source: str = ""
+    in_sample: str = ""
+    """Empty for a held-out backtest; else the sentence saying which of the agent's
+    training or validation dates the range overlaps (``allow_in_sample=True``). The
+    report says "in-sample" at its top then."""
+    execution_lag: int = 0
+    """Days between the close an action was decided on and the close it traded at (see
+    :class:`~elegantpod.finance.trading_env.StockTradingEnv`)."""
+    trials: int = 1
+    """How many agents the selection that produced this one tried (a tournament's pods),
+    for the deflated Sharpe ratio; 1: no selection known."""
+    prices: pd.DataFrame | None = None
+    """Close prices (dates x tickers) the backtest traded at and valued positions with."""
 
     @property
     def dates(self) -> pd.DatetimeIndex:
@@ -112,6 +125,9 @@ class BacktestResult:
                 "orders": len(self.trades),
                 "total_costs": float(self.trades["cost"].sum()) if len(self.trades) else 0.0,
                 "agent": self.agent,
+                "in_sample": self.in_sample,
+                "execution_lag": self.execution_lag,
+                "trials": self.trials,
             }
         )
 
@@ -124,6 +140,14 @@ class BacktestResult:
         from elegantpod.finance.report import write_report
 
         return write_report(self, path, title=title)
+
+    def to_pyfolio(self):
+        """``(returns, positions, transactions)`` in pyfolio's formats, for
+        ``pyfolio.create_full_tear_sheet`` (the ``finance`` extra installs
+        pyfolio-reloaded); see :func:`~elegantpod.finance.pyfolio_export.to_pyfolio`."""
+        from elegantpod.finance.pyfolio_export import to_pyfolio
+
+        return to_pyfolio(self)
 
     def _repr_html_(self) -> str:
         from elegantpod.finance.report import metrics_table_html
@@ -141,6 +165,7 @@ def backtest(
     device: str = "cpu",
     name: str | None = None,
     allow_remote: bool = False,
+    allow_in_sample: bool = False,
     **env_overrides: Any,
 ) -> BacktestResult:
     """Replay ``agent``'s deterministic policy over ``[start, end]`` and compare it.
@@ -155,7 +180,9 @@ def backtest(
         Market data for the backtest (``None``: the data the agent trained on). It must
         hold the same tickers: the policy's inputs and outputs are per stock.
     start, end
-        The backtest range (inclusive); ``None``: from the first usable day / to the end.
+        The backtest range (inclusive). ``start=None``: the first trading day after the
+        agent's training and validation dates (its spec records them), so that the
+        default is out of sample; ``end=None``: the end of the data.
     index
         An index benchmark: a date-indexed Series of levels, ``"sp500"`` for the shipped
         S&P 500 series, or ``None`` for none.
@@ -163,6 +190,10 @@ def backtest(
         Where the policy and the env run.
     name
         The agent's name in tables and charts.
+    allow_in_sample
+        Run a backtest whose range overlaps the dates the agent trained or was selected
+        on (its training or validation range). Refused otherwise: such a backtest
+        measures memory, not skill. The result (and its report) then says "in-sample".
     allow_remote
         Let a checkpoint's own spec name the market data (a file or URL) that its agent
         is rebuilt with: only for a checkpoint you trust. Otherwise ``data`` stands in
@@ -176,17 +207,23 @@ def backtest(
     ------
     ValueError
         For a non-trading agent, tickers or indicators that differ from the agent's, a
-        range outside the data, or a checkpoint that names data you did not pass
-        (:class:`~elegantpod.checkpoint.CheckpointError`), before anything runs.
+        range outside the data, a range that overlaps the agent's training or
+        validation dates without ``allow_in_sample``, or a checkpoint that names data you
+        did not pass (:class:`~elegantpod.checkpoint.CheckpointError`), before anything
+        runs.
     """
     from elegantpod.pod import Pod
 
     info: dict[str, Any] = {}
+    trained_spec = None
     if hasattr(agent, "best") and hasattr(agent, "lineage"):
         info.update(_tournament_info(agent))
         agent = agent.best(device=device)
     elif isinstance(agent, str | Path):
+        from elegantpod.checkpoint import checkpoint_spec
+
         info["checkpoint"] = str(agent)
+        trained_spec = checkpoint_spec(agent)  # its own dates, even when data stands in
         agent = _from_checkpoint(agent, data, device, allow_remote)
     if not isinstance(agent, Pod):
         raise TypeError(
@@ -195,11 +232,14 @@ def backtest(
     spec = agent.spec
     if spec.env_id != ENV_ID:
         raise ValueError(f"backtests need an agent trained on {ENV_ID!r}, not {spec.env_id!r}")
+    samples = _sample_ranges(trained_spec or spec)
     kwargs = {**spec.env_kwargs, **env_overrides}
     for key in ("start", "end", "episode_days"):
         kwargs.pop(key, None)
     if data is not None:
         kwargs["data"] = data
+    if start is None:
+        start = _after(samples)
     env = StockTradingEnv(
         num_envs=1, device=device, seed=0, start=start, end=end, episode_days=None, **kwargs
     )
@@ -214,6 +254,7 @@ def backtest(
             f"the backtest env's observations {env.observation_space.shape} differ from the "
             f"agent's {agent.env.observation_space.shape} (other indicators?)"
         )
+    in_sample = _in_sample(samples, env.dates, allow_in_sample)
     bench_index = _index_series(index, env.dates) if index is not None else None
     info.update(
         name=name or info.get("name") or f"{spec.algo.upper()} agent",
@@ -222,7 +263,70 @@ def backtest(
         env_steps=agent.env_steps,
         spec=spec.to_dict(),
     )
-    return _run(agent.learner, env, info, bench_index)
+    result = _run(agent.learner, env, info, bench_index)
+    trials = int(info.get("trials") or 1)
+    return dataclasses.replace(result, in_sample=in_sample, trials=trials)
+
+
+def _sample_ranges(spec) -> list[tuple[str, pd.Timestamp | None, pd.Timestamp | None]]:
+    """The date ranges an agent's spec says it trained and was validated on.
+
+    ``None`` bounds are open: an agent trained with ``end=None`` saw its data's last day.
+    """
+    train = spec.env_kwargs
+    ranges = [("training", train.get("start"), train.get("end"))]
+    if spec.eval_env_kwargs:
+        val = {**train, **spec.eval_env_kwargs}
+        ranges.append(("validation", val.get("start"), val.get("end")))
+    out = []
+    for label, lo, hi in ranges:
+        try:
+            lo = None if lo is None else pd.Timestamp(lo)
+            hi = None if hi is None else pd.Timestamp(hi)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(
+                f"the agent's {label} range {lo!r}..{hi!r} is not a date range"
+            ) from exc
+        out.append((label, lo, hi))
+    return out
+
+
+def _after(samples) -> str | None:
+    """The day after every sample range ends (as a date string), or ``None`` (no bound)."""
+    ends = [hi for _, _, hi in samples]
+    if any(hi is None for hi in ends):
+        return None  # trained to the data's end: nothing after it; the guard will say so
+    return f"{max(ends) + pd.Timedelta(days=1):%Y-%m-%d}"
+
+
+def _in_sample(samples, dates: pd.DatetimeIndex, allowed: bool) -> str:
+    """ "" for a held-out range, else the sentence naming the overlap (or the refusal)."""
+    first, last = dates[0], dates[-1]
+    hits = []
+    for label, lo, hi in samples:
+        if (hi is None or first <= hi) and (lo is None or last >= lo):
+            span = f"{'the start' if lo is None else f'{lo:%Y-%m-%d}'}.."
+            span += "the end of its data" if hi is None else f"{hi:%Y-%m-%d}"
+            hits.append(f"its {label} dates ({span})")
+    if not hits:
+        return ""
+    said = (
+        f"The backtest range {first:%Y-%m-%d}..{last:%Y-%m-%d} overlaps "
+        f"{' and '.join(hits)}: on dates it learned or was selected on, an agent's "
+        "results measure memory, not skill."
+    )
+    if not allowed:
+        ends = [hi for _, _, hi in samples if hi is not None]
+        hint = (
+            f"backtest after {max(ends):%Y-%m-%d} (start=None does)"
+            if ends and all(hi is not None for _, _, hi in samples)
+            else "backtest on data after its training range"
+        )
+        raise ValueError(
+            f"{said} Refused: {hint}, or pass allow_in_sample=True (--allow-in-sample) "
+            "to run it labelled in-sample."
+        )
+    return said
 
 
 def _from_checkpoint(path, data, device: str, allow_remote: bool):
@@ -248,16 +352,15 @@ def _run(learner, env: StockTradingEnv, info: dict, bench_index) -> BacktestResu
     days, tickers = env.num_days, list(env.tickers)
     values = np.empty(days)
     values[0] = env.initial_amount
-    positions = np.zeros((days, env.num_stocks))
-    traded = np.zeros((days, env.num_stocks))
+    traded = np.zeros((days, env.num_stocks))  # by the day the orders filled
     costs = np.zeros(days)
+    lag = env.execution_lag
     for t in range(days - 1):
         obs, _, _, truncated, step_info = env.step(learner.act(obs, deterministic=True))
         values[t + 1] = float(step_info["account_value"][0])
-        traded[t] = step_info["shares_traded"][0].cpu().numpy()
-        costs[t] = float(step_info["cost_paid"][0])
-        positions[t] = positions[t - 1] + traded[t] if t else traded[t]
-    positions[-1] = positions[-2] if days > 1 else 0.0
+        traded[t + lag] = step_info["shares_traded"][0].cpu().numpy()
+        costs[t + lag] = float(step_info["cost_paid"][0])
+    positions = np.cumsum(traded, axis=0)  # shares held after each day's fills
     prices = env._prices.cpu().numpy()
     dates = env.dates
     rows, cols = np.nonzero(traded)
@@ -286,6 +389,7 @@ def _run(learner, env: StockTradingEnv, info: dict, bench_index) -> BacktestResu
             env.initial_amount / float(bench_index.iloc[0])
         )
     return BacktestResult(
+        execution_lag=lag,
         account_value=pd.Series(values, index=dates, name=info["name"]),
         benchmarks=bench,
         trades=trades,
@@ -295,6 +399,7 @@ def _run(learner, env: StockTradingEnv, info: dict, bench_index) -> BacktestResu
         cost=env.cost,
         agent=info,
         data_source=env.data.source,
+        prices=pd.DataFrame(prices, index=dates, columns=tickers),
     )
 
 
@@ -336,7 +441,13 @@ def _tournament_info(t) -> dict[str, Any]:
             {"pod": pod, "parent": e["parent"], "algo": e["algo"], "mutation": e["mutation"]}
         )
         pod = e["parent"]
+    history = t.history()
+    last = history.dropna(subset=["score"]).groupby("pod")["score"].last()
     return {
+        # the selection's trials: every pod the tournament scored, with its last score
+        # (the deflated Sharpe of the report discounts the winner by how many there were)
+        "trials": max(int(len(last)), 1),
+        "trial_scores": [float(x) for x in last.to_numpy()],
         "name": f"{str(best.get('algo', 'agent')).upper()} {best.get('pod', '')}".strip(),
         "pod": best.get("pod"),
         "score": best.get("score_mean"),

@@ -10,7 +10,13 @@ Rules (FinRL's ``StockTradingEnv`` semantics, made vectorized and exact):
   up to ``hmax`` shares per stock and day (FinRL's convention), or by default up to
   ``trade_fraction`` of the account's value per stock and day (a cap that means the same
   in 1990 and 2020, when the same stock costs 100 times more).
-- Sells execute before buys, at the day's close, with a transaction cost fraction
+- **Execution timing.** The agent decides on day d having seen d's close. With
+  ``execution_lag=1`` (the default) its orders fill at the *next* day's close, d + 1:
+  a decision cannot use a price and trade at that same price. ``execution_lag=0``
+  fills at d's close itself, FinRL's optimistic same-bar fill, kept for comparison
+  with FinRL and older runs: a strategy that reacts to the last move can look
+  profitable that way and lose with a realistic lag (``tests/finance/`` pins both).
+- Sells execute before buys, at the fill day's close, with a transaction cost fraction
   ``cost`` on both sides. No short selling (a sell is capped by the shares held) and no
   borrowing: when the buys would cost more than the cash, all buys are scaled down by the
   same factor and rounded down to whole shares, so cash never goes negative. (FinRL buys
@@ -89,6 +95,9 @@ class StockTradingEnv:
         Reward = change of account value / ``initial_amount`` x ``reward_scale``.
     periods_per_year
         Trading days per year, for the Sharpe/Calmar/... of :meth:`episode_metrics`.
+    execution_lag
+        Days from the close a decision sees to the close its orders fill at: 1
+        (default, realistic) or 0 (the same close, as FinRL does).
     """
 
     env_id = ENV_ID
@@ -111,12 +120,18 @@ class StockTradingEnv:
         cost: float = 1e-3,
         reward_scale: float = 100.0,
         periods_per_year: int = 252,
+        execution_lag: int = 1,
     ) -> None:
         _check_params(
             num_envs, episode_days, initial_amount, hmax, trade_fraction, cost, reward_scale
         )
         if isinstance(periods_per_year, bool) or int(periods_per_year) < 1:
             raise ValueError(f"periods_per_year must be an integer >= 1, got {periods_per_year!r}")
+        if isinstance(execution_lag, bool) or execution_lag not in (0, 1):
+            raise ValueError(
+                f"execution_lag must be 0 (fill at the observed close) or 1 (at the next "
+                f"day's close), got {execution_lag!r}"
+            )
         ind = None if indicators is None else tuple(str(n) for n in indicators)
         if isinstance(data, str):
             market, features = _cached_market(data, ind)
@@ -162,6 +177,7 @@ class StockTradingEnv:
         self.cost = float(cost)
         self.reward_scale = float(reward_scale)
         self.periods_per_year = int(periods_per_year)
+        self.execution_lag = int(execution_lag)
         self.feature_names = features.names + (
             ("turbulence",) if features.turbulence is not None else ()
         )
@@ -209,7 +225,8 @@ class StockTradingEnv:
 
     @torch.no_grad()
     def step(self, action: Tensor) -> StepResult:
-        """Trade at today's close, move to the next day, auto-reset finished accounts."""
+        """Trade (at today's close, or tomorrow's with ``execution_lag=1``), move to the
+        next day, auto-reset finished accounts."""
         if self._needs_reset:
             raise RuntimeError(f"{self.env_id}: call reset() before step()")
         a = torch.as_tensor(action, device=self.device).to(torch.float64)
@@ -219,9 +236,14 @@ class StockTradingEnv:
             )
         price = self._prices.index_select(0, self.day)
         value = self.cash + (self.shares * price).sum(1)
-        cash, shares, traded, paid = self.trade(self.cash, self.shares, price, a, value)
         day = self.day + 1
         next_price = self._prices.index_select(0, day)
+        if self.execution_lag:  # the day's move on what is held, then the fill at d + 1
+            held_value = self.cash + (self.shares * next_price).sum(1)
+            fill = (next_price, held_value)
+        else:
+            fill = (price, value)
+        cash, shares, traded, paid = self.trade(self.cash, self.shares, fill[0], a, fill[1])
         new_value = cash + (shares * next_price).sum(1)
         reward = (new_value - value) * (self.reward_scale / self.initial_amount)
         elapsed = self.elapsed + 1
@@ -237,6 +259,7 @@ class StockTradingEnv:
             "account_value": new_value,
             "shares_traded": traded,
             "cost_paid": paid,
+            "fill_price": fill[0],
         }
         # One host check of "did any account finish?": on CPU it skips the restart in the
         # many steps where none did; on accelerators the branch-free restart avoids the

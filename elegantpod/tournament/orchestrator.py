@@ -124,6 +124,7 @@ class Tournament(Engine):
         self.id = uuid.uuid4().hex[:8]
         self._lock = threading.RLock()
         self._curves: dict[str, deque] = defaultdict(lambda: deque(maxlen=CURVE_EVENTS))
+        self._baselines: dict[str, float] | None = None
         self.events_received: Counter = Counter()
         self.events_sent = 0
         """Progress events that finished segments report having sent (for auditing)."""
@@ -265,6 +266,27 @@ class Tournament(Engine):
             self._drain_events()
             return views.leaderboard_frame(self.population, self.store.resolve)
 
+    def baselines(self) -> dict[str, float]:
+        """What doing nothing scores on the leaderboard's own range and fitness.
+
+        For a trading tournament: equal-weight buy-and-hold of the same stocks (and the
+        S&P 500 index for the shipped sample) over the validation range, measured with
+        the tournament's fitness, so the leaderboard shows whether any agent beats them
+        (:mod:`elegantpod.finance.baselines`). Empty for other envs. Computed once.
+        """
+        if self._baselines is None:
+            from elegantpod.finance.trading_env import ENV_ID
+
+            spec = self.spec
+            if spec.env_id != ENV_ID:
+                self._baselines = {}
+            else:
+                from elegantpod.finance.baselines import baseline_scores
+
+                kwargs = {**spec.env_kwargs, **spec.eval_env_kwargs}
+                self._baselines = baseline_scores(kwargs, spec.fitness)
+        return dict(self._baselines)
+
     @property
     def pods(self):
         """Every pod's record (status, lineage, hyperparameters, error) as a DataFrame."""
@@ -383,11 +405,12 @@ class Tournament(Engine):
         return Dashboard(self, refresh_seconds=refresh_seconds)
 
     def _repr_html_(self) -> str:
-        from elegantpod.widgets.html import leaderboard_html
+        from elegantpod.widgets.html import baselines_html, leaderboard_html
 
         s = self.summary()
         title = f"Tournament on {self.spec.env_id}: {s['status']}, {s['pods_total']} pods"
-        return leaderboard_html(self.leaderboard, title)
+        footer = baselines_html(self.baselines(), s["best_score"], self.spec.fitness)
+        return leaderboard_html(self.leaderboard, title, footer)
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         try:

@@ -19,7 +19,14 @@ from typing import Any
 import ipywidgets as W
 
 from elegantpod.agents import get_algo
-from elegantpod.widgets.html import COLUMNS, fmt, leaderboard_rows, lineage_html, schedule_html
+from elegantpod.widgets.html import (
+    COLUMNS,
+    baselines_html,
+    fmt,
+    leaderboard_rows,
+    lineage_html,
+    schedule_html,
+)
 
 
 def parse_hparams(text: str) -> dict[str, str]:
@@ -64,6 +71,8 @@ class Dashboard:
                 grid_template_columns=f"repeat({len(COLUMNS)}, auto)", grid_gap="2px 12px"
             ),
         )
+        self.baselines = W.HTML()
+        """Buy-and-hold on the leaderboard's range, for trading tournaments."""
         self.message = W.HTML()
 
         self.pod_select = W.Dropdown(description="pod", options=[])
@@ -105,7 +114,7 @@ class Dashboard:
         )
         cluster_box = W.VBox([self.cluster, W.HBox([self.scale_up, self.scale_down])])
         tabs = W.Tab(
-            children=[W.VBox([self.table]), self.curves, cluster_box, self.lineage],
+            children=[W.VBox([self.table, self.baselines]), self.curves, cluster_box, self.lineage],
             titles=("Leaderboard", "Curves", "Cluster", "Lineage"),
             selected_index=0,
         )
@@ -215,6 +224,8 @@ class Dashboard:
             )
             board = self.t.leaderboard
             self._update_table(leaderboard_rows(board))
+            fitness = self.t.spec.fitness
+            self._set(self.baselines, baselines_html(self.t.baselines(), s["best_score"], fitness))
             records = self.t.pods
             pods = sorted(records["pod_id"]) if len(records) else []
             if list(self.pod_select.options) != pods:

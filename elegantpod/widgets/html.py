@@ -66,8 +66,10 @@ def leaderboard_rows(board) -> list[list[str]]:
     return rows
 
 
-def leaderboard_html(board, title: str = "Leaderboard") -> str:
-    """A self-contained HTML table of the leaderboard; the best row is highlighted."""
+def leaderboard_html(board, title: str = "Leaderboard", footer: str = "") -> str:
+    """A self-contained HTML table of the leaderboard; the best row is highlighted.
+
+    ``footer`` is trusted HTML placed under the table (e.g. :func:`baselines_html`)."""
     head = "".join(f"<th>{c}</th>" for c in COLUMNS)
     body = []
     for i, row in enumerate(leaderboard_rows(board)):
@@ -77,8 +79,28 @@ def leaderboard_html(board, title: str = "Leaderboard") -> str:
         body.append(f'<tr><td colspan="{len(COLUMNS)}">no finished segment yet</td></tr>')
     return (
         f"<div><b>{html.escape(title)}</b><table>"
-        f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{footer}</div>"
     )
+
+
+def baselines_html(baselines: dict[str, float], best: float | None, fitness: str) -> str:
+    """One line under a trading leaderboard: what buy-and-hold scores on the same range.
+
+    ``baselines`` is ``Tournament.baselines()``; ``best`` the leading agent's score. It
+    says plainly whether the best agent beats doing nothing (names are escaped: a
+    baseline's name may come from data someone else wrote)."""
+    if not baselines:
+        return ""
+    parts = [f"{html.escape(str(name))} {fmt(value)}" for name, value in baselines.items()]
+    line = f"Baselines on the validation range ({html.escape(str(fitness))}): " + " · ".join(parts)
+    if best is not None:
+        top = max(baselines.values())
+        if best > top:
+            verdict = "the best agent beats them on this range (selected on it: see the backtest)"
+        else:
+            verdict = "no agent beats buy-and-hold on this range yet"
+        line += f" — {html.escape(verdict)}"
+    return f'<div class="elegantpod-baselines" style="color:#57606a">{line}</div>'
 
 
 def lineage_html(edges: list[dict[str, Any]]) -> str:

@@ -141,3 +141,38 @@ def test_bad_input_is_named(pod, market, tmp_path):
         backtest(cartpole)
     with pytest.raises(ValueError, match="does not exist"):
         backtest(str(tmp_path / "missing.pt"))
+
+
+# -- in-sample guard ---------------------------------------------------------------------
+def test_a_range_the_agent_trained_or_was_selected_on_is_refused(pod):
+    """The pod trained to 2016-01-29 and was validated 2016-02-01..2016-04-29."""
+    with pytest.raises(ValueError, match=r"overlaps its training dates \(the start\.\.2016-01-29"):
+        backtest(pod, start="2015-06-01", end="2015-12-31")
+    with pytest.raises(ValueError, match=r"its validation dates \(2016-02-01\.\.2016-04-29\)"):
+        backtest(pod, start="2016-03-01", end="2016-06-30")
+    with pytest.raises(ValueError, match="backtest after 2016-04-29.*allow_in_sample=True"):
+        backtest(pod, start="2016-03-01")
+    result = backtest(pod, start="2015-06-01", end="2015-12-31", allow_in_sample=True)
+    assert "training dates" in result.in_sample and "memory, not skill" in result.in_sample
+    assert "validation" not in result.in_sample
+
+
+def test_the_default_range_starts_after_the_validation_end(pod):
+    result = backtest(pod, end="2016-06-30")
+    assert result.dates[0] == pd.Timestamp("2016-05-02")  # the first trading day after
+    assert result.in_sample == "" and result.execution_lag == 1
+    assert result.prices is not None and list(result.prices.columns) == TICKERS
+
+
+def test_the_cli_refuses_an_in_sample_range_unless_asked(pod, market):
+    from tests.test_cli import run as cli
+
+    path = str(pod.save())
+    args = ["backtest", "--checkpoint", path, "--data", market, "--end", "2015-12-31"]
+    refused = cli(*args, "--start", "2015-06-01")
+    assert refused.returncode == 2, refused.stderr
+    assert "elegantpod: error:" in refused.stderr and "--allow-in-sample" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    ran = cli(*args, "--start", "2015-06-01", "--allow-in-sample", "--json")
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout.splitlines()[-1])["in_sample"].startswith("The backtest range")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -139,12 +141,14 @@ def test_buys_are_scaled_down_together_when_cash_is_short():
     assert float(new_cash) == 0.0
 
 
-def test_hmax_maps_a_full_action_to_hmax_shares():
-    env = _env(num_envs=1, hmax=7, cost=0.002)
+@pytest.mark.parametrize("lag", [0, 1])
+def test_hmax_maps_a_full_action_to_hmax_shares(lag):
+    env = _env(num_envs=1, hmax=7, cost=0.002, execution_lag=lag)
     env.reset()
     _, _, _, _, info = env.step(torch.tensor([[1.0, 0.5, -1.0]]))
     assert info["shares_traded"].tolist() == [[7.0, 3.0, 0.0]]  # 0.5 * 7 -> 3 (whole)
-    price = env._prices[env.day - 1][0]
+    price = env._prices[env.day - 1 + lag][0]  # the observed close, or the next one
+    torch.testing.assert_close(info["fill_price"][0], price)
     spent = float((torch.tensor([7.0, 3.0, 0.0], dtype=torch.float64) * price).sum())
     assert float(env.cash[0]) == pytest.approx(1e6 - spent * 1.002)
     assert float(info["cost_paid"][0]) == pytest.approx(spent * 0.002)
@@ -274,3 +278,59 @@ def test_runs_on_cuda():
     obs = env.reset()
     obs, reward, *_ = env.step(torch.rand(8, STOCKS, device="cuda"))
     assert obs.device.type == "cuda" and reward.device.type == "cuda"
+
+
+# -- execution timing ------------------------------------------------------------------
+def _zigzag() -> StockTradingEnv:
+    """One stock that alternates +10% / -10% a day: whoever sells at the close of an up
+    day and buys at the close of a down day profits, if the fill is that same close."""
+    days = 80
+    moves = np.where(np.arange(days) % 2 == 0, 1.1, 1 / 1.1)
+    prices = 100.0 * np.cumprod(moves)
+    frame = pd.DataFrame({"ZIG": prices}, index=pd.bdate_range("2021-01-01", periods=days))
+    return load_wide(frame, source_name="zigzag")
+
+
+def _contrarian(obs: torch.Tensor) -> torch.Tensor:
+    """Sell everything after an up day, buy all it can after a down day: an oracle of
+    the next move in this market, as long as it fills at the close it has just seen."""
+    last_return = obs[:, 2]  # cash, position, then the stock's last log return (x10)
+    return torch.where(last_return > 0, -1.0, 1.0).unsqueeze(1)
+
+
+@pytest.mark.parametrize("lag", [0, 1])
+def test_what_the_agent_sees_against_what_it_trades_at(lag):
+    env = StockTradingEnv(
+        data=_zigzag(), episode_days=None, indicators=[], trade_fraction=1.0,
+        cost=0.0, execution_lag=lag,
+    )  # fmt: skip
+    obs = env.reset()
+    closes = env._prices[:, 0]
+    for day in range(10):
+        # the observation of day d holds the log return into d's close
+        seen = float(obs[0, 2]) / 10.0
+        assert seen == pytest.approx(math.log(float(closes[day]) / float(closes[day - 1])))
+        obs, _, _, _, info = env.step(_contrarian(obs))
+        # and the order decided on it fills at d's close (lag 0) or d + 1's (lag 1)
+        assert float(info["fill_price"][0, 0]) == float(closes[day + lag])
+
+
+def test_a_same_close_oracle_stops_paying_with_a_realistic_lag():
+    final = {}
+    for lag in (0, 1):
+        env = StockTradingEnv(
+            data=_zigzag(), episode_days=None, indicators=[], trade_fraction=1.0,
+            cost=0.0, execution_lag=lag,
+        )  # fmt: skip
+        obs = env.reset()
+        for _ in range(env.max_episode_steps):
+            obs, _, _, _, info = env.step(_contrarian(obs))
+        final[lag] = float(info["account_value"][0]) / env.initial_amount
+    assert final[0] > 5.0  # buys every low and sells every high: a fortune
+    assert final[1] < 1.0  # one day late it buys every high and sells every low
+
+
+def test_the_default_fill_is_the_next_close_and_lag_is_checked():
+    assert StockTradingEnv(data=_zigzag(), indicators=[], episode_days=None).execution_lag == 1
+    with pytest.raises(ValueError, match="execution_lag must be 0 .* or 1 .*, got 2"):
+        StockTradingEnv(data=_zigzag(), indicators=[], execution_lag=2)
