@@ -34,6 +34,7 @@ def run_demo(seed: int = 0, max_seconds: float = 150.0, out_dir: str | None = No
         0 when the tournament finished with no failed pod and the report was written.
     """
     from elegantpod.finance import DateSplits, backtest
+    from elegantpod.finance.report import verdict
     from elegantpod.progress import follow
     from elegantpod.tournament import Tournament
 
@@ -50,7 +51,9 @@ def run_demo(seed: int = 0, max_seconds: float = 150.0, out_dir: str | None = No
         algos=["ppo", "sac"],
         pods=4,
         max_seconds=max_seconds,
-        segment_steps=4_000,
+        # long enough that a pod is scored after real training, not on its first few
+        # thousand steps (a near-untrained agent once won the demo on noise)
+        segment_steps=16_384,
         store=out / "store",
         seed=seed,
         **splits.tournament_options(
@@ -75,9 +78,20 @@ def run_demo(seed: int = 0, max_seconds: float = 150.0, out_dir: str | None = No
     if board.empty:
         print(f"no segment finished: {s['error']}", file=sys.stderr)
         return 1
+    baselines = t.baselines()
+    print(
+        "Baselines on the same validation range: "
+        + ", ".join(f"{name} {score:.2f}" for name, score in baselines.items())
+    )
     res = backtest(t, start=splits.backtest[0], end=splits.backtest[1], index="sp500")
     print(f"\nBacktest {splits.backtest[0]}..{splits.backtest[1]} (held out)")
     print(res.metrics().to_string(float_format=lambda x: f"{x:.3f}"))
+    best = board.iloc[0]
+    print(
+        f"\nThe agent: {best['pod']} ({best['algo']}), {int(best['env_steps']):,} env steps "
+        f"of training, chosen for the best validation Sharpe among {res.trials} pods."
+    )
+    print(verdict(res))
     report = res.to_html(out / "backtest_report.html")
     print(
         f"\n{s['pods_total']} pods ({s['pods_failed']} failed), {s['env_steps_total']} env "

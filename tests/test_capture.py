@@ -92,7 +92,7 @@ def test_graphs_follow_hparams_restarts_and_loads_on_cuda(tmp_path):
     assert pod.learner.optimizers["ppo"].param_groups[0]["lr"] == 1e-3
     pod.save()
     pod.restart_episodes()
-    twin = Pod(_spec("cuda", capture=False))
+    twin = Pod(dataclasses.replace(pod.spec, capture=False))
     twin.load(pod.checkpoint_path)
     pod.graphs.run()
     twin.learner.update(twin.worker.rollout())

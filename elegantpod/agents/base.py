@@ -180,7 +180,20 @@ class Learner(ABC):
             m.load_state_dict(state["modules"][k])
         for k, o in self.optimizers.items():
             if k in state.get("optimizers", {}):
+                # this pod's own flags (capturable on CUDA, not on CPU), whatever device
+                # the checkpoint's optimizer ran on
+                keep = [
+                    {f: g[f] for f in ("capturable", "fused") if f in g} for g in o.param_groups
+                ]
                 o.load_state_dict(state["optimizers"][k])
+                for group, flags in zip(o.param_groups, keep, strict=True):
+                    group.update(flags)
+                    on_device = bool(group.get("capturable") or group.get("fused"))
+                    for p in group["params"]:
+                        st = o.state.get(p)
+                        if st and torch.is_tensor(st.get("step")):
+                            where = p.device if on_device else "cpu"
+                            st["step"] = st["step"].to(where, torch.float32)
         if "generator" in state:
             self.generator.set_state(state["generator"].cpu())
         self._apply_lr()

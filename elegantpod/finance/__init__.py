@@ -23,6 +23,7 @@ from elegantpod.finance.data import (
 )
 from elegantpod.finance.indicators import DEFAULT_INDICATORS, compute_features
 from elegantpod.finance.metrics import METRICS
+from elegantpod.finance.report import verdict
 from elegantpod.finance.trading_env import ENV_ID, StockTradingEnv
 
 __all__ = [
@@ -41,4 +42,5 @@ __all__ = [
     "load_wide",
     "sp500_index",
     "sp500_sample",
+    "verdict",
 ]

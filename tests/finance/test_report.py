@@ -2,20 +2,48 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
+import time
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from elegantpod.config import PodSpec
-from elegantpod.finance import backtest
+from elegantpod.finance import EQUAL_WEIGHT, BacktestResult, backtest
+from elegantpod.finance.report import render_html, verdict
 from elegantpod.pod import Pod
 from tests.finance.test_backtest import write_market
 from tests.helpers import open_report
 
 EVIL = "<script>alert(1)</script>"
 EVIL_NAME = '<img src=x onerror="alert(2)">'
+CHARTS = 6  # equity, drawdown, excess return, rolling, weights, return distribution
+SECTIONS = (
+    "metrics",
+    "verdict",
+    "sharpe-ci",
+    "deflated",
+    "equity",
+    "drawdown",
+    "drawdowns",
+    "relative",
+    "excess",
+    "rolling",
+    "exposure",
+    "concentration",
+    "distribution",
+    "return-stats",
+    "monthly",
+    "monthly-1",  # equal weight's months beside the agent's
+    "trades",
+    "agent",
+    "spec",
+    "caveats",
+)
 
 
 @pytest.fixture(scope="module")
@@ -48,11 +76,11 @@ def test_every_user_string_is_escaped(result, tmp_path):
 
 def test_report_is_self_contained(result, tmp_path):
     text = result.to_html(tmp_path / "r.html").read_text(encoding="utf-8")
-    assert text.count('src="data:image/png;base64,') == 2  # equity and drawdown charts
+    assert text.count('src="data:image/png;base64,') == CHARTS
     assert not re.search(r"(src|href)=\"(https?:)?//", text)  # nothing fetched
     assert "@import" not in text and "url(" not in text
-    for section in ("metrics", "monthly", "trades", "agent", "spec"):
-        assert f'id="{section}"' in text or f"id='{section}'" in text
+    for section in SECTIONS:
+        assert f'id="{section}"' in text or f"id='{section}'" in text, section
     assert os.stat(tmp_path / "r.html").st_mode & 0o044  # readable by others
 
 
@@ -83,6 +111,9 @@ def test_report_in_headless_chromium(result, tmp_path):
     assert EVIL in page["text"]
     assert page["chart_loaded"] and page["chart_std"] > 10  # a drawn chart, not a blank box
     assert shot.stat().st_size > 20_000
+    for heading in ("Did it beat doing nothing?", "Worst drawdown periods", "Caveats of the data"):
+        assert heading in page["text"]
+    assert verdict(result) in page["text"]  # the sentence, shown as text
     keep = os.environ.get("ELEGANTPOD_ARTIFACTS")
     if keep:
         shutil.copy(shot, os.path.join(keep, "backtest_report.png"))
@@ -116,4 +147,91 @@ def test_dollar_signs_are_plain_text_in_charts(tmp_path):
     assert matplotlib.rcParams["text.parse_math"]
     assert f"<h1>Backtest: {DOLLAR}</h1>" in text
     assert "$\\bar{$ index" in text and "$AAA, B$B, $C{$" in text
-    assert text.count('src="data:image/png;base64,') == 2
+    assert text.count('src="data:image/png;base64,') == CHARTS
+
+
+def test_in_sample_banner_and_execution_timing(result):
+    text = render_html(result)
+    assert result.in_sample == "" and 'id="in-sample"' not in text
+    assert "In-sample backtest" not in text
+    assert "orders fill at the next day&#x27;s close (execution lag 1)" in text
+    said = f"The range overlaps its training dates {EVIL} & <b>more</b>"
+    marked = dataclasses.replace(result, in_sample=said, execution_lag=0, trials=50)
+    text = render_html(marked)
+    banner = text.index('<div class="banner" id="in-sample">')
+    assert banner < text.index("<h1>")  # at the very top
+    assert "The range overlaps its training dates &lt;script&gt;" in text
+    assert "&amp; &lt;b&gt;more&lt;/b&gt;" in text and "<b>more" not in text
+    assert "<script" not in text.lower()
+    assert "at the observed close (execution lag 0, optimistic)" in text
+    assert "Deflated Sharpe ratio (50 trials)" in text
+    assert verdict(marked).startswith("In-sample")
+
+
+def test_verdict_counts_trials(result):
+    one, many = verdict(result), verdict(dataclasses.replace(result, trials=50))
+    assert result.trials == 1 and "over 1 trial is" in one and "over 50 trials is" in many
+    assert EVIL_NAME in one  # the sentence is plain text; the report escapes it
+    dsr = [float(re.search(r"trials? is (\d\.\d\d)", s).group(1)) for s in (one, many)]
+    assert dsr[1] <= dsr[0]
+
+
+def synthetic(agent_returns, bench_returns, name="Agent", tickers=("AAA", "BBB")):
+    """A BacktestResult built from return series, no agent trained: half the account in
+    the first stock, the rest in cash (positions are for the tear sheet only)."""
+    days = len(agent_returns) + 1
+    dates = pd.bdate_range("2019-01-02", periods=days)
+    value = 1e6 * np.concatenate([[1.0], np.cumprod(1.0 + np.asarray(agent_returns))])
+    ew = 1e6 * np.concatenate([[1.0], np.cumprod(1.0 + np.asarray(bench_returns))])
+    prices = pd.DataFrame(
+        {t: 100.0 * ew / 1e6 * (1 + 0.1 * i) for i, t in enumerate(tickers)}, index=dates
+    )
+    shares = pd.DataFrame(0.0, index=dates, columns=list(tickers))
+    shares.iloc[:, 0] = np.floor(0.5 * value / prices.iloc[:, 0].to_numpy())
+    return BacktestResult(
+        account_value=pd.Series(value, index=dates, name=name),
+        benchmarks={EQUAL_WEIGHT: pd.Series(ew, index=dates, name=EQUAL_WEIGHT)},
+        trades=pd.DataFrame(columns=["date", "tic", "shares", "price", "value", "cost"]),
+        positions=shares,
+        periods_per_year=252,
+        initial_amount=1e6,
+        cost=0.001,
+        agent={"name": name},
+        data_source="synthetic.csv",
+        execution_lag=1,
+        prices=prices,
+    )
+
+
+def test_verdict_sentences():
+    rng = np.random.default_rng(0)
+    market = rng.normal(0.0008, 0.01, 1000)
+    better = synthetic(market + 0.002 + rng.normal(0, 0.001, 1000), market)
+    assert "it beat equal weight risk-adjusted with 95% confidence" in verdict(better)
+    assert "so luck is unlikely" in verdict(better)
+    worse = synthetic(market - 0.002 + rng.normal(0, 0.001, 1000), market)
+    assert "it did worse than equal weight risk-adjusted" in verdict(worse)
+    assert "no skill to deflate" in verdict(worse)  # a negative Sharpe ratio
+    # as good as the market, and the best of 1000 tries: its Sharpe ratio is luck
+    same = dataclasses.replace(synthetic(market + rng.normal(0, 0.002, 1000), market), trials=1000)
+    assert "not significant" in verdict(same) and "includes zero" in verdict(same)
+    assert "over 1000 trials" in verdict(same) and "luck alone could explain" in verdict(same)
+    idle = synthetic(np.zeros(1000), market)
+    assert "never changed" in verdict(idle) and "did not beat" in verdict(idle)
+    text = render_html(idle)  # an agent in cash: no Sharpe, no drawdown, no holdings
+    assert "never fell below a previous peak" in text
+
+
+def test_a_four_year_report_renders_in_seconds():
+    rng = np.random.default_rng(1)
+    market = rng.normal(0.0004, 0.012, 1008)
+    res = synthetic(0.6 * market + rng.normal(0.0001, 0.005, 1008), market)
+    start = time.perf_counter()
+    text = render_html(res)
+    seconds = time.perf_counter() - start
+    # about 1.2 s on the 2-core dev machine; the bound catches a quadratic slip, not noise
+    assert seconds < 15, seconds
+    assert text.count('src="data:image/png;base64,') == CHARTS
+    caveats = text.split('id="caveats"')[1]
+    assert "if these tickers were chosen as companies that exist today" in caveats
+    assert "a flat 0.10% of the traded value" in caveats and "execution lag 1" in caveats
