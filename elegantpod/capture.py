@@ -51,6 +51,20 @@ ENV_CARRY = ("state", "elapsed", "episode_return", "_draws", "_reset_key")
 """A native env's tensors that one step replaces and the next step reads."""
 
 _capture_lock = threading.Lock()
+_streams: dict[str, tuple[Any, Any]] = {}
+_streams_lock = threading.Lock()  # apart: captures hold _capture_lock while asking
+
+
+def _pod_streams(device: torch.device) -> tuple[Any, Any]:
+    """One warm-up and one capture stream per device, made once per process: streams
+    from ``torch.cuda.Stream()`` come round-robin from a pool, so a fresh one can be the
+    very stream another pod is capturing on; and a capture must run on the pod's own
+    device, not on the thread's current one."""
+    with _streams_lock:
+        key = str(device)
+        if key not in _streams:
+            _streams[key] = (torch.cuda.Stream(device), torch.cuda.Stream(device))
+        return _streams[key]
 
 
 def unsupported(worker: Any, learner: Any) -> str | None:
@@ -158,7 +172,7 @@ class IterationGraphs:
     # -- capturing -------------------------------------------------------------------------
     def _warm_up_and_capture(self) -> None:
         self.graphs = None
-        side = torch.cuda.Stream(device=self.learner.device)
+        side = _pod_streams(self.learner.device)[0]
         side.wait_stream(torch.cuda.current_stream(self.learner.device))
         with torch.cuda.stream(side):
             self._eager_iteration()  # a real iteration, which also warms CUDA up
@@ -179,6 +193,10 @@ class IterationGraphs:
         self._fingerprint = self.fingerprint()
         self.captures += 1
 
+    def _graph(self, graph: Any) -> Any:
+        stream = _pod_streams(self.learner.device)[1]
+        return torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local")
+
     def _new_graph(self) -> Any:
         graph = torch.cuda.CUDAGraph()
         graph.register_generator_state(self.learner.generator)
@@ -197,7 +215,7 @@ class IterationGraphs:
             self._static = static
             graph = self._new_graph()
             try:
-                with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+                with torch.cuda.device(self.learner.device), self._graph(graph):
                     self.worker.rollout()
                     for owner, name in carried:
                         static[(type(owner).__name__, name)].copy_(getattr(owner, name))
@@ -209,7 +227,7 @@ class IterationGraphs:
     def _capture_update(self) -> Any:
         graph = self._new_graph()
         batch = self.worker.buffer.batch()
-        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        with torch.cuda.device(self.learner.device), self._graph(graph):
             self.steps = self.learner.update_static(batch, self.sums)
         return graph
 
