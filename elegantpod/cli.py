@@ -286,9 +286,18 @@ def _tournament(args) -> int:
     summary = t.wait()
     if not args.quiet:
         cols = ["rank", "pod", "algo", "score_mean", "score_std", "env_steps", "status", "parent"]
-        print(t.leaderboard[cols].to_string(index=False), file=sys.stderr)
+        board = t.leaderboard
+        cols += [c for c in ("deflated_sharpe",) if c in board]
+        print(board[cols].to_string(index=False), file=sys.stderr)
         for name, score in t.baselines().items():  # trading: what doing nothing scores
             print(f"baseline  {name}: {score:.4f} ({t.spec.fitness})", file=sys.stderr)
+        if "deflated_sharpe" in board:
+            print(
+                f"deflated_sharpe: probability that the true Sharpe ratio beats the best of "
+                f"{board.attrs['trials']} luck-only agents over {board.attrs['validation_days']}"
+                " validation days (0.95 is the usual bar)",
+                file=sys.stderr,
+            )
     if args.json:
         print(json.dumps(json_safe(summary), sort_keys=True), flush=True)
     else:

@@ -72,8 +72,12 @@ def run_demo(seed: int = 0, max_seconds: float = 150.0, out_dir: str | None = No
     follow(t, every=10.0)
     s = t.wait()
     board = t.leaderboard
-    cols = ["rank", "pod", "algo", "score_mean", "env_steps", "status", "parent"]
-    print("\nLeaderboard (score = validation Sharpe ratio)")
+    cols = ["rank", "pod", "algo", "score_mean", "deflated_sharpe", "env_steps", "status"]
+    cols = [c for c in cols if c in board]
+    print(
+        "\nLeaderboard (score = validation Sharpe ratio; deflated_sharpe = probability it "
+        f"beats the best of {board.attrs.get('trials', '?')} luck-only agents)"
+    )
     print(board[cols].fillna("-").to_string(index=False, float_format=lambda x: f"{x:.2f}"))
     if board.empty:
         print(f"no segment finished: {s['error']}", file=sys.stderr)

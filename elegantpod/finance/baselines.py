@@ -40,13 +40,18 @@ def baseline_values(env_kwargs: dict[str, Any]) -> dict[str, np.ndarray]:
     return {name: np.asarray(v, dtype=np.float64) for name, v in values.items()}
 
 
-def baseline_scores(env_kwargs: dict[str, Any], fitness: str) -> dict[str, float]:
+def baseline_scores(
+    env_kwargs: dict[str, Any],
+    fitness: str,
+    values: dict[str, np.ndarray] | None = None,
+) -> dict[str, float]:
     """Each baseline's ``fitness`` over the range: what an agent must beat.
 
     ``fitness`` is a leaderboard fitness (:data:`~elegantpod.config.FITNESSES`):
     ``"return"`` is the env's episode return (the change of value in percent of the
     initial amount, times ``reward_scale / 100``), the others the finance metric of the
-    daily values, computed as the trading env computes an agent's.
+    daily values, computed as the trading env computes an agent's. ``values`` are
+    :func:`baseline_values` of these ``env_kwargs`` when the caller has them already.
     """
     from elegantpod.config import check_fitness
 
@@ -55,10 +60,12 @@ def baseline_scores(env_kwargs: dict[str, Any], fitness: str) -> dict[str, float
     amount = float(env_kwargs.get("initial_amount", 1e6))
     periods = int(env_kwargs.get("periods_per_year", 252))
     out = {}
-    for name, values in baseline_values(env_kwargs).items():
+    if values is None:
+        values = baseline_values(env_kwargs)
+    for name, series in values.items():
         if fitness == "return":
-            out[name] = float((values[-1] - amount) / amount * scale)
+            out[name] = float((series[-1] - amount) / amount * scale)
         else:
-            returns = metrics.returns_from_values(values)
+            returns = metrics.returns_from_values(series)
             out[name] = float(metrics.summary(returns, periods_per_year=periods)[fitness])
     return out

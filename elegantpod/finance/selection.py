@@ -293,6 +293,62 @@ def deflated_sharpe_ratio(
     )
 
 
+def deflated_sharpe_of_ratio(
+    annual_sharpe: float,
+    periods: int,
+    trials: int,
+    *,
+    periods_per_year: float = 252.0,
+    skew: float = 0.0,
+    kurtosis: float = 3.0,
+) -> DeflatedSharpe:
+    """The deflated Sharpe ratio from a reported Sharpe ratio, when the returns are gone.
+
+    Why: a leaderboard keeps each agent's validation Sharpe ratio, not its daily returns,
+    yet it should still say how much of the leader's score the number of agents tried
+    explains. Given the annualized ratio, the number of returns it was measured on and
+    the moments (default: normal returns, skewness 0 and kurtosis 3), this is
+    :func:`deflated_sharpe_ratio` with ``V = 1 / (T - 1)``, the null variance.
+
+    Parameters
+    ----------
+    annual_sharpe : float
+        The annualized Sharpe ratio (``sqrt(periods_per_year)`` times the per-period one).
+    periods : int
+        ``T >= 3``, the number of returns the ratio was measured on.
+    trials : int
+        ``N >= 1``, how many agents the selection tried.
+    periods_per_year : float, default 252
+    skew, kurtosis : float
+        The returns' skewness and plain kurtosis, if known.
+
+    Returns
+    -------
+    DeflatedSharpe
+        NaN ratios for a NaN Sharpe ratio.
+    """
+    if isinstance(periods, bool) or not isinstance(periods, int | np.integer) or periods < 3:
+        raise ValueError(f"periods must be an integer >= 3, got {periods!r}")
+    n = _check_trials(trials)
+    ppy = _check_periods_per_year(periods_per_year)
+    annual = float(annual_sharpe)
+    if math.isinf(annual):
+        raise ValueError(f"annual_sharpe must be finite or NaN, got {annual_sharpe!r}")
+    v = 1.0 / (int(periods) - 1)
+    sr_star = expected_max_sharpe(n, v)
+    m = _Moments(annual / math.sqrt(ppy), float(skew), float(kurtosis), int(periods))
+    return DeflatedSharpe(
+        dsr=_psr(m, sr_star),
+        psr=_psr(m, 0.0),
+        sr_star=sr_star,
+        sharpe=m.sharpe,
+        annual_sharpe=annual,
+        periods=m.periods,
+        trials=n,
+        sharpe_variance=v,
+    )
+
+
 # ---------------------------------------------------------------------------- bootstrap
 class BootstrapInterval(NamedTuple):
     """A percentile bootstrap interval and the statistic on the original sample."""

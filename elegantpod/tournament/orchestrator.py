@@ -16,6 +16,7 @@ method is safe from any thread and is what the dashboard's buttons call.
 
 from __future__ import annotations
 
+import math
 import threading
 import uuid
 from collections import Counter, defaultdict, deque
@@ -125,6 +126,7 @@ class Tournament(Engine):
         self._lock = threading.RLock()
         self._curves: dict[str, deque] = defaultdict(lambda: deque(maxlen=CURVE_EVENTS))
         self._baselines: dict[str, float] | None = None
+        self._validation_periods: int | None = None
         self.events_received: Counter = Counter()
         self.events_sent = 0
         """Progress events that finished segments report having sent (for auditing)."""
@@ -261,10 +263,34 @@ class Tournament(Engine):
 
     @property
     def leaderboard(self):
-        """The leaderboard as a pandas DataFrame, best first (always current)."""
+        """The leaderboard as a pandas DataFrame, best first (always current).
+
+        A trading tournament ranked by Sharpe ratio has one more column,
+        ``deflated_sharpe``: the probability that an agent's true Sharpe ratio beats the
+        best that as many luck-only agents as the tournament scored would show on the
+        validation range (:func:`elegantpod.finance.selection.deflated_sharpe_of_ratio`,
+        normal returns). Near-identical leaders with Sharpe ratios of 1.23 over a year
+        are told apart from skill this way.
+        """
         with self._lock:
             self._drain_events()
-            return views.leaderboard_frame(self.population, self.store.resolve)
+            board = views.leaderboard_frame(self.population, self.store.resolve)
+            trials = sum(1 for r in self.population.records.values() if r.history)
+        periods = self._finance_periods()
+        if periods is not None:
+            from elegantpod.finance.selection import deflated_sharpe_of_ratio
+
+            ppy = float(self.spec.env_kwargs.get("periods_per_year", 252))
+            board["deflated_sharpe"] = [
+                deflated_sharpe_of_ratio(
+                    float(s), periods, max(trials, 1), periods_per_year=ppy
+                ).dsr
+                if s is not None and math.isfinite(s)
+                else float("nan")
+                for s in board["score_mean"]
+            ]
+            board.attrs.update(trials=max(trials, 1), validation_days=periods)
+        return board
 
     def baselines(self) -> dict[str, float]:
         """What doing nothing scores on the leaderboard's own range and fitness.
@@ -281,11 +307,21 @@ class Tournament(Engine):
             if spec.env_id != ENV_ID:
                 self._baselines = {}
             else:
-                from elegantpod.finance.baselines import baseline_scores
+                from elegantpod.finance.baselines import baseline_scores, baseline_values
 
                 kwargs = {**spec.env_kwargs, **spec.eval_env_kwargs}
-                self._baselines = baseline_scores(kwargs, spec.fitness)
+                values = baseline_values(kwargs)
+                self._validation_periods = len(next(iter(values.values()))) - 1
+                self._baselines = baseline_scores(kwargs, spec.fitness, values)
         return dict(self._baselines)
+
+    def _finance_periods(self) -> int | None:
+        """Daily returns in the validation range of a Sharpe-ranked trading tournament."""
+        if self.spec.fitness != "sharpe":
+            return None
+        self.baselines()
+        periods = self._validation_periods
+        return periods if periods is not None and periods >= 3 else None
 
     @property
     def pods(self):
@@ -409,8 +445,15 @@ class Tournament(Engine):
 
         s = self.summary()
         title = f"Tournament on {self.spec.env_id}: {s['status']}, {s['pods_total']} pods"
-        footer = baselines_html(self.baselines(), s["best_score"], self.spec.fitness)
-        return leaderboard_html(self.leaderboard, title, footer)
+        board = self.leaderboard
+        footer = baselines_html(
+            self.baselines(),
+            s["best_score"],
+            self.spec.fitness,
+            board.attrs.get("trials"),
+            board.attrs.get("validation_days"),
+        )
+        return leaderboard_html(board, title, footer)
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         try:

@@ -225,7 +225,14 @@ class Dashboard:
             board = self.t.leaderboard
             self._update_table(leaderboard_rows(board))
             fitness = self.t.spec.fitness
-            self._set(self.baselines, baselines_html(self.t.baselines(), s["best_score"], fitness))
+            footer = baselines_html(
+                self.t.baselines(),
+                s["best_score"],
+                fitness,
+                board.attrs.get("trials"),
+                board.attrs.get("validation_days"),
+            )
+            self._set(self.baselines, footer)
             records = self.t.pods
             pods = sorted(records["pod_id"]) if len(records) else []
             if list(self.pod_select.options) != pods:

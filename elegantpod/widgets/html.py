@@ -50,6 +50,8 @@ def leaderboard_rows(board) -> list[list[str]]:
     rows = []
     for r in board.to_dict("records"):
         score = f"{fmt(r['score_mean'])} ± {fmt(r['score_std'])}"
+        if "deflated_sharpe" in r:  # trading, ranked by Sharpe: how much is luck
+            score += f" (DSR {fmt(r['deflated_sharpe'])})"
         rows.append(
             [
                 fmt(r["rank"]),
@@ -83,12 +85,19 @@ def leaderboard_html(board, title: str = "Leaderboard", footer: str = "") -> str
     )
 
 
-def baselines_html(baselines: dict[str, float], best: float | None, fitness: str) -> str:
+def baselines_html(
+    baselines: dict[str, float],
+    best: float | None,
+    fitness: str,
+    trials: int | None = None,
+    periods: int | None = None,
+) -> str:
     """One line under a trading leaderboard: what buy-and-hold scores on the same range.
 
     ``baselines`` is ``Tournament.baselines()``; ``best`` the leading agent's score. It
     says plainly whether the best agent beats doing nothing (names are escaped: a
-    baseline's name may come from data someone else wrote)."""
+    baseline's name may come from data someone else wrote). ``trials`` and ``periods``
+    (the leaderboard's ``attrs``) explain its deflated Sharpe column, where it has one."""
     if not baselines:
         return ""
     parts = [f"{html.escape(str(name))} {fmt(value)}" for name, value in baselines.items()]
@@ -100,6 +109,12 @@ def baselines_html(baselines: dict[str, float], best: float | None, fitness: str
         else:
             verdict = "no agent beats buy-and-hold on this range yet"
         line += f" — {html.escape(verdict)}"
+    if trials is not None and periods is not None:
+        line += (
+            f". DSR: probability that an agent's true Sharpe ratio beats the best of "
+            f"{fmt(int(trials))} luck-only agents over {fmt(int(periods))} days "
+            "(0.95 is the usual bar)"
+        )
     return f'<div class="elegantpod-baselines" style="color:#57606a">{line}</div>'
 
 

@@ -63,3 +63,5 @@ def test_the_baseline_line_says_whether_an_agent_beats_them_and_escapes_names():
     assert "the best agent beats them" in out
     assert "no agent beats buy-and-hold" in baselines_html({"EW": 1.0}, 0.5, "sharpe")
     assert baselines_html({}, 0.5, "sharpe") == ""
+    explained = baselines_html({"EW": 1.0}, 0.5, "sharpe", trials=12, periods=501)
+    assert "best of 12 luck-only agents over 501 days" in explained

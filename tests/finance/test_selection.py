@@ -96,6 +96,36 @@ def test_deflated_sharpe_ratio():
     assert math.isnan(flat.dsr) and math.isnan(flat.sharpe)
 
 
+def test_deflated_sharpe_from_a_reported_ratio():
+    """A leaderboard keeps the annual Sharpe ratio, not the returns: the same DSR follows
+    from it, the number of returns and their moments."""
+    full = selection.deflated_sharpe_ratio(FAT, 20, periods_per_year=252)
+    centered = FAT - FAT.mean()
+    skew = np.mean(centered**3) / np.mean(centered**2) ** 1.5
+    kurt = np.mean(centered**4) / np.mean(centered**2) ** 2
+    d = selection.deflated_sharpe_of_ratio(
+        full.annual_sharpe, 500, 20, periods_per_year=252, skew=skew, kurtosis=kurt
+    )
+    assert d.dsr == pytest.approx(full.dsr, rel=1e-12) and d.psr == pytest.approx(full.psr)
+    assert d.sr_star == pytest.approx(full.sr_star) and d.sharpe == pytest.approx(full.sharpe)
+    # normal returns by default: Φ((SR - SR*) sqrt(T - 1) / sqrt(1 + SR² / 2))
+    n = selection.deflated_sharpe_of_ratio(1.234, 501, 12)
+    sr, star = 1.234 / math.sqrt(252), selection.expected_max_sharpe(12, 1 / 500)
+    assert n.dsr == pytest.approx(
+        stats.norm.cdf((sr - star) * math.sqrt(500) / math.sqrt(1 + sr**2 / 2))
+    )
+    # four near-identical leaders of a dozen pods, one validation year: far from the bar
+    assert n.dsr < 0.95
+    assert math.isnan(selection.deflated_sharpe_of_ratio(math.nan, 100, 3).dsr)
+    for bad, match in (
+        ((1.0, 2, 3), "periods"),
+        ((1.0, 100, 0), "trials"),
+        ((math.inf, 100, 3), "annual_sharpe"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            selection.deflated_sharpe_of_ratio(*bad)
+
+
 def test_null_selection_is_deflated():
     """The point of deflation: the best of 100 skill-less strategies looks skilled by its
     PSR against 0, and its DSR over 100 trials says it is not."""
