@@ -26,8 +26,6 @@ import time
 from pathlib import Path
 
 from _common import (
-    QUICK_DIR,
-    RESULTS_DIR,
     default_out,
     format_table,
     log,

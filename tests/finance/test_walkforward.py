@@ -32,9 +32,7 @@ def test_rolling_windows_tile_the_calendar():
     ]
     for s in splits:  # within a window, each range starts the day after the last ends
         assert pd.Timestamp(s.validation[0]) - pd.Timestamp(s.train[1]) == pd.Timedelta(days=1)
-        assert pd.Timestamp(s.backtest[0]) - pd.Timestamp(s.validation[1]) == pd.Timedelta(
-            days=1
-        )
+        assert pd.Timestamp(s.backtest[0]) - pd.Timestamp(s.validation[1]) == pd.Timedelta(days=1)
     two_year_steps = rolling_splits("2010-01-01", train_years=1, windows=2, step_years=2)
     assert two_year_steps[1].train[0] == "2012-01-01"
 
