@@ -10,7 +10,7 @@ TORCH_REQ := requirements/torch.txt
 EXTRAS ?= test
 STAMP := $(VENV)/.installed-$(EXTRAS)
 
-.PHONY: setup test demo bench lint clean
+.PHONY: setup test demo docs bench lint clean
 
 setup: $(STAMP)
 
@@ -30,6 +30,9 @@ lint: setup
 
 demo: setup
 	$(PY) -m elegantpod.cli demo
+
+docs: setup   # the HTML API reference: open docs/api/index.html
+	$(PY) docs/build_api.py docs/api
 
 bench:
 	$(MAKE) setup EXTRAS=test,bench

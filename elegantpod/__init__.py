@@ -29,6 +29,7 @@ _WHERE = {
     **dict.fromkeys(["Tournament", "TournamentSpec"], "elegantpod.tournament"),
     "train": "elegantpod.training",
     **dict.fromkeys(["Batch", "EvalResult", "Progress", "TrainResult"], "elegantpod.types"),
+    **dict.fromkeys(["workdir", "clear_workdir"], "elegantpod.workspace"),
 }
 
 
@@ -84,4 +85,6 @@ __all__ = [
     "register_env",
     "save_checkpoint",
     "train",
+    "workdir",
+    "clear_workdir",
 ]

@@ -61,6 +61,25 @@ def checkpoint_exists(path: str | os.PathLike) -> bool:
     return Path(path).is_file()
 
 
+CHECKPOINT_FILE = "checkpoint.pt"
+"""A run folder's latest checkpoint: where a resumed run continues from."""
+BEST_FILE = "best.pt"
+"""A run folder's checkpoint of its best evaluation: the agent to use."""
+
+
+def resolve_checkpoint(path: str | os.PathLike) -> str | os.PathLike:
+    """A checkpoint file from ``path``: a local run folder gives its ``best.pt`` (the
+    best evaluation), else its ``checkpoint.pt``; anything else is returned unchanged."""
+    if _is_url(path) or not Path(path).is_dir():
+        return path
+    for name in (BEST_FILE, CHECKPOINT_FILE):
+        if (Path(path) / name).is_file():
+            return Path(path) / name
+    raise CheckpointError(
+        f"checkpoint {os.fspath(path)!r} is a folder with no {BEST_FILE} or {CHECKPOINT_FILE}"
+    )
+
+
 def save_checkpoint(path: str | os.PathLike, payload: dict[str, Any]) -> str:
     """Save ``payload`` atomically: a reader sees the old file or the new one, never half.
 
@@ -157,20 +176,35 @@ def strip_replay(path: str | os.PathLike) -> bool:
         If the file is missing, corrupt or not an elegantpod checkpoint.
     """
     data = load_checkpoint(path)
-    learner = data.get("learner")
-    if not isinstance(learner, dict):
+    stripped = without_replay(data)
+    if stripped is data:
         return False
-    holders = [learner]
-    if isinstance(learner.get("fused"), list):
-        holders += [x for x in learner["fused"] if isinstance(x, dict)]
-    changed = False
-    for holder in holders:
-        if holder.pop("replay", None) is not None:
-            changed = True
-    if changed:
-        payload = {k: v for k, v in data.items() if k not in ("format", "version")}
-        save_checkpoint(path, payload)
-    return changed
+    save_checkpoint(path, {k: v for k, v in stripped.items() if k not in ("format", "version")})
+    return True
+
+
+def without_replay(payload: dict[str, Any]) -> dict[str, Any]:
+    """``payload`` without its learner's replay buffer(s) (every fused learner's too).
+
+    Pure: the dicts on the way to a replay are copied, the tensors are shared, and a
+    payload with no replay is returned as it is (the same object).
+    """
+    learner = payload.get("learner")
+    if not isinstance(learner, dict):
+        return payload
+    fused = learner.get("fused")
+    has_fused_replay = isinstance(fused, list) and any(
+        isinstance(x, dict) and x.get("replay") is not None for x in fused
+    )
+    if learner.get("replay") is None and not has_fused_replay:
+        return payload
+    learner = {k: v for k, v in learner.items() if k != "replay"}
+    if has_fused_replay:
+        learner["fused"] = [
+            {k: v for k, v in x.items() if k != "replay"} if isinstance(x, dict) else x
+            for x in fused
+        ]
+    return {**payload, "learner": learner}
 
 
 def _reason(exc: Exception) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
+import signal
 import sys
 
 from elegantpod.config import parse_assignments
@@ -61,7 +63,10 @@ def _import_modules(names: list[str]) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from elegantpod import __version__
+
     p = argparse.ArgumentParser(prog="elegantpod", description="Cloud-native deep RL pods.")
+    p.add_argument("--version", action="version", version=f"elegantpod {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     t = sub.add_parser("train", help="train one pod")
     _import_option(t)
@@ -123,6 +128,13 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     r.add_argument("--eval-episodes", type=int, default=None, help="episodes per evaluation")
     r.add_argument(
+        "--set",
+        action="append",
+        metavar="ALGO.KEY=VALUE",
+        default=[],
+        help="base hyperparameter of one algorithm's pods, e.g. ppo.lr=3e-4 sac.hidden=[256,256]",
+    )
+    r.add_argument(
         "--device",
         default=None,
         help="torch device in each pod; default auto: the worker's GPU if it has one",
@@ -144,7 +156,9 @@ def _parser() -> argparse.ArgumentParser:
         help="first day, YYYY-MM-DD (default: the day after the agent's validation end)",
     )
     b.add_argument("--end", default=None, help="last day, YYYY-MM-DD")
-    b.add_argument("--index", default=None, help="index benchmark: 'sp500' or a CSV of levels")
+    b.add_argument(
+        "--index", default=None, help="index benchmark: 'sp500' (built in) or a CSV of levels"
+    )
     b.add_argument("--name", default=None, help="the agent's name in the report")
     b.add_argument("--html", default=None, help="write the HTML report here")
     b.add_argument("--device", default="cpu")
@@ -197,6 +211,20 @@ def env_kwargs(items: list[str]) -> dict:
     return out
 
 
+def algo_hparams(items: list[str]) -> dict[str, dict[str, str]]:
+    """``["ppo.lr=3e-4", "sac.tau=0.01"]`` -> ``{"ppo": {"lr": "3e-4"}, "sac": {...}}``:
+    a tournament's base hyperparameters per algorithm (checked by the tournament)."""
+    out: dict[str, dict[str, str]] = {}
+    for key, value in parse_assignments(items).items():
+        algo, dot, name = key.partition(".")
+        if not dot or not algo or not name:
+            raise ValueError(
+                f"--set expects ALGO.KEY=VALUE in a tournament (e.g. ppo.lr=3e-4), got {key!r}"
+            )
+        out.setdefault(algo.lower(), {})[name] = value
+    return out
+
+
 def _train(args) -> int:
     from elegantpod.training import result_json, train
 
@@ -240,7 +268,7 @@ def _tournament(args) -> int:
 
     from elegantpod.cluster import cluster
     from elegantpod.config import json_safe
-    from elegantpod.progress import follow
+    from elegantpod.progress import follow, number
     from elegantpod.tournament import Tournament
 
     budget = {
@@ -260,6 +288,7 @@ def _tournament(args) -> int:
         "env_kwargs": env_kwargs(args.env_arg) or None,
         "eval_env_kwargs": env_kwargs(args.eval_env_arg) or None,
         "fitness": None if args.fitness == "return" else args.fitness,
+        "hparams": algo_hparams(args.set) or None,
         **budget,
     }
     given = {k: v for k, v in given.items() if v is not None}
@@ -282,19 +311,23 @@ def _tournament(args) -> int:
         t = Tournament(env, store=args.store, **given)
     # All input is checked; only now start (or reach) a cluster.
     t.start(cluster(args.address, n_workers=args.workers), close_client=True)
-    follow(t, every=None if args.quiet else 2.0)
-    summary = t.wait()
+    guard = _CtrlCStopsTournament(t)
+    with guard:
+        follow(t, every=None if args.quiet else 2.0)
+        summary = t.wait()
     if not args.quiet:
         cols = ["rank", "pod", "algo", "score_mean", "score_std", "env_steps", "status", "parent"]
         board = t.leaderboard
         cols += [c for c in ("deflated_sharpe",) if c in board]
-        print(board[cols].to_string(index=False), file=sys.stderr)
+        board = board[cols].astype(object).where(board[cols].notna(), "-")
+        print(board.to_string(index=False, float_format=number), file=sys.stderr)
         for name, score in t.baselines().items():  # trading: what doing nothing scores
-            print(f"baseline  {name}: {score:.4f} ({t.spec.fitness})", file=sys.stderr)
-        if "deflated_sharpe" in board:
+            print(f"baseline  {name}: {number(score)} ({t.spec.fitness})", file=sys.stderr)
+        if "deflated_sharpe" in cols:
+            attrs = t.leaderboard.attrs
             print(
                 f"deflated_sharpe: probability that the true Sharpe ratio beats the best of "
-                f"{board.attrs['trials']} luck-only agents over {board.attrs['validation_days']}"
+                f"{attrs['trials']} luck-only agents over {attrs['validation_days']}"
                 " validation days (0.95 is the usual bar)",
                 file=sys.stderr,
             )
@@ -303,13 +336,48 @@ def _tournament(args) -> int:
     else:
         print(
             f"tournament {summary['status']}: solved={summary['solved']} best "
-            f"{summary['best_score']} by {summary['best_pod']} in "
-            f"{summary['wall_seconds']:.1f}s; store {summary['store']}"
+            f"{t.spec.fitness} {number(summary['best_score'])} by {summary['best_pod'] or '-'} "
+            f"in {summary['wall_seconds']:.1f}s; store {summary['store']}"
         )
+    if guard.pressed:
+        print(
+            "elegantpod: stopped by Ctrl-C; the store keeps every finished segment. "
+            f"Continue with: elegantpod tournament --store {shlex.quote(args.store)} --resume",
+            file=sys.stderr,
+        )
+        return 130
     if summary["status"] != "finished":
         print(f"elegantpod: tournament {summary['status']}: {summary['error']}", file=sys.stderr)
         return 1
     return 0
+
+
+class _CtrlCStopsTournament:
+    """While a tournament runs from the command line, the first Ctrl-C stops it as
+    ``Tournament.stop()`` does: nothing new is submitted, running pods checkpoint and
+    end within a gradient step, the store is saved and the cluster closed. A second
+    Ctrl-C quits at once (the store keeps its last snapshot)."""
+
+    def __init__(self, t):
+        self.t, self.pressed, self.previous = t, False, None
+
+    def _on_sigint(self, signum, frame):
+        print(
+            "\nelegantpod: stopping: running pods save their work (Ctrl-C again to quit now)",
+            file=sys.stderr,
+            flush=True,
+        )
+        self.pressed = True
+        self.t.stop()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def __enter__(self):
+        self.previous = signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def __exit__(self, *exc):
+        signal.signal(signal.SIGINT, self.previous)
+        return False
 
 
 def _backtest(args) -> int:
@@ -345,16 +413,26 @@ def _backtest(args) -> int:
     return 0
 
 
+BUILTIN_INDEXES = ("sp500",)
+"""Index benchmarks that ship with the package (``--index sp500``)."""
+
+
 def _read_index(index: str | None):
-    """``None``, ``"sp500"``, or a CSV of (date, level) read as a Series."""
-    if index is None or index == "sp500":
+    """``None``, a built-in index (``sp500``, any case), or a CSV of (date, level) read
+    as a Series."""
+    if index is None:
         return index
+    if index.lower() in BUILTIN_INDEXES:
+        return index.lower()
     import pandas as pd
 
     try:
         frame = pd.read_csv(index, index_col=0, parse_dates=True)
-    except FileNotFoundError:
-        raise ValueError(f"--index file {index!r} does not exist") from None
+    except (FileNotFoundError, IsADirectoryError):
+        raise ValueError(
+            f"--index {index!r} is neither a built-in index ({', '.join(BUILTIN_INDEXES)}) "
+            "nor a CSV file of dates and index levels"
+        ) from None
     if frame.shape[1] < 1 or not isinstance(frame.index, pd.DatetimeIndex):
         raise ValueError(f"--index {index!r} must be a CSV of dates and index levels")
     series = frame.iloc[:, 0]
@@ -362,8 +440,10 @@ def _read_index(index: str | None):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; bad input prints one ``error:`` line and exits with status 2."""
+    """Entry point; bad input prints one ``error:`` line and exits with status 2, Ctrl-C
+    ends with one line on what was kept and how to continue (status 130)."""
     _drop_working_folder()  # before anything imports lazily (torch imports sympy late)
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = _parser().parse_args(argv)
     try:
         _import_modules(getattr(args, "imports", []))
@@ -379,6 +459,54 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:  # CheckpointError is a ValueError too
         print(f"elegantpod: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:
+        _quiet_dask()
+        print(f"elegantpod: {_interrupted(args, argv, exc)}", file=sys.stderr, flush=True)
+        return 130
+
+
+def _interrupted(args, argv: list[str], exc: KeyboardInterrupt) -> str:
+    """What Ctrl-C left behind, and the command that continues it."""
+    from elegantpod.training import TrainingInterrupted
+
+    if isinstance(exc, TrainingInterrupted):
+        if exc.out is None:
+            return f"{exc}; nothing was saved (give --out DIR to keep a run)"
+        kept = [n for n in ("checkpoint.pt", "best.pt") if (exc.out / n).is_file()]
+        return f"{exc}; kept {', '.join(str(exc.out / n) for n in kept)}. " + (
+            f"Continue with: {resume_command(argv)}"
+        )
+    if args.command == "train" and args.out is not None:
+        if os.path.isfile(os.path.join(args.out, "checkpoint.pt")):
+            return (
+                f"interrupted; {args.out} keeps the checkpoint of the last evaluation. "
+                f"Continue with: {resume_command(argv)}"
+            )
+        return "interrupted before the first evaluation: nothing was saved"
+    if args.command == "tournament":
+        return (
+            "interrupted; the store keeps its last snapshot. Continue with: elegantpod "
+            f"tournament --store {shlex.quote(args.store)} --resume"
+        )
+    return "interrupted"
+
+
+def resume_command(argv: list[str]) -> str:
+    """The command line that continues a run: the same arguments, ``--resume`` instead of
+    ``--overwrite`` (a budget is a total, so the same ``--max-steps`` goes on to it)."""
+    kept = [a for a in argv if a != "--overwrite"]
+    if "--resume" not in kept:
+        kept.append("--resume")
+    return shlex.join(["elegantpod", *kept])
+
+
+def _quiet_dask() -> None:
+    """A closing cluster's workers log their shutdown (nanny 'killing' warnings, tornado
+    errors of a loop that is gone); after Ctrl-C the user's terminal gets one line."""
+    import logging
+
+    for name in ("distributed", "tornado", "asyncio"):
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
 if __name__ == "__main__":

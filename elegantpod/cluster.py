@@ -365,16 +365,53 @@ def shutdown(client: Client) -> None:
 
     What the tournament's owner calls when the work is done: a gateway cluster would
     otherwise keep its workers (and the cloud bill) until the gateway's idle timeout.
+    The shutdown is quiet (see :func:`quiet_shutdown`).
     """
     cl = getattr(client, "cluster", None)
-    client.close()
-    if cl is None:
-        return
-    if hasattr(cl, "shutdown"):
-        cl.shutdown()  # dask_gateway.GatewayCluster: stops scheduler and workers
-        close_gateway(getattr(cl, "gateway", None))
-    else:
-        cl.close()
+    with quiet_shutdown():
+        client.close()
+        if cl is None:
+            return
+        if hasattr(cl, "shutdown"):
+            cl.shutdown()  # dask_gateway.GatewayCluster: stops scheduler and workers
+            close_gateway(getattr(cl, "gateway", None))
+        else:
+            cl.close()
+
+
+SHUTDOWN_LOGGERS = (
+    "distributed.nanny",
+    "distributed.worker",
+    "distributed.core",
+    "distributed.batched",
+    "distributed.comm",
+    "distributed.scheduler",
+    "distributed.client",
+    "tornado.application",
+)
+"""Loggers that report an ordinary shutdown as trouble: the nanny's "Worker process
+still alive after ... seconds, killing" (a worker busy in torch past the nanny's grace
+period is killed, which is what closing asks for), and comms closed mid-message."""
+
+
+@contextlib.contextmanager
+def quiet_shutdown():
+    """While a cluster closes, its expected noise stays off the user's terminal.
+
+    Only records below ``ERROR`` are held back, and only during the close: a worker that
+    fails while training still logs as before.
+    """
+    import logging
+
+    loggers = [logging.getLogger(name) for name in SHUTDOWN_LOGGERS]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
 
 
 def close_gateway(gw) -> None:

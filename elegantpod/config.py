@@ -42,7 +42,8 @@ def _coerce(value: Any, tp: Any, name: str) -> Any:
     if origin is tuple:
         (inner, *_rest) = typing.get_args(tp)
         if isinstance(value, str):
-            value = [v for v in value.replace("(", "").replace(")", "").split(",") if v.strip()]
+            # "256,256", "(256, 256)" and "[256,256]" all mean the same tuple
+            value = [v for v in value.strip().strip("()[]").split(",") if v.strip()]
         return tuple(_coerce(v, inner, name) for v in value)
     if tp is bool:
         if isinstance(value, bool):

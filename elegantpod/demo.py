@@ -10,7 +10,6 @@ self-contained HTML report. Nothing is downloaded.
 from __future__ import annotations
 
 import sys
-import tempfile
 from pathlib import Path
 
 TICKERS = ["AAPL", "BAC", "CVX", "HD", "JNJ", "JPM", "KO", "MSFT", "WMT", "XOM"]
@@ -26,7 +25,8 @@ def run_demo(seed: int = 0, max_seconds: float = 150.0, out_dir: str | None = No
     max_seconds
         Wall-clock budget of the tournament (the backtest and report take seconds more).
     out_dir
-        Where the tournament store and the report go; ``None``: a new temporary folder.
+        Where the tournament store and the report go; ``None``:
+        :func:`elegantpod.workdir` ``("demo")``, emptied first, so reruns do not pile up.
 
     Returns
     -------
@@ -37,10 +37,11 @@ def run_demo(seed: int = 0, max_seconds: float = 150.0, out_dir: str | None = No
     from elegantpod.finance.report import verdict
     from elegantpod.progress import follow
     from elegantpod.tournament import Tournament
+    from elegantpod.workspace import workdir
 
     if not max_seconds > 0:
         raise ValueError(f"max_seconds must be > 0, got {max_seconds!r}")
-    out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="elegantpod-demo-"))
+    out = Path(out_dir) if out_dir else workdir("demo")
     splits = DateSplits(
         train=("2010-01-01", "2016-12-31"),
         validation=("2017-01-01", "2018-12-31"),

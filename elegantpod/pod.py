@@ -32,13 +32,19 @@ from elegantpod.agents import get_algo
 from elegantpod.agents.base import Learner
 from elegantpod.buffers import RolloutBuffer
 from elegantpod.checkpoint import (
+    BEST_FILE,
+    CHECKPOINT_FILE,
     CheckpointError,
     check_devices,
     checked_rng_state,
+    checkpoint_bytes,
     load_checkpoint,
+    resolve_checkpoint,
     resolve_env_kwargs,
     save_checkpoint,
     spec_of,
+    without_replay,
+    write_checkpoint_bytes,
 )
 from elegantpod.config import PodSpec, check_memory, resolve_device
 from elegantpod.envs import make_env
@@ -200,8 +206,11 @@ class Pod:
         self.env_steps = 0
         self.curve: list[Progress] = []
         self.last_eval: EvalResult | None = None
+        self.best_score: float | None = None
+        """The best evaluation score (fitness) so far, the one ``best.pt`` holds."""
         self.stop_event = threading.Event()
         """Set by :meth:`request_stop`; the run in progress (or the next) polls it."""
+        self._saved_at: int | None = None  # env_steps of the last checkpoint written
         if resume:
             if self.out_dir is None:
                 raise ValueError("resume=True needs out_dir")
@@ -210,7 +219,12 @@ class Pod:
     @property
     def checkpoint_path(self) -> Path | None:
         """``out_dir/checkpoint.pt`` when the pod has an output folder, else ``None``."""
-        return None if self.out_dir is None else self.out_dir / "checkpoint.pt"
+        return None if self.out_dir is None else self.out_dir / CHECKPOINT_FILE
+
+    @property
+    def best_path(self) -> Path | None:
+        """``out_dir/best.pt``: the evaluation with the best score so far, or ``None``."""
+        return None if self.out_dir is None else self.out_dir / BEST_FILE
 
     # -- training ---------------------------------------------------------------------
     def run(
@@ -279,6 +293,8 @@ class Pod:
                     progress = self._evaluate(start, stats)
                     score = progress.eval_return_mean if progress.score is None else progress.score
                     solved = spec.target_reward is not None and score >= spec.target_reward
+                    if self.out_dir is not None:
+                        self._save_evaluated(score)
                     if callback is not None and callback(progress) is False:
                         break
                 if solved or out_of_steps or out_of_time:
@@ -287,7 +303,10 @@ class Pod:
             learner.should_stop = outside
             self.stop_event.clear()  # the request is answered
         wall = time.perf_counter() - start
-        ckpt = self.save() if self.out_dir is not None else None
+        ckpt = None
+        if self.out_dir is not None:
+            # an evaluation that ended the run has just saved this very state
+            ckpt = self.checkpoint_path if self._saved_at == self.env_steps else self.save()
         ev = self.last_eval
         return TrainResult(
             env=spec.env_id,
@@ -303,6 +322,23 @@ class Pod:
             fitness=spec.fitness,
             score=self.curve[-1].score if self.curve else None,
         )
+
+    def _save_evaluated(self, score: float) -> None:
+        """After an evaluation: ``checkpoint.pt`` (a killed run loses at most one
+        evaluation interval) and, when the score is the best yet, ``best.pt`` too, so
+        that a later, worse stretch of training never overwrites the agent worth keeping.
+        """
+        payload = self.checkpoint_payload()
+        is_best = math.isfinite(score) and (self.best_score is None or score > self.best_score)
+        if is_best:
+            self.best_score = float(score)
+            payload["best_score"] = self.best_score
+        write_checkpoint_bytes(self.checkpoint_path, checkpoint_bytes(payload))
+        if is_best:
+            # the agent to use, not a run to resume: its replay would only double the
+            # disk an off-policy run takes (checkpoint.pt keeps it)
+            write_checkpoint_bytes(self.best_path, checkpoint_bytes(without_replay(payload)))
+        self._saved_at = self.env_steps
 
     def _evaluate(self, start: float, stats: dict) -> Progress:
         ev = self.evaluator.evaluate(self.learner)
@@ -447,6 +483,7 @@ class Pod:
         return {
             "spec": self.spec.to_json(),
             "env_steps": self.env_steps,
+            "best_score": self.best_score,
             "learner": self.learner.state_dict(),
             "env_rng": self.env.generator.get_state() if hasattr(self.env, "generator") else None,
             "eval_count": self.evaluator.count + int(evaluations_ahead),
@@ -518,6 +555,15 @@ class Pod:
         env_rng = data.get("env_rng") if restore_rng and is_same_kind else None
         if env_rng is not None and env_gen is not None:
             env_rng = checked_rng_state(env_rng, env_gen, where, "env_rng")
+        best_score = data.get("best_score")  # older checkpoints: none saved
+        if best_score is not None and (
+            isinstance(best_score, bool)
+            or not isinstance(best_score, int | float)
+            or not math.isfinite(best_score)
+        ):
+            raise CheckpointError(
+                f"{where}: field 'best_score' must be a finite number or None, got {best_score!r}"
+            )
         eval_count = data.get("eval_count", self.evaluator.count)  # older: none saved
         if isinstance(eval_count, bool) or not isinstance(eval_count, int) or eval_count < 0:
             raise CheckpointError(
@@ -532,6 +578,7 @@ class Pod:
                 f"(hidden={self.learner.config.hidden}): {first}"
             ) from exc
         self.env_steps = env_steps
+        self.best_score = None if best_score is None else float(best_score)
         self._invalidate_graphs()
         if not restore_rng:
             for learner, seed in zip(_learners(self.learner), _seeds(self.spec), strict=True):
@@ -560,7 +607,9 @@ class Pod:
         Parameters
         ----------
         path
-            Local path or fsspec URL of the checkpoint.
+            Local path or fsspec URL of the checkpoint, or a run's folder (``train(...,
+            out=folder)``): its ``best.pt``, the best evaluation, else its
+            ``checkpoint.pt``.
         device
             Where the pod lives; ``None``: the checkpoint's device, which must exist here.
         env_kwargs
@@ -575,6 +624,7 @@ class Pod:
             Naming the file and the field: a missing, corrupt or foreign file, a bad spec
             or state, a device this machine lacks, or data you did not pass.
         """
+        path = resolve_checkpoint(path)
         data = load_checkpoint(path)
         spec = spec_of(data, path)
         if device is not None:

@@ -2,27 +2,44 @@
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 
 
+def number(x) -> str:
+    """A score as a person reads it: four significant digits, ``-`` when there is none."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "-"
+    return f"{x:.4g}" if abs(x) < 1e5 else f"{x:,.0f}"
+
+
 def follow(t, every: float | None = 2.0) -> None:
-    """Block while ``t`` runs, printing its progress to stderr every ``every`` seconds.
+    """Block while ``t`` runs, printing its progress to stderr at most every ``every``
+    seconds, and only when something changed (the best score, the pods in flight, the
+    env steps or a warning). The score is labelled with the tournament's fitness.
 
     ``every=None`` prints nothing and only waits. A store that cannot be written right
     now is said once per line (the tournament keeps training and retries).
     """
-    last = 0.0
+    last, shown = 0.0, None
+    fitness = t.spec.fitness
     while t.status == "running":
         time.sleep(0.5)
-        if every is not None and time.monotonic() - last > every:
-            last = time.monotonic()
-            s = t.summary()
-            best = "-" if s["best_score"] is None else f"{s['best_score']:.1f} ({s['best_pod']})"
-            warning = f"; warning: {s['warning']}" if s.get("warning") else ""
-            print(
-                f"[{s['wall_seconds']:6.1f}s] best {best}, pods in flight {t.pods_in_flight}, "
-                f"env steps {s['env_steps_total']}{warning}",
-                file=sys.stderr,
-                flush=True,
-            )
+        if every is None or time.monotonic() - last <= every:
+            continue
+        last = time.monotonic()
+        s = t.summary()
+        state = (s["best_score"], s["best_pod"], t.pods_in_flight, s["env_steps_total"])
+        state += (s.get("warning"),)
+        if state == shown:
+            continue
+        shown = state
+        best = "-" if s["best_score"] is None else f"{number(s['best_score'])} ({s['best_pod']})"
+        warning = f"; warning: {s['warning']}" if s.get("warning") else ""
+        print(
+            f"[{s['wall_seconds']:6.1f}s] best {fitness} {best}, pods in flight "
+            f"{t.pods_in_flight}, env steps {s['env_steps_total']:,}{warning}",
+            file=sys.stderr,
+            flush=True,
+        )

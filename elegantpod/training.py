@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +27,20 @@ from elegantpod.config import (
 from elegantpod.envs import check_env_id, check_eval_env
 from elegantpod.types import Progress, TrainResult
 
-OUTPUT_FILES = ("checkpoint.pt", "result.json", "spec.json")
+OUTPUT_FILES = ("checkpoint.pt", "best.pt", "result.json", "spec.json")
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C ended a :func:`train` run, after its state was saved.
+
+    Why a ``KeyboardInterrupt``: code that stops on Ctrl-C still does; code that wants
+    to say what was kept reads :attr:`result` (the run so far) and :attr:`out`.
+    """
+
+    def __init__(self, result: TrainResult, out: Path | None):
+        super().__init__(f"interrupted at {result.env_steps:,} env steps")
+        self.result = result
+        self.out = out
 
 
 def build_spec(
@@ -92,22 +109,25 @@ def prepare_out_dir(
     """Create ``out`` and prove it is writable; refuse to clobber an earlier run's files."""
     path = Path(out)
     if path.exists() and not path.is_dir():
-        raise ValueError(f"--out {str(path)!r} exists and is not a directory")
+        raise ValueError(f"out {str(path)!r} exists and is not a directory")
     existing = [f for f in OUTPUT_FILES if (path / f).exists()]
     if existing and not (overwrite or resume):
         raise ValueError(
-            f"--out {str(path)!r} already holds a run ({', '.join(existing)}); "
-            "pass --overwrite to replace it or --resume to continue it"
+            f"out {str(path)!r} already holds a run ({', '.join(existing)}); replace it "
+            "with overwrite=True (--overwrite) or continue it with resume=True (--resume)"
         )
     if resume and not (path / "checkpoint.pt").exists():
-        raise ValueError(f"--resume: no checkpoint.pt in {str(path)!r}")
+        raise ValueError(
+            f"cannot resume: no checkpoint.pt in {str(path)!r} (a run saves one at its "
+            "first evaluation)"
+        )
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / f".write-test-{os.getpid()}"
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as exc:
-        raise ValueError(f"--out {str(path)!r} is not writable: {exc.strerror or exc}") from exc
+        raise ValueError(f"out {str(path)!r} is not writable: {exc.strerror or exc}") from exc
     return path
 
 
@@ -168,9 +188,13 @@ def train(
         of 4 s; see :func:`~elegantpod.pod.default_threads`. The pod is built with the
         same count, so ``threads=1`` repeats a run made with ``OMP_NUM_THREADS=1``.
     out
-        Directory for ``checkpoint.pt``, ``spec.json`` and ``result.json``.
+        Directory for ``checkpoint.pt`` (the latest state, written at each evaluation
+        and at the end), ``best.pt`` (the best evaluation so far: the agent to use;
+        :meth:`Pod.from_checkpoint(out) <elegantpod.pod.Pod.from_checkpoint>` loads it),
+        ``spec.json`` and ``result.json``.
     overwrite, resume
-        What to do when ``out`` already holds a run: replace it or continue it.
+        What to do when ``out`` already holds a run: replace it or continue it. A
+        resumed run whose ``max_steps`` is already spent trains nothing.
     progress
         Show a tqdm progress bar on stderr.
     env_kwargs, eval_env_kwargs
@@ -190,6 +214,9 @@ def train(
     ------
     ValueError
         For any bad input, before anything is built or written.
+    TrainingInterrupted
+        On Ctrl-C (in the main thread): the pod stops within one gradient step, and
+        ``out`` holds its checkpoint and result, so ``resume=True`` continues it.
     """
     from elegantpod.pod import Pod, check_threads, torch_threads
 
@@ -211,18 +238,80 @@ def train(
         fitness=fitness,
         learners=learners,
     )
+    if resume and out is None:
+        raise ValueError("resume=True needs out, the folder of the run to continue")
     out_dir = prepare_out_dir(out, overwrite=overwrite, resume=resume) if out is not None else None
     # The pod is built with the run's thread count too: a network initialised with
     # another count differs in its last bits, and the run with it.
     with torch_threads(threads, resolve_device(spec.device)):
         pod = Pod(spec, out_dir=out_dir, resume=resume)
+        if resume and spec.max_steps is not None and pod.env_steps >= spec.max_steps:
+            return _spent(pod)
         if out_dir is not None:  # with the device the pod uses ("auto" decided)
             atomic_write_bytes(out_dir / "spec.json", pod.spec.to_json().encode())
-        result = _run(pod, progress, callback, threads)
+        with _ctrl_c_stops(pod) as interrupted:
+            result = _run(pod, progress, callback, threads)
     if out_dir is not None:
         record = json_safe(result.to_dict(with_curve=True))
         atomic_write_bytes(out_dir / "result.json", json.dumps(record, indent=2).encode())
+    if interrupted[0]:
+        raise TrainingInterrupted(result, out_dir)
     return result
+
+
+@contextlib.contextmanager
+def _ctrl_c_stops(pod) -> Iterator[list[bool]]:
+    """While training: the first Ctrl-C asks the pod to stop (within one gradient step;
+    the run then ends as a finished one does, checkpointed), a second one interrupts at
+    once. Only the main thread can own signals; elsewhere Ctrl-C behaves as usual.
+
+    Yields a one-item list, ``[True]`` once Ctrl-C was pressed.
+    """
+    flag = [False]
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def on_sigint(signum, frame):
+        flag[0] = True
+        pod.request_stop()
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # the second one is hard
+
+    signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _spent(pod) -> TrainResult:
+    """A resumed run whose step budget is already spent trains nothing and overwrites
+    nothing; its result is a fresh evaluation of the checkpoint it would continue."""
+    spec = pod.spec
+    print(
+        f"elegantpod: nothing to train: the run is at {pod.env_steps:,} env steps, its "
+        f"budget of {spec.max_steps:,} is spent (raise it to train on); files left as they are",
+        file=sys.stderr,
+    )
+    ev = pod.evaluate()
+    score = None if spec.fitness == "return" else ev.score(spec.fitness)[0]
+    value = ev.mean if score is None else score
+    return TrainResult(
+        env=spec.env_id,
+        algo=spec.algo,
+        seed=spec.seed,
+        solved=spec.target_reward is not None
+        and math.isfinite(value)
+        and value >= spec.target_reward,
+        eval_return_mean=ev.mean,
+        eval_return_std=ev.std,
+        env_steps=pod.env_steps,
+        wall_seconds=0.0,
+        checkpoint=str(pod.checkpoint_path),
+        fitness=spec.fitness,
+        score=score,
+    )
 
 
 def _run(pod, progress: bool, callback, threads: int | None) -> TrainResult:
@@ -244,7 +333,10 @@ def _run(pod, progress: bool, callback, threads: int | None) -> TrainResult:
     def on_progress(p: Progress) -> bool | None:
         if bar is not None:
             bar.update(p.env_steps - bar.n)
-            bar.set_postfix(eval=f"{p.eval_return_mean:.1f}", refresh=False)
+            if p.score is None:  # the fitness is the evaluation return
+                bar.set_postfix(eval_return=f"{p.eval_return_mean:.4g}", refresh=False)
+            else:
+                bar.set_postfix({spec.fitness: f"{p.score:.4g}"}, refresh=False)
         return callback(p) if callback is not None else None
 
     try:

@@ -228,8 +228,10 @@ def test_junk_files_and_folders_get_no_advice_to_run_their_code(tmp_path):
             assert advice not in text, text
     with pytest.raises(CheckpointError, match=r"holds a Python object \(print\)"):
         load_checkpoint(evil)
+    with pytest.raises(CheckpointError, match="is a folder with no best.pt or checkpoint.pt"):
+        Pod.from_checkpoint(tmp_path)  # a run folder gives its best.pt; this one has none
     with pytest.raises(CheckpointError, match="is a folder, not a file"):
-        Pod.from_checkpoint(tmp_path)
+        load_checkpoint(tmp_path)
 
 
 # -- replay buffers only where needed ---------------------------------------------------
@@ -251,7 +253,9 @@ def test_strip_replay_shrinks_a_checkpoint_that_still_loads_and_trains(tmp_path)
     assert stripped < size / 2
     assert "replay" not in load_checkpoint(path)["learner"]
     assert strip_replay(path) is False  # nothing left to strip: the file is untouched
-    assert [p.name for p in tmp_path.iterdir()] == ["checkpoint.pt"]  # no temp files
+    # no temp files; best.pt (the best evaluation's agent) never carries the replay
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best.pt", "checkpoint.pt"]
+    assert "replay" not in load_checkpoint(tmp_path / "best.pt")["learner"]
 
     resumed = Pod(_sac_spec(max_steps=4096), out_dir=tmp_path, resume=True)
     obs = torch.randn(8, 3)

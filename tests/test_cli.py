@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -102,6 +103,15 @@ def test_train_json_contract(tmp_path):
         (["--env", "CartPole-v1", "--algo", "ppo", "--max-steps", "-5"], "max_steps must be > 0"),
         (["--env", "CartPole-v1", "--algo", "ppo", "--device", "gpu"], "unknown device 'gpu'"),
         (["--env", "CartPole-v1", "--algo", "ppo", "--threads", "-1"], "threads must be"),
+        (
+            ["--env", "CartPole-v1", "--algo", "ppo", "--env-arg", "data=sp500"],
+            "'CartPole-v1' takes no keyword 'data'; its keywords: max_episode_steps",
+        ),
+        (
+            ["--env", "CartPole-v1", "--algo", "ppo", "--set", "hidden=[64,x]"],
+            "hidden must be an integer, got 'x'",  # a list is parsed: the bad item is named
+        ),
+        (["--env", "CartPol", "--algo", "ppo"], "did you mean 'CartPole-v1', 'CartPole-v0'?"),
         pytest.param(
             ["--env", "CartPole-v1", "--algo", "ppo", "--device", "cuda"],
             "CUDA is not available in this torch build",
@@ -217,6 +227,36 @@ def test_tournament_json_contract(tmp_path):
     assert "resume: target_reward 475.0 -> 1000.0" in p.stderr
     resumed = json.loads(p.stdout.strip().splitlines()[-1])
     assert resumed["env"] == "CartPole-v1" and resumed["env_steps_total"] > last["env_steps_total"]
+
+
+@pytest.mark.slow
+def test_tournament_output_reads_well_and_shutdown_is_quiet(tmp_path):
+    """Progress lines round, label the fitness and print only on change; the leaderboard
+    shows '-' for no parent; --set ALGO.KEY=VALUE and --device reach the pods; closing
+    the embedded cluster leaves no warning on the terminal."""
+    store = tmp_path / "t"
+    p = run(
+        "tournament", "--env", "CartPole-v1", "--algos", "ppo", "--pods", "2",
+        "--workers", "2", "--max-seconds", "8", "--store", str(store),
+        "--set", "ppo.lr=3e-4", "--set", "ppo.hidden=[32,32]", "--device", "cpu",
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    for noise in ("WARNING", "ERROR", "Traceback", "NaN", "None"):
+        assert noise not in p.stderr, p.stderr
+    progress = [ln for ln in p.stderr.splitlines() if ln.startswith("[")]
+    assert progress and all("best return " in ln for ln in progress)
+    assert len(set(ln.split("] ", 1)[1] for ln in progress)) == len(progress)  # on change
+    assert not re.search(r"\d\.\d{5,}", p.stderr), p.stderr  # rounded numbers
+    board = [ln.split() for ln in p.stderr.splitlines() if re.match(r"\s+1 p0", ln)]
+    assert board and (board[0][-1] == "-" or board[0][-1].startswith("p0"))  # the parent
+    spec = json.loads((store / "tournament.json").read_text())
+    assert spec["hparams"]["ppo"] == {"lr": 3e-4, "hidden": [32, 32]}
+    assert spec["device"] == "cpu"
+    p = run(
+        "tournament", "--env", "CartPole-v1", "--max-seconds", "5",
+        "--store", str(tmp_path / "bad"), "--set", "lr=3e-4",
+    )  # fmt: skip
+    assert p.returncode == 2 and "--set expects ALGO.KEY=VALUE in a tournament" in p.stderr
 
 
 @pytest.mark.parametrize(

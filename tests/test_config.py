@@ -10,6 +10,8 @@ def test_replace_checked_coerces_strings_to_field_types():
     )
     assert cfg.lr == 1e-4 and cfg.epochs == 3 and cfg.normalize_obs is True
     assert cfg.hidden == (32, 32)
+    for spelled in ("[256,256]", "(256, 256)", "256,256", "[256, 256]"):  # as users type them
+        assert replace_checked(PPOConfig(), {"hidden": spelled}).hidden == (256, 256)
     assert replace_checked(SACConfig(), {"target_entropy": "none"}).target_entropy is None
     assert replace_checked(SACConfig(), {"target_entropy": "-2"}).target_entropy == -2.0
 

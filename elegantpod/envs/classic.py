@@ -17,8 +17,14 @@ from gymnasium import spaces
 from elegantpod.envs.base import Tensor, TorchVecEnv
 
 
-class _UniformReset:
-    """Initial states drawn uniformly from a box, as gymnasium's classic envs do."""
+class UniformReset:
+    """Mixin for a :class:`TorchVecEnv`: initial states drawn uniformly from the box
+    ``[reset_low, reset_high]``, as gymnasium's classic-control envs draw theirs.
+
+    A subclass sets ``reset_low`` and ``reset_high`` (one bound per state row) and lists
+    this class before ``TorchVecEnv``; draws use the env's generator, so ``reset(seed)``
+    is reproducible.
+    """
 
     reset_low: tuple[float, ...] = ()
     reset_high: tuple[float, ...] = ()
@@ -42,7 +48,7 @@ class _UniformReset:
         return torch.stack(rows)
 
 
-class CartPole(_UniformReset, TorchVecEnv):
+class CartPole(UniformReset, TorchVecEnv):
     """CartPole-v1: balance a pole on a cart; reward 1 per step, 500-step limit."""
 
     env_id = "CartPole-v1"
@@ -87,7 +93,7 @@ class CartPole(_UniformReset, TorchVecEnv):
         return next_state, torch.ones_like(theta), terminated
 
 
-class Pendulum(_UniformReset, TorchVecEnv):
+class Pendulum(UniformReset, TorchVecEnv):
     """Pendulum-v1: swing up and hold an inverted pendulum; 200-step limit."""
 
     env_id = "Pendulum-v1"
@@ -122,7 +128,7 @@ class Pendulum(_UniformReset, TorchVecEnv):
         return torch.stack((torch.cos(th), torch.sin(th), thdot), -1)
 
 
-class MountainCarContinuous(_UniformReset, TorchVecEnv):
+class MountainCarContinuous(UniformReset, TorchVecEnv):
     """MountainCarContinuous-v0: drive an underpowered car up a hill; 999-step limit."""
 
     env_id = "MountainCarContinuous-v0"
@@ -154,7 +160,7 @@ class MountainCarContinuous(_UniformReset, TorchVecEnv):
         return torch.stack((position, velocity)), reward, terminated
 
 
-class Acrobot(_UniformReset, TorchVecEnv):
+class Acrobot(UniformReset, TorchVecEnv):
     """Acrobot-v1: swing a two-link chain above a line ("book" dynamics, RK4); 500 steps."""
 
     env_id = "Acrobot-v1"

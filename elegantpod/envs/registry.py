@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import inspect
 
 import gymnasium
 import torch
@@ -102,7 +103,7 @@ def check_env_id(env_id: str) -> None:
         raise ValueError(f"env id must be a non-empty string, got {env_id!r}")
     if env_id in NATIVE_ENVS or env_id in KWARG_ENVS or env_id in gymnasium.registry:
         return
-    known = list(NATIVE_ENVS) + list(KWARG_ENVS) + list(gymnasium.registry)
+    known = list(dict.fromkeys([*NATIVE_ENVS, *KWARG_ENVS, *gymnasium.registry]))
     close = difflib.get_close_matches(env_id, known, n=3)
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     raise ValueError(
@@ -159,8 +160,50 @@ def make_env(
     if use_native:
         if env_id not in NATIVE_ENVS:
             raise ValueError(f"no native env for {env_id!r}; native ids: {available_envs()}")
-        return NATIVE_ENVS[env_id](num_envs=num_envs, device=device, seed=seed, **kwargs)
-    return GymVecEnv(env_id, num_envs=num_envs, device=device, seed=seed, **kwargs)
+        env_cls = NATIVE_ENVS[env_id]
+        _check_keywords(env_id, env_cls, kwargs)
+        return env_cls(num_envs=num_envs, device=device, seed=seed, **kwargs)
+    try:
+        return GymVecEnv(env_id, num_envs=num_envs, device=device, seed=seed, **kwargs)
+    except gymnasium.error.DependencyNotInstalled as exc:
+        raise ValueError(_missing_dependency(env_id, exc)) from None
+    except TypeError as exc:
+        if "unexpected keyword argument" not in str(exc):
+            raise
+        raise ValueError(f"bad keyword for {env_id!r}: {exc}") from None
+
+
+_SELF_KEYWORDS = {"self", "num_envs", "device", "seed"}
+
+
+def _check_keywords(env_id: str, env_cls: type, kwargs: dict) -> None:
+    """A keyword the env's constructor does not take fails naming the ones it does."""
+    params = inspect.signature(env_cls.__init__).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    accepted = [n for n in params if n not in _SELF_KEYWORDS]
+    bad = sorted(set(kwargs) - set(accepted))
+    if bad:
+        names = ", ".join(accepted) or "none"
+        raise ValueError(
+            f"{env_id!r} takes no keyword {', '.join(repr(b) for b in bad)}; its keywords: {names}"
+        )
+
+
+_EXTRAS = {"box2d": "box2d", "mujoco": "mujoco"}
+"""gymnasium entry-point packages whose dependencies one of our pip extras installs."""
+
+
+def _missing_dependency(env_id: str, exc: Exception) -> str:
+    """Which pip extra installs what a gymnasium env lacks, or gymnasium's own advice."""
+    entry = str(getattr(gymnasium.registry.get(env_id), "entry_point", ""))
+    for package, extra in _EXTRAS.items():
+        if f"envs.{package}" in entry:
+            return (
+                f"{env_id!r} needs {package} dependencies that are not installed: "
+                f"pip install 'elegantpod[{extra}]' ({exc})"
+            )
+    return f"{env_id!r} needs a dependency that is not installed: {exc}"
 
 
 def check_eval_env(env_id: str, env_kwargs: dict, eval_env_kwargs: dict, fitness: str) -> None:

@@ -220,8 +220,9 @@ def backtest(
         info.update(_tournament_info(agent))
         agent = agent.best(device=device)
     elif isinstance(agent, str | Path):
-        from elegantpod.checkpoint import checkpoint_spec
+        from elegantpod.checkpoint import checkpoint_spec, resolve_checkpoint
 
+        agent = resolve_checkpoint(agent)  # a run folder: its best.pt
         info["checkpoint"] = str(agent)
         trained_spec = checkpoint_spec(agent)  # its own dates, even when data stands in
         agent = _from_checkpoint(agent, data, device, allow_remote)

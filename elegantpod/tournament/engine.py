@@ -16,6 +16,7 @@ import traceback
 from collections import Counter
 from typing import Any
 
+from elegantpod.cluster import shutdown
 from elegantpod.tournament.lease import Lease, LeaseError, LeaseLost
 from elegantpod.tournament.runner import Runner, control_message
 from elegantpod.tournament.store import needed_checkpoints
@@ -286,10 +287,7 @@ class Engine:
                     lease.release()
             if self._own_client:
                 with contextlib.suppress(Exception):
-                    cl = self.client.cluster
-                    self.client.close()
-                    if cl is not None:
-                        cl.close()
+                    shutdown(self.client)  # quietly: no nanny warnings on the terminal
                 self.client = None  # a later start() makes a new one
 
     # ------------------------------------------------------------------ the store

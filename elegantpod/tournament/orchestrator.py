@@ -109,7 +109,7 @@ class Tournament(Engine):
                 )
             raise ValueError(
                 f"{where} already holds a tournament; continue it with "
-                "Tournament.resume(store) or choose a new store"
+                "Tournament.resume(store) (--resume on the command line) or choose a new store"
             )
         self._setup(spec, s, client, mutation_policy)
 
@@ -434,11 +434,24 @@ class Tournament(Engine):
             raise ValueError("this client's cluster cannot be scaled from here")
         cluster.scale(n_workers)
 
-    def dashboard(self, refresh_seconds: float = 1.0):
-        """The live ipywidgets dashboard bound to this tournament (needs ``ipywidgets``)."""
+    def dashboard(self, refresh_seconds: float | None = None):
+        """The live ipywidgets dashboard of this tournament (needs ``ipywidgets``).
+
+        One per tournament: ``t.dashboard()``, and ``t`` (or ``t.start()``) as a cell's
+        last line, show the same widget until it is closed, so a kernel never runs two
+        refresh threads for one tournament. ``refresh_seconds`` (default 1 s) sets its
+        refresh interval; ``0`` stops the background refresh.
+        """
         from elegantpod.widgets.dashboard import Dashboard
 
-        return Dashboard(self, refresh_seconds=refresh_seconds)
+        shown = self._shown
+        if shown is not None and not shown.is_closed:
+            if refresh_seconds is not None:
+                shown.set_refresh(refresh_seconds)
+            return shown
+        interval = 1.0 if refresh_seconds is None else refresh_seconds
+        self._shown = Dashboard(self, refresh_seconds=interval)
+        return self._shown
 
     def _repr_html_(self) -> str:
         from elegantpod.widgets.html import baselines_html, leaderboard_html
@@ -459,9 +472,7 @@ class Tournament(Engine):
         try:
             # One dashboard for all displays of this tournament: each would otherwise
             # start a refresh thread of its own that nothing closes.
-            if self._shown is None:
-                self._shown = self.dashboard()
-            return self._shown.widget._repr_mimebundle_(include=include, exclude=exclude)
+            return self.dashboard().widget._repr_mimebundle_(include=include, exclude=exclude)
         except ImportError:
             return {"text/html": self._repr_html_(), "text/plain": repr(self)}
 

@@ -300,7 +300,17 @@ def make_spec(**options: Any) -> TournamentSpec:
             g["perturb_factors"] = tuple(g["perturb_factors"])
         options["generator"] = GeneratorConfig(**g)
     if isinstance(options.get("hparams"), dict):
-        options["hparams"] = {get_algo(k).name: dict(v) for k, v in options["hparams"].items()}
+        hparams = {}
+        for algo, given in options["hparams"].items():
+            learner = get_algo(algo)
+            if not isinstance(given, dict):
+                raise ValueError(
+                    f"hparams[{algo!r}] must be a dict of hyperparameters, got {given!r}"
+                )
+            # values in their field's type ("3e-4" from a command line is 0.0003)
+            config = replace_checked(learner.config_cls(), given)
+            hparams[learner.name] = {k: getattr(config, k) for k in given}
+        options["hparams"] = hparams
     spec = TournamentSpec(**options)
     check_spec(spec)
     return spec

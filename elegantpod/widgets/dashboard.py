@@ -122,7 +122,25 @@ class Dashboard:
         self.widget = W.VBox([self.header, tabs, controls])
         self.refresh()
         self._thread = None
-        if refresh_seconds:
+        self.set_refresh(refresh_seconds)
+
+    def _repr_mimebundle_(self, **kwargs):
+        """A dashboard as a cell's last value shows its widget."""
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    @property
+    def is_closed(self) -> bool:
+        """Whether :meth:`close` was called (the widget no longer shows anything)."""
+        return self._stop.is_set()
+
+    def set_refresh(self, seconds: float) -> None:
+        """Refresh every ``seconds`` (at least 0.2) in the background; ``0``: stop."""
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
+            raise ValueError(f"refresh_seconds must be a number >= 0, got {seconds!r}")
+        self.refresh_seconds = seconds
+        is_live = self.t.status not in ("finished", "failed") and not self.is_closed
+        is_running = self._thread is not None and self._thread.is_alive()
+        if seconds and is_live and not is_running:
             self._thread = threading.Thread(
                 target=self._run, daemon=True, name="elegantpod-dashboard"
             )
@@ -184,7 +202,7 @@ class Dashboard:
     # -- refresh ---------------------------------------------------------------------
     def _run(self) -> None:
         first = True
-        while not self._stop.wait(max(0.2, self.refresh_seconds)):
+        while not self._stop.wait(max(0.2, self.refresh_seconds)) and self.refresh_seconds:
             if first:
                 # JupyterLab opens a Tab on the last child it rendered, whatever the model
                 # says; re-sending the selection once the view exists shows the leaderboard.

@@ -253,6 +253,9 @@ def test_32_tiny_pods_no_lost_events_and_a_responsive_client(client, tmp_path):
         ({"hparams": {"ppo": {"lrr": 1}}}, "unknown hyperparameter 'lrr'"),
         ({"hparams": {"sac": {"lr": 1}}}, "not in algos"),
         ({"max_seconds": -1}, "max_seconds must be > 0"),
+        ({"max_secs": 3}, "unknown tournament option 'max_secs'; did you mean max_seconds"),
+        ({"hparams": {"ppo": 3}}, r"hparams\['ppo'\] must be a dict"),
+        ({"hparams": {"ppo": {"hidden": "[64,x]"}}}, "hidden must be an integer, got 'x'"),
     ],
 )
 def test_bad_input_fails_before_any_cluster_work(tmp_path, kwargs, message):

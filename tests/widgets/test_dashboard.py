@@ -156,3 +156,28 @@ def test_table_updates_are_diffed(tmp_path):
     d._update_table(rows)
     assert [c["new"] for c in changes] == ["running"]
     d.close()
+
+
+def test_one_dashboard_per_tournament(tmp_path):
+    """``t.start()`` as a cell's last line displays the dashboard; ``t.dashboard()`` in
+    the next cell is that same widget, so one refresh thread serves both."""
+    import threading
+
+    t = Tournament(env="CartPole-v1", algos=["ppo"], pods=2, max_seconds=5, store=tmp_path / "s")
+    bundle = t._repr_mimebundle_()  # what Jupyter asks of a cell's last value
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    d = t.dashboard()
+    assert d._repr_mimebundle_() == bundle  # displayed itself, it is that widget
+    assert t.dashboard(refresh_seconds=0.5) is d and d.refresh_seconds == 0.5
+    refreshers = [th for th in threading.enumerate() if th.name == "elegantpod-dashboard"]
+    assert len(refreshers) == 1
+    with pytest.raises(ValueError, match="refresh_seconds must be a number >= 0, got -1"):
+        d.set_refresh(-1)
+    d.close()
+    assert d.is_closed
+    fresh = t.dashboard(refresh_seconds=0)  # a closed one is replaced
+    assert fresh is not d and fresh._thread is None
+    fresh.close()
+    assert wait_until(
+        lambda: not any(th.name == "elegantpod-dashboard" for th in threading.enumerate()), 5
+    )
