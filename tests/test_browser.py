@@ -30,7 +30,28 @@ t = elegantpod.Tournament(env="CartPole-v1", algos=["ppo"], pods=2, max_seconds=
                           segment_steps=10**8, store="store", client=client)
 t.start()
 dashboard = t.dashboard(refresh_seconds=0.5)
+import time
+
+
+def wait_for_replacement(t, seconds=120):
+    # the pods made by replacing others, once there is one (and a few more segments)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end and not [r for r in t.lineage() if r["parent"]]:
+        time.sleep(0.5)
+    time.sleep(4)
+    return [r["pod"] for r in t.lineage() if r["parent"]]
+
+
 dashboard.widget"""
+
+
+# Typed into cells one line each: JupyterLab indents typed blocks by itself.
+SCREENSHOT_RUN = (
+    "t.stop(); t.wait(60); t2 = elegantpod.Tournament(env='CartPole-v1', "
+    "algos=['ppo', 'dqn'], pods=4, max_seconds=240, segment_steps=4096, store='store2', "
+    "client=client, seed=0); t2.start()"
+)
+WAIT_FOR_REPLACEMENT = 'print("REPLACED", wait_for_replacement(t2))'
 
 
 def _free_port() -> int:
@@ -150,10 +171,26 @@ def test_click_pause_in_jupyterlab(tmp_path):
             _run_cell(page, 'print("STATUS", t.pod("p000")["status"])')
             page.locator(".jp-OutputArea-output", has_text="STATUS paused").wait_for(timeout=60_000)
             _run_cell(page, 't.stop("p001")')  # its segment ends and enters the leaderboard
-            page.locator(".jupyter-widgets .lm-TabBar-tab", has_text="Leaderboard").click()
-            page.locator(".widget-gridbox", has_text="stopped").wait_for(timeout=60_000)
-            page.screenshot(path=str(artifacts / "dashboard.png"), full_page=True)
-            _run_cell(page, "t.stop(); t.wait(60); client.close(); client.cluster.close()")
+            page.locator(".jupyter-widgets .lm-TabBar-tab", has_text="Leaderboard").first.click()
+            page.locator(".widget-gridbox", has_text="stopped").first.wait_for(timeout=60_000)
+            # The README's picture: a real run with several pods, curves and a replacement.
+            _run_cell(page, SCREENSHOT_RUN)
+            _run_cell(page, WAIT_FOR_REPLACEMENT)
+            try:
+                page.locator(".jp-OutputArea-output", has_text="REPLACED ['p0").wait_for(
+                    timeout=150_000
+                )
+            except Exception:
+                page.screenshot(path=str(artifacts / "failure.png"), full_page=True)
+                raise
+            shot = page.locator(".jp-Cell", has_text="store2").locator(".jp-OutputArea-output")
+            shot.locator(".widget-gridbox", has_text="replaced").wait_for(timeout=30_000)
+            shot.scroll_into_view_if_needed()
+            shot.screenshot(path=str(artifacts / "dashboard.png"))
+            shot.locator(".lm-TabBar-tab", has_text="Curves").click()
+            page.wait_for_timeout(1500)
+            shot.screenshot(path=str(artifacts / "dashboard_curves.png"))
+            _run_cell(page, "t2.stop(); t2.wait(60); elegantpod.shutdown(client)")
             page.wait_for_selector(
                 ".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000
             )
@@ -165,3 +202,4 @@ def test_click_pause_in_jupyterlab(tmp_path):
         except subprocess.TimeoutExpired:
             server.kill()
     assert (artifacts / "dashboard.png").stat().st_size > 10_000
+    assert (artifacts / "dashboard_curves.png").stat().st_size > 10_000

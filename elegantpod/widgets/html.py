@@ -39,17 +39,29 @@ def fmt(value: Any) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if isinstance(value, float):
-        return f"{value:.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
+        return f"{value:.4g}" if abs(value) < 1e3 else f"{value:,.0f}"
     if isinstance(value, int):
         return f"{value:,}"
     return html.escape(str(value))
+
+
+def fmt_score(mean: Any, std: Any) -> str:
+    """``mean ± std`` at one precision, set by the spread: two significant digits of the
+    std and the mean rounded to the same place (``376 ± 157``, ``120.4 ± 5.0``), so
+    that no digit is shown that the evaluation cannot tell apart."""
+    if not isinstance(std, int | float) or not math.isfinite(std) or std <= 0:
+        return f"{fmt(mean)} ± {fmt(std)}"
+    if not isinstance(mean, int | float) or not math.isfinite(mean):
+        return f"{fmt(mean)} ± {fmt(std)}"
+    decimals = min(4, max(0, 1 - math.floor(math.log10(std))))
+    return f"{mean:,.{decimals}f} ± {std:,.{decimals}f}"
 
 
 def leaderboard_rows(board) -> list[list[str]]:
     """Cells of the leaderboard (a ``Tournament.leaderboard`` DataFrame) as escaped text."""
     rows = []
     for r in board.to_dict("records"):
-        score = f"{fmt(r['score_mean'])} ± {fmt(r['score_std'])}"
+        score = fmt_score(r["score_mean"], r["score_std"])
         if "deflated_sharpe" in r:  # trading, ranked by Sharpe: how much is luck
             score += f" (DSR {fmt(r['deflated_sharpe'])})"
         rows.append(

@@ -181,3 +181,15 @@ def test_one_dashboard_per_tournament(tmp_path):
     assert wait_until(
         lambda: not any(th.name == "elegantpod-dashboard" for th in threading.enumerate()), 5
     )
+
+
+def test_scores_show_only_the_digits_their_spread_supports():
+    from elegantpod.widgets.html import fmt, fmt_score
+
+    assert fmt_score(375.7, 157.0) == "376 ± 157"
+    assert fmt_score(120.4, 5.004) == "120.4 ± 5.0"
+    assert fmt_score(1.2345, 0.0512) == "1.234 ± 0.051"
+    assert fmt_score(500.0, 0.0) == "500 ± 0"
+    assert fmt_score(float("nan"), 1.0) == "- ± 1"
+    assert fmt(2933.2) == "2,933" and fmt(17403.0) == "17,403"  # one style for large numbers
+    assert fmt("<b>x</b>") == "&lt;b&gt;x&lt;/b&gt;"
