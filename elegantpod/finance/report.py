@@ -25,6 +25,7 @@ import html
 import io
 import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -169,8 +170,19 @@ def check_report_path(path: str | Path) -> Path:
     path = Path(path)
     if path.suffix.lower() not in (".html", ".htm"):
         raise ValueError(f"report path {str(path)!r} should end in .html")
-    if not path.parent.exists():
+    if not path.parent.is_dir():
         raise ValueError(f"report directory {str(path.parent)!r} does not exist")
+    if path.is_dir():
+        raise ValueError(f"report path {str(path)!r} is a folder")
+    # prove the folder takes a file now, not after a backtest of minutes
+    probe = path.parent / f".{path.name}.write-test-{os.getpid()}"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ValueError(
+            f"report directory {str(path.parent)!r} is not writable: {exc.strerror or exc}"
+        ) from None
     return path
 
 

@@ -152,6 +152,23 @@ def test_cli_backtest_of_the_best_checkpoint(tournament, tmp_path):
     )
     assert bad.returncode == 2 and "x.txt" in bad.stderr
 
+    def cli_backtest(*args):
+        cmd = [sys.executable, "-m", "elegantpod.cli", "backtest", "--checkpoint", ckpt]
+        return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=120)
+
+    # an unwritable report folder is refused before the backtest runs (/proc refuses even
+    # root, who ignores permission bits)
+    unwritable = "/proc" if os.path.isdir("/proc") else None
+    if unwritable:
+        p = cli_backtest("--html", f"{unwritable}/report.html")
+        assert p.returncode == 2 and "is not writable" in p.stderr, p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1  # one error line, no backtest output
+    # built-in indexes by name in any case; a wrong one names them
+    p = cli_backtest("--index", "SP500", "--json")
+    assert p.returncode == 0 and "S&P 500" in json.loads(p.stdout)["metrics"], p.stderr
+    p = cli_backtest("--index", "nasdaq")
+    assert p.returncode == 2 and "neither a built-in index (sp500)" in p.stderr
+
 
 def test_bad_finance_settings_fail_before_any_cluster_work(tmp_path):
     base = dict(algos=["ppo"], pods=2, max_steps=1000, client=None)
