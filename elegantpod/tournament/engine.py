@@ -16,7 +16,6 @@ import traceback
 from collections import Counter
 from typing import Any
 
-from elegantpod.cluster import shutdown
 from elegantpod.tournament.lease import Lease, LeaseError, LeaseLost
 from elegantpod.tournament.runner import Runner, control_message
 from elegantpod.tournament.store import needed_checkpoints
@@ -286,6 +285,10 @@ class Engine:
                 with contextlib.suppress(Exception):
                     lease.release()
             if self._own_client:
+                # imported here: importing the submodule elegantpod.cluster at module
+                # load would shadow the function elegantpod.cluster() (PEP 562 lazy name)
+                from elegantpod.cluster import shutdown
+
                 with contextlib.suppress(Exception):
                     shutdown(self.client)  # quietly: no nanny warnings on the terminal
                 self.client = None  # a later start() makes a new one

@@ -65,3 +65,28 @@ def test_the_baseline_line_says_whether_an_agent_beats_them_and_escapes_names():
     assert baselines_html({}, 0.5, "sharpe") == ""
     explained = baselines_html({"EW": 1.0}, 0.5, "sharpe", trials=12, periods=501)
     assert "best of 12 luck-only agents over 501 days" in explained
+
+
+@pytest.mark.slow
+def test_the_cli_prints_the_baselines_under_the_leaderboard(tmp_path):
+    import subprocess
+    import sys
+
+    args = ["tournament", "--env", "StockTrading-v0", "--algos", "ppo", "--pods", "1"]
+    args += ["--workers", "1", "--max-steps", "2048", "--segment-steps", "2048"]
+    args += ["--fitness", "sharpe", "--env-arg", "data=sp500", "--env-arg", "end=2016-12-30"]
+    args += ["--eval-env-arg", "start=2017-01-03", "--eval-env-arg", "end=2018-12-31"]
+    args += ["--eval-env-arg", "episode_days=null"]  # one episode over the whole range
+    args += ["--store", str(tmp_path / "s")]
+    p = subprocess.run(
+        [sys.executable, "-m", "elegantpod.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    want = baseline_scores(VALIDATION, "sharpe")[EQUAL_WEIGHT]
+    line = [ln for ln in p.stderr.splitlines() if ln.startswith("baseline  Equal-weight")]
+    assert line == [f"baseline  Equal-weight buy & hold: {want:.4g} (sharpe)"], p.stderr[-2000:]
+    assert any(ln.startswith(f"baseline  {INDEX_NAME}: ") for ln in p.stderr.splitlines())
+    assert "deflated_sharpe: probability that the true Sharpe ratio beats the best of" in p.stderr
