@@ -1,0 +1,242 @@
+"""A local daskhub on 127.0.0.1: JupyterHub, its proxy and Dask Gateway as a hub service.
+
+What the ``dask/daskhub`` Helm chart runs on Kubernetes, as local processes, for
+developers and for the tests (``tests/test_jupyterhub.py`` runs exactly these files):
+
+    python deploy/local/daskhub.py [--users alice,bob] [--password ...] [--folder DIR]
+
+prints the hub's address and the password, and runs until Ctrl-C, which stops every
+process it started (the hub, the proxy, users' servers, the gateway and its clusters).
+The configuration is in ``jupyterhub_config.py`` and ``gateway_config.py`` beside this
+file; ``deploy/README.md`` explains it for hub admins.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class LocalDaskHub:
+    """A running local daskhub: where it listens and how to reach it.
+
+    ``url`` is the hub (behind its proxy); ``gateway_url`` the gateway through the hub's
+    proxy, as users' servers reach it; ``gateway_proxy`` the gateway's own port (its API
+    and the schedulers' TLS traffic); ``admin_token`` an API token with user and token
+    management scopes (the ``hub-admin`` service).
+    """
+
+    folder: Path
+    url: str
+    gateway_url: str
+    gateway_proxy: str
+    password: str
+    users: list[str]
+    admin_token: str
+    processes: list[subprocess.Popen] = field(default_factory=list)
+    seen: set[int] = field(default_factory=set)
+    """Every process id started under the hub or the gateway (for the leak check)."""
+
+    def api(self, path: str, method: str = "GET", body: bytes | None = None) -> bytes:
+        """A hub REST API call with the admin token (``path`` after ``/hub/api``)."""
+        req = urllib.request.Request(
+            f"{self.url}/hub/api{path}",
+            data=body,
+            method=method,
+            headers={"Authorization": f"token {self.admin_token}"},
+        )
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.read()
+
+    def user_token(self, user: str) -> str:
+        """A new API token of ``user`` (what ``JUPYTERHUB_API_TOKEN`` is in their server)."""
+        import json
+
+        data = json.loads(self.api(f"/users/{user}/tokens", "POST", b'{"note": "test"}'))
+        return data["token"]
+
+    def track(self) -> None:
+        """Remember the pids of every process now running under ours."""
+        import psutil
+
+        for p in self.processes:
+            with contextlib.suppress(psutil.Error):
+                self.seen.add(p.pid)
+                self.seen.update(c.pid for c in psutil.Process(p.pid).children(recursive=True))
+
+
+def _wait_http(url: str, timeout: float, proc: subprocess.Popen, log: Path) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args[0]} exited ({proc.returncode}); see {log}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:  # not up yet, or not routed yet (the hub's proxy answers 404)
+            pass
+        time.sleep(0.3)
+    raise TimeoutError(f"{url} did not answer in {timeout:.0f} s; see {log}")
+
+
+def _stop(proc: subprocess.Popen, timeout: float = 30) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+@contextlib.contextmanager
+def local_daskhub(
+    folder: str | Path | None = None,
+    users: tuple[str, ...] = ("alice", "bob"),
+    password: str | None = None,
+    user_env: dict[str, str] | None = None,
+):
+    """Start a local daskhub; yield a :class:`LocalDaskHub`; stop every process on exit.
+
+    Parameters
+    ----------
+    folder
+        Its state (databases, users' homes, clusters' folders); a temporary folder when
+        ``None``, removed at the end.
+    users
+        Who may log in (with ``password``).
+    user_env
+        Extra environment variables of every user's server.
+    """
+    import psutil
+
+    tmp = tempfile.TemporaryDirectory(prefix="elegantpod-daskhub-") if folder is None else None
+    root = Path(tmp.name if tmp else folder).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    ports = {
+        "ELEGANTPOD_HUB_PORT": free_port(),
+        "ELEGANTPOD_HUB_API_PORT": free_port(),
+        "ELEGANTPOD_PROXY_API_PORT": free_port(),
+        "ELEGANTPOD_GATEWAY_PORT": free_port(),
+        "ELEGANTPOD_GATEWAY_API_PORT": free_port(),
+    }
+    hub = LocalDaskHub(
+        folder=root,
+        url=f"http://127.0.0.1:{ports['ELEGANTPOD_HUB_PORT']}",
+        gateway_url=f"http://127.0.0.1:{ports['ELEGANTPOD_HUB_PORT']}/services/dask-gateway",
+        gateway_proxy=f"http://127.0.0.1:{ports['ELEGANTPOD_GATEWAY_PORT']}",
+        password=password or secrets.token_urlsafe(12),
+        users=list(users),
+        admin_token=secrets.token_hex(32),
+    )
+    env = dict(
+        os.environ,
+        **{k: str(v) for k, v in ports.items()},
+        ELEGANTPOD_HUB_DIR=str(root),
+        ELEGANTPOD_HUB_USERS=",".join(users),
+        ELEGANTPOD_HUB_PASSWORD=hub.password,
+        ELEGANTPOD_GATEWAY_TOKEN=secrets.token_hex(32),
+        ELEGANTPOD_HUB_ADMIN_TOKEN=hub.admin_token,
+        **{f"ELEGANTPOD_USER_ENV_{k}": v for k, v in (user_env or {}).items()},
+    )
+    env.pop("JUPYTERHUB_API_TOKEN", None)  # the gateway's comes from its config
+    try:
+        hub_log = root / "jupyterhub.log"
+        with open(hub_log, "ab") as out:
+            proc = subprocess.Popen(
+                [str(BIN / "jupyterhub"), "-f", str(HERE / "jupyterhub_config.py")],
+                cwd=root,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        hub.processes.append(proc)
+        _wait_http(f"{hub.url}/hub/api/", 90, proc, hub_log)
+        gw_log = root / "gateway.log"
+        with open(gw_log, "ab") as out:
+            gw = subprocess.Popen(
+                [str(BIN / "dask-gateway-server"), "-f", str(HERE / "gateway_config.py")],
+                cwd=root,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        hub.processes.append(gw)
+        _wait_http(f"{hub.gateway_url}/api/health", 60, gw, gw_log)
+        hub.track()
+        yield hub
+    finally:
+        hub.track()
+        for proc in reversed(hub.processes):  # the gateway stops its clusters first
+            _stop(proc)
+        # anything a stopped parent left behind (a user's kernel, a cluster's worker)
+        for pid in sorted(hub.seen):
+            with contextlib.suppress(psutil.Error):
+                p = psutil.Process(pid)
+                if p.status() != psutil.STATUS_ZOMBIE:
+                    p.terminate()
+        gone = time.monotonic() + 10
+        while time.monotonic() < gone and alive(hub.seen):
+            time.sleep(0.2)
+        for pid in alive(hub.seen):
+            with contextlib.suppress(psutil.Error):
+                psutil.Process(pid).kill()
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                tmp.cleanup()
+
+
+def alive(pids) -> list[int]:
+    """The pids in ``pids`` that still run (zombies do not count)."""
+    import psutil
+
+    out = []
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                out.append(pid)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--users", default="alice,bob")
+    ap.add_argument("--password", default=None, help="the shared password (default: random)")
+    ap.add_argument("--folder", default=None, help="state folder (default: a temporary one)")
+    args = ap.parse_args()
+    with local_daskhub(args.folder, tuple(args.users.split(",")), args.password) as hub:
+        print(f"JupyterHub at {hub.url}/hub/login: users {', '.join(hub.users)}, password")
+        print(f"{hub.password}; Dask Gateway at {hub.gateway_url}. Ctrl-C stops it all.")
+        with contextlib.suppress(KeyboardInterrupt):
+            while all(p.poll() is None for p in hub.processes):
+                time.sleep(1)
+                hub.track()
+
+
+if __name__ == "__main__":
+    main()

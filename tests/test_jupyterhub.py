@@ -1,0 +1,198 @@
+"""JupyterHub end to end, as daskhub deploys it, on 127.0.0.1 (``deploy/local/``).
+
+A user logs in to a real JupyterHub in headless Chromium, gets their own server, runs
+tutorial 03 there, clicks Pause in a dashboard, and from the same server creates a Dask
+Gateway cluster found through the environment JupyterHub sets, runs a tournament on it
+and shuts it down. Another user cannot see or reach that cluster, a request without a
+token is refused, and no process outlives the hub.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import re
+import shutil
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from elegantpod.cluster import close_gateway
+from tests.helpers import wait_until
+from tests.test_browser import CHROMIUM, FLAGS, _run_cell
+
+pytest.importorskip("jupyterhub")
+pytest.importorskip("dask_gateway_server")
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load_daskhub():
+    spec = importlib.util.spec_from_file_location(
+        "elegantpod_local_daskhub", ROOT / "deploy" / "local" / "daskhub.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+daskhub = _load_daskhub()
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("daskhub")
+    home = folder / "home" / "alice"
+    home.mkdir(parents=True)
+    shutil.copy(ROOT / "tutorials" / "03_tournament.ipynb", home)
+    user_env = {"ELEGANTPOD_SMALL_BUDGET": "1", "ELEGANTPOD_WORKDIR": str(folder / "work")}
+    with daskhub.local_daskhub(folder, user_env=user_env) as h:
+        yield h
+    left = daskhub.alive(h.seen)
+    assert left == [], f"processes left after the hub stopped: {left}"
+
+
+def _gateway(hub, token):
+    from dask_gateway import Gateway, JupyterHubAuth
+
+    proxy = hub.gateway_proxy.replace("http://", "gateway://")
+    return Gateway(hub.gateway_url, proxy_address=proxy, auth=JupyterHubAuth(api_token=token))
+
+
+def _status(url: str, token: str | None = None) -> int:
+    headers = {"Authorization": f"jupyterhub {token}"} if token else {}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10):
+            return 200
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_the_gateway_refuses_requests_without_a_valid_hub_token(hub):
+    for base in (hub.gateway_url, hub.gateway_proxy + "/services/dask-gateway"):
+        assert _status(f"{base}/api/v1/clusters/") == 401
+        # a token the hub does not know: the hub answers the gateway 403, and
+        # dask-gateway-server turns that into a 500 ("Permission failure verifying user's
+        # JupyterHub API token"); refused either way
+        assert _status(f"{base}/api/v1/clusters/", token="not-a-token") in (401, 403, 500)
+    # a real token of a user the hub knows works
+    assert _status(f"{hub.gateway_url}/api/v1/clusters/", hub.user_token("bob")) == 200
+
+
+def test_a_user_runs_a_tutorial_and_a_gateway_tournament_from_their_server(hub):
+    if not os.path.exists(CHROMIUM):
+        if os.environ.get("CI"):
+            pytest.fail(f"Chromium not found at {CHROMIUM}: .ci/run must install it")
+        pytest.skip("Chromium not installed (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    artifacts = Path(os.environ.get("ELEGANTPOD_ARTIFACTS", hub.folder))
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        page = browser.new_page(viewport={"width": 1500, "height": 1000})
+        try:
+            _log_in(page, hub, "alice")
+            _run_the_tutorial(page, hub)
+            _click_pause(page)
+            _tournament_on_the_gateway(page, hub)
+        except Exception:
+            page.screenshot(path=str(artifacts / "hub-failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
+
+
+def _log_in(page, hub, user):
+    page.goto(f"{hub.url}/hub/login")
+    page.fill("#username_input", user)
+    page.fill("#password_input", hub.password)
+    page.click("#login_submit")
+    # the hub spawns the user's server, then sends the browser to its JupyterLab
+    page.wait_for_url(re.compile(rf".*/user/{user}/lab.*"), timeout=180_000)
+    page.locator(".jp-LabShell").wait_for(timeout=120_000)
+
+
+def _run_the_tutorial(page, hub):
+    page.goto(f"{hub.url}/user/alice/lab/tree/03_tournament.ipynb")
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
+    page.locator(".jp-StatusBar-Widget", has_text="| Idle").first.wait_for(timeout=120_000)
+    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+    # Run All stops at an error: the last code cell gets its number only if all ran
+    last = page.locator(".jp-Notebook .jp-CodeCell .jp-InputPrompt").last
+    wait_until(lambda: re.fullmatch(r"\[\d+\]:", last.inner_text().strip()), timeout=300)
+    errors = page.locator(".jp-OutputArea-output", has_text="Traceback (most recent call last)")
+    assert errors.count() == 0, errors.first.inner_text()[-2000:]
+    # the tutorial's dashboard rendered
+    assert page.locator(".jupyter-widgets button", has_text="Pause").count() >= 1
+
+
+PAUSE_RUN = (
+    "pclient = elegantpod.cluster(n_workers=1); tp = elegantpod.Tournament("
+    "env='CartPole-v1', algos=['ppo'], pods=1, max_seconds=120, segment_steps=10**8, "
+    "store=elegantpod.workdir('pause-check'), client=pclient); tp.start()"
+)
+
+
+def _click_pause(page):
+    _run_cell(page, PAUSE_RUN)
+    cell = page.locator(".jp-Cell", has_text="pause-check")
+    pause = cell.locator(".jupyter-widgets button", has_text="Pause")
+    pause.wait_for(timeout=120_000)
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.jupyter-widgets select option')]"
+        ".some(o => o.textContent.trim() === 'p000')",
+        timeout=120_000,
+    )
+    cell.locator(".jupyter-widgets select").first.select_option("p000")
+    pause.click()
+    cell.locator(".jupyter-widgets", has_text="pause p000: done").first.wait_for(timeout=30_000)
+    _run_cell(page, 'print("STATUS", tp.pod("p000")["status"])')
+    page.locator(".jp-OutputArea-output", has_text="STATUS paused").last.wait_for(timeout=60_000)
+    _run_cell(page, "tp.stop(); tp.wait(60); elegantpod.shutdown(pclient)")
+
+
+def _tournament_on_the_gateway(page, hub):
+    # the gateway is found from the environment the hub gave this server
+    _run_cell(
+        page,
+        "gclient = elegantpod.cluster(gateway=True, worker_cores=1, n_workers=1); "
+        "print('GWCLUSTER=' + gclient.cluster.name)",
+    )
+    out = page.locator(".jp-OutputArea-output", has_text="GWCLUSTER=").last
+    out.wait_for(timeout=180_000)
+    name = out.inner_text().split("GWCLUSTER=", 1)[1].split()[0]
+    # the cluster is alice's: she sees it, bob neither sees nor reaches it
+    alice, bob = _gateway(hub, hub.user_token("alice")), _gateway(hub, hub.user_token("bob"))
+    try:
+        assert name in [c.name for c in alice.list_clusters()]
+        assert bob.list_clusters() == []
+        with pytest.raises(Exception) as refused:  # the gateway answers bob 403 (or 404)
+            bob.connect(name)
+        assert getattr(refused.value, "status", 404) in (403, 404), refused.value
+        with contextlib.suppress(Exception):
+            bob.stop_cluster(name)  # must not touch a cluster that is not bob's
+        assert name in [c.name for c in alice.list_clusters()]
+        _run_cell(
+            page,
+            "tg = elegantpod.Tournament('CartPole-v1', algos=['ppo'], pods=1, max_seconds=10, "
+            "segment_steps=4096, store=elegantpod.workdir('gateway-run'), client=gclient); "
+            "sg = tg.start().wait(); "
+            "print('GWRESULT=', sg['status'], sg['pods_failed'], sg['env_steps_total'])",
+        )
+        done = page.locator(".jp-OutputArea-output", has_text="GWRESULT=").last
+        done.wait_for(timeout=180_000)
+        status, failed, steps = done.inner_text().split("GWRESULT=", 1)[1].split()[:3]
+        assert (status, failed) == ("finished", "0") and int(steps) > 0, done.inner_text()
+        _run_cell(page, "elegantpod.shutdown(gclient); print('GW' + 'SHUTDOWN')")
+        page.locator(".jp-OutputArea-output", has_text="GWSHUTDOWN").last.wait_for(timeout=120_000)
+        assert wait_until(lambda: alice.list_clusters() == [], timeout=60)
+    finally:
+        for gw in (alice, bob):
+            close_gateway(gw)
