@@ -193,10 +193,30 @@ def test_tournament_json_contract(tmp_path):
         "--store",
         str(store),
         "--json",
+        # base hyperparameters per algorithm (a list parsed as users type it), a device
+        "--set",
+        "ppo.lr=0.003",
+        "--set",
+        "ppo.hidden=[64,64]",
+        "--device",
+        "cpu",
     )
     assert p.returncode == 0, p.stderr
     last = json.loads(p.stdout.strip().splitlines()[-1])
     assert set(last) >= TOURNAMENT_KEYS
+    spec = json.loads((store / "tournament.json").read_text())
+    assert spec["hparams"]["ppo"] == {"lr": 0.003, "hidden": [64, 64]}
+    assert spec["device"] == "cpu"
+    # what the terminal shows reads well: progress lines labelled with the fitness,
+    # rounded, printed only on change; '-' for no parent; a quiet cluster shutdown
+    for noise in ("WARNING", "ERROR", "Traceback", "NaN", "None"):
+        assert noise not in p.stderr, p.stderr
+    progress = [ln for ln in p.stderr.splitlines() if ln.startswith("[")]
+    assert progress and all("best return " in ln for ln in progress)
+    assert len({ln.split("] ", 1)[1] for ln in progress}) == len(progress)
+    assert not re.search(r"\d\.\d{5,}", p.stderr), p.stderr
+    board = [ln.split() for ln in p.stderr.splitlines() if re.match(r"\s+1 p0", ln)]
+    assert board and (board[0][-1] == "-" or board[0][-1].startswith("p0"))  # the parent
     assert last["pods_failed"] == 0 and last["env_steps_total"] > 0
     assert last["best_pod"] in last["best_checkpoint"]
     assert "rank" in p.stderr  # the leaderboard is printed on stderr
@@ -229,36 +249,6 @@ def test_tournament_json_contract(tmp_path):
     assert resumed["env"] == "CartPole-v1" and resumed["env_steps_total"] > last["env_steps_total"]
 
 
-@pytest.mark.slow
-def test_tournament_output_reads_well_and_shutdown_is_quiet(tmp_path):
-    """Progress lines round, label the fitness and print only on change; the leaderboard
-    shows '-' for no parent; --set ALGO.KEY=VALUE and --device reach the pods; closing
-    the embedded cluster leaves no warning on the terminal."""
-    store = tmp_path / "t"
-    p = run(
-        "tournament", "--env", "CartPole-v1", "--algos", "ppo", "--pods", "2",
-        "--workers", "2", "--max-seconds", "8", "--store", str(store),
-        "--set", "ppo.lr=3e-4", "--set", "ppo.hidden=[32,32]", "--device", "cpu",
-    )  # fmt: skip
-    assert p.returncode == 0, p.stderr
-    for noise in ("WARNING", "ERROR", "Traceback", "NaN", "None"):
-        assert noise not in p.stderr, p.stderr
-    progress = [ln for ln in p.stderr.splitlines() if ln.startswith("[")]
-    assert progress and all("best return " in ln for ln in progress)
-    assert len(set(ln.split("] ", 1)[1] for ln in progress)) == len(progress)  # on change
-    assert not re.search(r"\d\.\d{5,}", p.stderr), p.stderr  # rounded numbers
-    board = [ln.split() for ln in p.stderr.splitlines() if re.match(r"\s+1 p0", ln)]
-    assert board and (board[0][-1] == "-" or board[0][-1].startswith("p0"))  # the parent
-    spec = json.loads((store / "tournament.json").read_text())
-    assert spec["hparams"]["ppo"] == {"lr": 3e-4, "hidden": [32, 32]}
-    assert spec["device"] == "cpu"
-    p = run(
-        "tournament", "--env", "CartPole-v1", "--max-seconds", "5",
-        "--store", str(tmp_path / "bad"), "--set", "lr=3e-4",
-    )  # fmt: skip
-    assert p.returncode == 2 and "--set expects ALGO.KEY=VALUE in a tournament" in p.stderr
-
-
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -280,6 +270,14 @@ def test_tournament_bad_input(args, message, tmp_path):
     )
     assert p.returncode == 2, p.stderr
     assert message in p.stderr
+
+
+def test_tournament_set_needs_an_algorithm(tmp_path):
+    p = run(
+        "tournament", "--env", "CartPole-v1", "--max-seconds", "5",
+        "--store", str(tmp_path / "bad"), "--set", "lr=3e-4",
+    )  # fmt: skip
+    assert p.returncode == 2 and "--set expects ALGO.KEY=VALUE in a tournament" in p.stderr
 
 
 def test_tournament_needs_an_end_condition(tmp_path):

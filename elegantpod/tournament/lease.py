@@ -153,7 +153,7 @@ class Lease:
             who = "nobody (lease.json was deleted)" if winner is None else winner["owner"]
             raise LeaseError(
                 f"store {self.store.url!r}: another writer took the lease at the same "
-                f"moment and won: {who}; this one backs off"
+                f"moment ({who} when this one looked); this one backs off"
             )
         self.is_held = True
         return self

@@ -125,7 +125,7 @@ def test_a_write_landing_during_the_settle_interval_wins(store):
 
     thread = threading.Thread(target=competitor)
     thread.start()
-    with pytest.raises(LeaseError, match="won: bob@other pid 7"):
+    with pytest.raises(LeaseError, match=r"\(bob@other pid 7 when this one looked\)"):
         lease.acquire()
     thread.join()
     assert not lease.is_held
@@ -236,5 +236,8 @@ def test_processes_racing_to_acquire_have_exactly_one_winner(tmp_path):
     assert len(winners) == 1, outputs
     owner = winners[0].removeprefix("won ")
     assert Store(store).read_json(NAME)["owner"] == owner
+    # a loser names a contender it saw holding the lease: the winner, or (on a loaded
+    # machine, where a late writer can overwrite an earlier one) another loser
+    contenders = [f"pid {p.pid}" for p in procs]
     for loser in (o for o in outputs if not o.startswith("won")):
-        assert loser.startswith("lost") and owner in loser, outputs
+        assert loser.startswith("lost") and any(c in loser for c in contenders), outputs
