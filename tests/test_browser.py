@@ -72,6 +72,20 @@ def _wait_http(url: str, timeout: float = 90) -> None:
     raise TimeoutError(f"{url} did not answer in {timeout}s")
 
 
+def click_pause(page, scope, pod: str) -> None:
+    """In the dashboard inside ``scope`` (a page or a cell): choose ``pod``, click Pause,
+    and wait for the dashboard to say the tournament answered."""
+    page.wait_for_function(
+        "(pod) => [...document.querySelectorAll('.jupyter-widgets select option')]"
+        ".some(o => o.textContent.trim() === pod)",
+        arg=pod,
+        timeout=120_000,
+    )
+    scope.locator(".jupyter-widgets select").first.select_option(pod)
+    scope.locator(".jupyter-widgets button", has_text="Pause").first.click()
+    scope.locator(".jupyter-widgets", has_text=f"pause {pod}: done").first.wait_for(timeout=30_000)
+
+
 def _run_cell(page, code: str) -> None:
     """Append a cell at the end of the notebook, type ``code`` and run it."""
     page.locator(".jp-Notebook .jp-Cell").last.click()
@@ -158,16 +172,7 @@ def test_click_pause_in_jupyterlab(tmp_path):
             except Exception:
                 page.screenshot(path=str(artifacts / "failure.png"), full_page=True)
                 raise
-            page.wait_for_function(
-                "() => [...document.querySelectorAll('.jupyter-widgets select option')]"
-                ".some(o => o.textContent.trim() === 'p000')",
-                timeout=120_000,
-            )
-            page.locator(".jupyter-widgets select").first.select_option("p000")
-            pause.click()
-            page.locator(".jupyter-widgets", has_text="pause p000: done").first.wait_for(
-                timeout=30_000
-            )
+            click_pause(page, page, "p000")
             _run_cell(page, 'print("STATUS", t.pod("p000")["status"])')
             page.locator(".jp-OutputArea-output", has_text="STATUS paused").wait_for(timeout=60_000)
             _run_cell(page, 't.stop("p001")')  # its segment ends and enters the leaderboard

@@ -23,7 +23,7 @@ import pytest
 
 from elegantpod.cluster import close_gateway
 from tests.helpers import wait_until
-from tests.test_browser import CHROMIUM, FLAGS, _run_cell
+from tests.test_browser import CHROMIUM, FLAGS, _run_cell, click_pause
 
 pytest.importorskip("jupyterhub")
 pytest.importorskip("dask_gateway_server")
@@ -145,14 +145,7 @@ def _click_pause(page):
     cell = page.locator(".jp-Cell", has_text="pause-check")
     pause = cell.locator(".jupyter-widgets button", has_text="Pause")
     pause.wait_for(timeout=120_000)
-    page.wait_for_function(
-        "() => [...document.querySelectorAll('.jupyter-widgets select option')]"
-        ".some(o => o.textContent.trim() === 'p000')",
-        timeout=120_000,
-    )
-    cell.locator(".jupyter-widgets select").first.select_option("p000")
-    pause.click()
-    cell.locator(".jupyter-widgets", has_text="pause p000: done").first.wait_for(timeout=30_000)
+    click_pause(page, cell, "p000")
     _run_cell(page, 'print("STATUS", tp.pod("p000")["status"])')
     page.locator(".jp-OutputArea-output", has_text="STATUS paused").last.wait_for(timeout=60_000)
     _run_cell(page, "tp.stop(); tp.wait(60); elegantpod.shutdown(pclient)")

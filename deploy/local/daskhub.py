@@ -102,6 +102,17 @@ def _wait_http(url: str, timeout: float, proc: subprocess.Popen, log: Path) -> N
     raise TimeoutError(f"{url} did not answer in {timeout:.0f} s; see {log}")
 
 
+def _start(cmd: list[str], root: Path, env: dict, log_name: str):
+    """``cmd`` in its own session (so that Ctrl-C in a terminal reaches only us), its
+    output appended to ``root/log_name``."""
+    log = root / log_name
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            cmd, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    return proc, log
+
+
 def _stop(proc: subprocess.Popen, timeout: float = 30) -> None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
@@ -164,30 +175,14 @@ def local_daskhub(
     )
     env.pop("JUPYTERHUB_API_TOKEN", None)  # the gateway's comes from its config
     try:
-        hub_log = root / "jupyterhub.log"
-        with open(hub_log, "ab") as out:
-            proc = subprocess.Popen(
-                [str(BIN / "jupyterhub"), "-f", str(HERE / "jupyterhub_config.py")],
-                cwd=root,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        hub_cmd = [str(BIN / "jupyterhub"), "-f", str(HERE / "jupyterhub_config.py")]
+        proc, log = _start(hub_cmd, root, env, "jupyterhub.log")
         hub.processes.append(proc)
-        _wait_http(f"{hub.url}/hub/api/", 90, proc, hub_log)
-        gw_log = root / "gateway.log"
-        with open(gw_log, "ab") as out:
-            gw = subprocess.Popen(
-                [str(BIN / "dask-gateway-server"), "-f", str(HERE / "gateway_config.py")],
-                cwd=root,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        hub.processes.append(gw)
-        _wait_http(f"{hub.gateway_url}/api/health", 60, gw, gw_log)
+        _wait_http(f"{hub.url}/hub/api/", 90, proc, log)
+        gw_cmd = [str(BIN / "dask-gateway-server"), "-f", str(HERE / "gateway_config.py")]
+        proc, log = _start(gw_cmd, root, env, "gateway.log")
+        hub.processes.append(proc)
+        _wait_http(f"{hub.gateway_url}/api/health", 60, proc, log)
         hub.track()
         yield hub
     finally:

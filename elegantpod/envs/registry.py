@@ -212,9 +212,15 @@ def check_eval_env(env_id: str, env_kwargs: dict, eval_env_kwargs: dict, fitness
     probe = make_env(env_id, num_envs=1, device="cpu", seed=0, **{**env_kwargs, **eval_env_kwargs})
     try:
         if fitness != "return" and not getattr(probe, "record", False):
+            how = (
+                "evaluate over the whole range: eval_env_kwargs={'episode_days': None} "
+                "(--eval-env-arg episode_days=null on the command line)"
+                if env_id == "StockTrading-v0"
+                else "StockTrading-v0 does, evaluated over a whole range"
+            )
             raise ValueError(
-                f"fitness {fitness!r} needs an evaluation env that measures it: {env_id!r} "
-                "does not (StockTrading-v0 does, with eval_env_kwargs episode_days=None)"
+                f"fitness {fitness!r} needs an evaluation env that measures it, and "
+                f"{env_id!r} with these settings does not: {how}"
             )
     finally:
         probe.close()

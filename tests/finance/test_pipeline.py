@@ -176,6 +176,14 @@ def test_bad_finance_settings_fail_before_any_cluster_work(tmp_path):
         elegantpod.Tournament("StockTrading-v0", store=str(tmp_path / "a"), fitness="sharp", **base)
     with pytest.raises(ValueError, match="needs an evaluation env"):
         elegantpod.Tournament("CartPole-v1", store=str(tmp_path / "b"), fitness="sharpe", **base)
+    with pytest.raises(ValueError, match="--eval-env-arg episode_days=null"):  # says how
+        elegantpod.Tournament(
+            "StockTrading-v0",
+            store=str(tmp_path / "b"),
+            fitness="sharpe",
+            eval_env_kwargs={"start": "2017-01-03", "end": "2018-12-31"},
+            **base,
+        )
     with pytest.raises(ValueError, match="JSON"):
         elegantpod.Tournament(
             "StockTrading-v0",
