@@ -45,9 +45,11 @@ def test_a_store_that_fails_for_a_while_pauses_saving_and_strands_no_pod(client,
     assert wait_until(lambda: t.summary()["env_steps_total"] > steps, 15)  # pods train on
     (store / "state").unlink()
     shutil.move(tmp_path / "state-away", store / "state")
+    assert wait_until(lambda: t.summary()["warning"] is None, 30)  # saving came back
+    t.stop()  # no need to wait out the budget
     s = t.wait(90)
     assert warned and "saving to store" in (s["warning"] or "saving to store")
-    assert s["status"] == "finished" and s["warning"] is None  # saving came back
+    assert s["status"] == "finished" and s["warning"] is None
     assert set(t.pods["status"]) <= FINAL
     saved = Store(store).load_state()
     assert saved["state"]["total_steps"] == s["env_steps_total"]  # the last save has it all
@@ -100,6 +102,8 @@ def test_the_store_stays_bounded_over_many_segments(client, tmp_path):
     leaderboard = 4
     t = tiny(store, client, pods=4, max_seconds=25, segment_steps=128, leaderboard_size=leaderboard)
     t.start()
+    assert wait_until(lambda: sum(t.pods["segment"]) >= 60, 25)
+    t.stop()
     s = t.wait(90)
     segments = sum(t.pods["segment"])
     assert segments >= 40, segments  # many segments, many replaced pods

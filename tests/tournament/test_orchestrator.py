@@ -119,11 +119,13 @@ def test_killed_worker_costs_at_most_one_segment(tmp_path):
         # long enough (about 2 s) that the kill lands inside the segment, not after it:
         # a segment that had already finished cost no death, and the count read 0 once
         seg = 32768
+        # a budget the test never reaches: near a spent budget a segment is cut short,
+        # which on a slow machine once cut the re-run segment measured below
         t = Tournament(
             env="CartPole-v1",
             algos=["ppo"],
             pods=2,
-            max_steps=8 * seg,
+            max_steps=100 * seg,
             segment_steps=seg,
             store=tmp_path / "s",
             client=c,
@@ -136,13 +138,19 @@ def test_killed_worker_costs_at_most_one_segment(tmp_path):
         victim = next(m["worker"] for m in t.curves("p000") if m["segment"] == nxt)
         pid = c.run(os.getpid, workers=[victim])[victim]
         os.kill(pid, signal.SIGKILL)
+
+        def ends():
+            curves = t.curves("p000")
+            return [m for m in curves if m["type"] == "segment_end" and m["segment"] == nxt]
+
+        assert wait_until(lambda: ends(), 120)  # the segment ran again and finished
+        t.stop()
         summary = t.wait(timeout=180)
         assert summary["status"] == "finished" and summary["pods_failed"] == 0
         assert summary["worker_deaths_survived"] >= 1
         # the re-run resumed from the previous checkpoint: the count continues, not from 0
         # (its checkpoint itself may be pruned by now: the pod has newer ones)
-        ends = [m for m in t.curves("p000") if m["type"] == "segment_end" and m["segment"] == nxt]
-        assert ends and ends[-1]["env_steps"] == before["env_steps"] + seg
+        assert ends()[-1]["env_steps"] == before["env_steps"] + seg
         check_store_intact(tmp_path / "s")
     finally:
         cl = c.cluster
