@@ -38,7 +38,7 @@ def wait_for_replacement(t, seconds=120):
     end = time.monotonic() + seconds
     while time.monotonic() < end and not [r for r in t.lineage() if r["parent"]]:
         time.sleep(0.5)
-    time.sleep(4)
+    time.sleep(2)  # a few more segments on the curves
     return [r["pod"] for r in t.lineage() if r["parent"]]
 
 

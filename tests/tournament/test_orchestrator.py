@@ -387,9 +387,16 @@ def test_a_parent_whose_checkpoint_fails_to_load_breeds_no_more(client, tmp_path
     )
     (store / "pods/p000").mkdir(parents=True)
     (store / "pods/p000/seg-00001.pt").write_bytes(b"not a checkpoint")
-    # 20 s: p001 fails at once, its replacement trains a segment (about a second)
+    # p001 fails at once, its replacement trains a segment (about a second): then stop
     t = Tournament.resume(store, client=client, max_seconds=20)
     t.start()
+
+    def replacement_trained():
+        pods = t.pods
+        return "p002" in set(pods["pod_id"]) and t.pod("p002")["segment"] >= 1
+
+    assert wait_until(replacement_trained, 30)
+    t.stop()
     summary = t.wait(timeout=60)
     # p001 failed on its parent; its replacement is a fresh pod, not another child of it
     assert summary["pods_failed"] == 1 and summary["status"] == "finished"

@@ -176,7 +176,8 @@ def test_pods_stay_resident_on_their_workers_and_a_killed_worker_costs_one_segme
             store=tmp_path / "s",
             client=c,
             max_seconds=120,
-            max_steps=30 * seg,
+            # never reached: near a spent budget a segment is cut short (see below)
+            max_steps=1000 * seg,
             segment_steps=seg,
             hparams=TINY_PPO,
             generator=GeneratorConfig(ready_segments=10**6),  # the same two pods throughout
@@ -197,12 +198,17 @@ def test_pods_stay_resident_on_their_workers_and_a_killed_worker_costs_one_segme
         assert wait_until(lambda: running() is not None, 30)
         victim, nxt = running()
         os.kill(c.run(os.getpid, workers=[victim])[victim], signal.SIGKILL)
+
+        def ends():
+            curves = t.curves("p000")
+            return {m["segment"]: m["env_steps"] for m in curves if m["type"] == "segment_end"}
+
+        assert wait_until(lambda: nxt in ends(), 60)  # the killed segment ran again
+        t.stop()
         s = t.wait(120)
         assert s["status"] == "finished" and s["pods_failed"] == 0
         assert s["worker_deaths_survived"] >= 1
-        ends = {
-            m["segment"]: m["env_steps"] for m in t.curves("p000") if m["type"] == "segment_end"
-        }
+        ends = ends()
         # the re-run of the killed segment continued from the checkpoint before it
         assert ends[nxt] == ends[nxt - 1] + seg
     finally:
