@@ -8,6 +8,8 @@ evaluator) that train, evaluate and checkpoint themselves.
 """
 
 import importlib
+import sys
+import types
 
 # Lazy: ``import elegantpod`` (and ``python -m elegantpod.cli``) imports no torch, pandas
 # or Dask until a name is used. That keeps the CLI's --help instant, and lets the CLI take
@@ -47,6 +49,24 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return sorted([*globals(), *_WHERE])
+
+
+class _Package(types.ModuleType):
+    """``elegantpod.cluster`` is the function :func:`~elegantpod.cluster.cluster`, though a
+    submodule of that name exists too. Python's import system sets a package attribute to
+    each submodule it loads, so ``from elegantpod.cluster import shutdown`` anywhere would
+    turn ``elegantpod.cluster(...)`` into "'module' object is not callable". The
+    submodule stays what ``from elegantpod.cluster import name`` and
+    ``importlib.import_module("elegantpod.cluster")`` give (``import elegantpod.cluster
+    as m`` reads the package attribute, so it gives the function)."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if name == "cluster" and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 __version__ = "0.1.0"

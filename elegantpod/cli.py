@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
 import signal
@@ -362,17 +363,21 @@ class _CtrlCStopsTournament:
         self.t, self.pressed, self.previous = t, False, None
 
     def _on_sigint(self, signum, frame):
-        print(
-            "\nelegantpod: stopping: running pods save their work (Ctrl-C again to quit now)",
-            file=sys.stderr,
-            flush=True,
-        )
+        # the stop first: printing could fail if the signal landed mid-write to stderr
         self.pressed = True
-        self.t.stop()
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        self.t.stop()
+        with contextlib.suppress(RuntimeError):  # a reentrant write to stderr
+            print(
+                "\nelegantpod: stopping: running pods save their work (Ctrl-C again to quit now)",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def __enter__(self):
-        self.previous = signal.signal(signal.SIGINT, self._on_sigint)
+        previous = signal.signal(signal.SIGINT, self._on_sigint)
+        # None: a handler installed from C, which Python cannot put back
+        self.previous = signal.default_int_handler if previous is None else previous
         return self
 
     def __exit__(self, *exc):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import warnings
 
 import dask
@@ -403,15 +404,26 @@ def quiet_shutdown():
     """
     import logging
 
-    loggers = [logging.getLogger(name) for name in SHUTDOWN_LOGGERS]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.ERROR)
+    global _quiet_closers, _quiet_levels
+    with _quiet_lock:  # two tournaments may close at once: the last one restores
+        if _quiet_closers == 0:
+            _quiet_levels = {name: logging.getLogger(name).level for name in SHUTDOWN_LOGGERS}
+            for name, level in _quiet_levels.items():
+                logging.getLogger(name).setLevel(max(level, logging.ERROR))
+        _quiet_closers += 1
     try:
         yield
     finally:
-        for lg, level in zip(loggers, levels, strict=True):
-            lg.setLevel(level)
+        with _quiet_lock:
+            _quiet_closers -= 1
+            if _quiet_closers == 0:
+                for name, level in _quiet_levels.items():
+                    logging.getLogger(name).setLevel(level)
+
+
+_quiet_lock = threading.Lock()
+_quiet_closers = 0
+_quiet_levels: dict[str, int] = {}
 
 
 def close_gateway(gw) -> None:

@@ -333,11 +333,12 @@ class Pod:
         if is_best:
             self.best_score = float(score)
             payload["best_score"] = self.best_score
-        write_checkpoint_bytes(self.checkpoint_path, checkpoint_bytes(payload))
         if is_best:
-            # the agent to use, not a run to resume: its replay would only double the
-            # disk an off-policy run takes (checkpoint.pt keeps it)
+            # first: checkpoint.pt records best_score, so a kill between the two writes
+            # must not leave it claiming a best that best.pt does not hold. best.pt is the
+            # agent to use, not a run to resume: no replay (checkpoint.pt keeps it)
             write_checkpoint_bytes(self.best_path, checkpoint_bytes(without_replay(payload)))
+        write_checkpoint_bytes(self.checkpoint_path, checkpoint_bytes(payload))
         self._saved_at = self.env_steps
 
     def _evaluate(self, start: float, stats: dict) -> Progress:
@@ -578,6 +579,7 @@ class Pod:
                 f"(hidden={self.learner.config.hidden}): {first}"
             ) from exc
         self.env_steps = env_steps
+        self._saved_at = None  # a loaded state is not the file in out_dir
         self.best_score = None if best_score is None else float(best_score)
         self._invalidate_graphs()
         if not restore_rng:

@@ -126,6 +126,11 @@ def prepare_out_dir(
         probe = path / f".write-test-{os.getpid()}"
         probe.write_bytes(b"")
         probe.unlink()
+        if overwrite and not resume:
+            # the earlier run goes as a whole: a best.pt left behind would be loaded as
+            # this run's agent (Pod.from_checkpoint(out) prefers it)
+            for name in existing:
+                (path / name).unlink()
     except OSError as exc:
         raise ValueError(f"out {str(path)!r} is not writable: {exc.strerror or exc}") from exc
     return path
@@ -272,6 +277,8 @@ def _ctrl_c_stops(pod) -> Iterator[list[bool]]:
         yield flag
         return
     previous = signal.getsignal(signal.SIGINT)
+    if previous is None:  # a handler installed from C: Python cannot put it back
+        previous = signal.default_int_handler
 
     def on_sigint(signum, frame):
         flag[0] = True

@@ -6,7 +6,8 @@ folders nobody would find again. Now every run of the same example reuses one fo
 ``workdir(name)``, under one root:
 
 - ``$ELEGANTPOD_WORKDIR`` when set,
-- else ``elegantpod`` in the system's temporary folder (``/tmp/elegantpod`` on Linux).
+- else ``elegantpod-<user id>`` in the system's temporary folder (``/tmp/elegantpod-1000``
+  on Linux): one per user, so that users of a shared machine never share or block it.
 
 A fresh run empties its own folder first, so the space used is bounded by one run of
 each example; ``clear_workdir()`` removes them all.
@@ -30,7 +31,10 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 def workdir_root() -> Path:
     """The folder that holds every example's folder (see the module's docstring)."""
     given = os.environ.get(ENV_VAR)
-    return Path(given).expanduser() if given else Path(tempfile.gettempdir()) / "elegantpod"
+    if given:
+        return Path(given).expanduser()
+    user = os.getuid() if hasattr(os, "getuid") else os.environ.get("USERNAME", "user")
+    return Path(tempfile.gettempdir()) / f"elegantpod-{user}"
 
 
 def workdir(name: str, *, fresh: bool = True) -> Path:
@@ -51,7 +55,7 @@ def workdir(name: str, *, fresh: bool = True) -> Path:
         For a name that is not a plain folder name, or a folder that exists but was not
         made by :func:`workdir` (it is never emptied: it may hold someone's files).
     """
-    if not isinstance(name, str) or not _NAME.match(name) or name in (".", ".."):
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ValueError(f"workdir name must be a plain folder name, got {name!r}")
     path = workdir_root() / name
     if path.exists():
@@ -65,7 +69,8 @@ def workdir(name: str, *, fresh: bool = True) -> Path:
                 )
         elif fresh:
             shutil.rmtree(path)
-    path.mkdir(parents=True, exist_ok=True)
+    workdir_root().mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.mkdir(exist_ok=True)
     (path / MARKER).write_text("made by elegantpod.workdir(); emptied by its next run\n")
     return path
 

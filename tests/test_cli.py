@@ -421,3 +421,16 @@ def test_a_tournament_whose_every_pod_failed_exits_non_zero_and_says_why(tmp_pat
     )
     assert p.returncode == 1, p.stderr
     assert "tournament failed: every pod failed: 1 x ParentCheckpointError" in p.stderr
+
+
+def test_overwrite_replaces_the_earlier_run_whole(tmp_path):
+    """A best.pt left by an earlier run would be loaded as the new run's agent."""
+    from elegantpod.training import prepare_out_dir
+
+    for name in ("checkpoint.pt", "best.pt", "result.json", "spec.json"):
+        (tmp_path / name).write_text("earlier run")
+    (tmp_path / "notes.txt").write_text("mine")
+    prepare_out_dir(tmp_path, resume=True)  # a resume keeps everything
+    assert (tmp_path / "best.pt").is_file()
+    prepare_out_dir(tmp_path, overwrite=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]

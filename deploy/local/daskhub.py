@@ -56,8 +56,9 @@ class LocalDaskHub:
     users: list[str]
     admin_token: str
     processes: list[subprocess.Popen] = field(default_factory=list)
-    seen: set[int] = field(default_factory=set)
-    """Every process id started under the hub or the gateway (for the leak check)."""
+    seen: dict = field(default_factory=dict)
+    """Every process started under the hub or the gateway, by pid (``psutil.Process``
+    objects: signalling one checks it is still the same process, not a reused pid)."""
 
     def api(self, path: str, method: str = "GET", body: bytes | None = None) -> bytes:
         """A hub REST API call with the admin token (``path`` after ``/hub/api``)."""
@@ -83,8 +84,9 @@ class LocalDaskHub:
 
         for p in self.processes:
             with contextlib.suppress(psutil.Error):
-                self.seen.add(p.pid)
-                self.seen.update(c.pid for c in psutil.Process(p.pid).children(recursive=True))
+                parent = psutil.Process(p.pid)
+                for proc in (parent, *parent.children(recursive=True)):
+                    self.seen.setdefault(proc.pid, proc)
 
 
 def _wait_http(url: str, timeout: float, proc: subprocess.Popen, log: Path) -> None:
@@ -120,7 +122,8 @@ def _stop(proc: subprocess.Popen, timeout: float = 30) -> None:
             proc.wait(timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.wait(10)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(10)
 
 
 @contextlib.contextmanager
@@ -190,30 +193,30 @@ def local_daskhub(
         for proc in reversed(hub.processes):  # the gateway stops its clusters first
             _stop(proc)
         # anything a stopped parent left behind (a user's kernel, a cluster's worker)
-        for pid in sorted(hub.seen):
+        for proc in hub.seen.values():
             with contextlib.suppress(psutil.Error):
-                p = psutil.Process(pid)
-                if p.status() != psutil.STATUS_ZOMBIE:
-                    p.terminate()
+                if proc.status() != psutil.STATUS_ZOMBIE:
+                    proc.terminate()
         gone = time.monotonic() + 10
         while time.monotonic() < gone and alive(hub.seen):
             time.sleep(0.2)
         for pid in alive(hub.seen):
             with contextlib.suppress(psutil.Error):
-                psutil.Process(pid).kill()
+                hub.seen[pid].kill()
         if tmp is not None:
             with contextlib.suppress(OSError):
                 tmp.cleanup()
 
 
-def alive(pids) -> list[int]:
-    """The pids in ``pids`` that still run (zombies do not count)."""
+def alive(seen: dict) -> list[int]:
+    """The pids of the processes in ``seen`` (pid -> ``psutil.Process``) that still run;
+    zombies and reused pids do not count."""
     import psutil
 
     out = []
-    for pid in pids:
+    for pid, proc in seen.items():
         with contextlib.suppress(psutil.Error):
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
                 out.append(pid)
     return out
 

@@ -285,8 +285,6 @@ class Engine:
                 with contextlib.suppress(Exception):
                     lease.release()
             if self._own_client:
-                # imported here: importing the submodule elegantpod.cluster at module
-                # load would shadow the function elegantpod.cluster() (PEP 562 lazy name)
                 from elegantpod.cluster import shutdown
 
                 with contextlib.suppress(Exception):

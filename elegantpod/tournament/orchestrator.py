@@ -446,8 +446,8 @@ class Tournament(Engine):
 
         shown = self._shown
         if shown is not None and not shown.is_closed:
-            if refresh_seconds is not None:
-                shown.set_refresh(refresh_seconds)
+            # also restarts the refresh of a tournament started again after it ended
+            shown.set_refresh(shown.refresh_seconds if refresh_seconds is None else refresh_seconds)
             return shown
         interval = 1.0 if refresh_seconds is None else refresh_seconds
         self._shown = Dashboard(self, refresh_seconds=interval)

@@ -46,9 +46,10 @@ def fmt(value: Any) -> str:
 
 
 def fmt_score(mean: Any, std: Any) -> str:
-    """``mean ± std`` at one precision, set by the spread: two significant digits of the
-    std and the mean rounded to the same place (``376 ± 157``, ``120.4 ± 5.0``), so
-    that no digit is shown that the evaluation cannot tell apart."""
+    """``mean ± std`` at one precision, set by the spread: the std's first two digits
+    decide the decimal places (none from 10 up, at most four), and the mean is rounded
+    to the same place (``376 ± 157``, ``120.4 ± 5.0``, ``1.234 ± 0.051``), so that no
+    digit is shown that the evaluation cannot tell apart."""
     if not isinstance(std, int | float) or not math.isfinite(std) or std <= 0:
         return f"{fmt(mean)} ± {fmt(std)}"
     if not isinstance(mean, int | float) or not math.isfinite(mean):
