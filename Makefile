@@ -54,7 +54,8 @@ bench:
 	$(PY) benchmarks/orchestrator_throughput.py
 	$(PY) benchmarks/tournament_scaling.py
 	$(PY) benchmarks/mujoco_vs_sb3.py   # hours on 2 cores at its default 100k steps x 3 seeds
-	# on a CUDA machine: bash benchmarks/gpu_run.sh [gpu_tournament.py];
+	$(PY) benchmarks/mjx_locomotion.py --parts throughput   # MJX vs gymnasium on the CPU
+	# on a CUDA machine: bash benchmarks/gpu_run.sh [gpu_tournament.py | mjx_locomotion.py];
 	# python benchmarks/gpu_trading_pod.py
 
 clean:

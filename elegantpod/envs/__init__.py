@@ -1,9 +1,11 @@
-"""Batched environments: native torch envs, the gymnasium and Isaac Gym adapters, ``make_env``."""
+"""Batched environments: native torch envs, the gymnasium and Isaac Gym adapters, MJX
+locomotion, ``make_env``."""
 
 from elegantpod.envs.base import TorchVecEnv, VecEnv
 from elegantpod.envs.classic import Acrobot, CartPole, MountainCarContinuous, Pendulum
 from elegantpod.envs.gym import GymVecEnv
 from elegantpod.envs.isaac import IsaacVecEnv, make_isaac_env
+from elegantpod.envs.mjx import MjxVecEnv
 from elegantpod.envs.registry import (
     available_envs,
     check_env_id,
@@ -17,6 +19,7 @@ __all__ = [
     "CartPole",
     "GymVecEnv",
     "IsaacVecEnv",
+    "MjxVecEnv",
     "MountainCarContinuous",
     "Pendulum",
     "TorchVecEnv",

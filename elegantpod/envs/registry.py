@@ -119,6 +119,7 @@ def make_env(
     seed: int | None = None,
     *,
     native: bool | None = None,
+    backend: str | None = None,
     **kwargs,
 ) -> VecEnv:
     """Build a batched env of ``num_envs`` sub-envs returning tensors on ``device``.
@@ -138,6 +139,11 @@ def make_env(
     native
         ``None`` picks the native env when one exists; ``False`` forces the gymnasium
         adapter (useful for parity checks); ``True`` requires a native env.
+    backend
+        ``"mjx"``: MuJoCo's JAX backend for ``Ant-v5``, ``Humanoid-v5``, ``Hopper-v5`` and
+        ``HalfCheetah-v5``, thousands of worlds per GPU
+        (:class:`~elegantpod.envs.mjx.MjxVecEnv`; keywords ``physics="exact"|"fast"``
+        and gymnasium's reward terms). ``None`` or ``"gymnasium"``: as ``native`` says.
     **kwargs
         Forwarded to the env class (native: ``max_episode_steps``; ``StockTrading-v0``:
         ``data``, ``start``, ``end`` and the other
@@ -148,6 +154,14 @@ def make_env(
     if int(num_envs) < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs!r}")
     device = resolve_device(device)  # a malformed or absent device fails before any work
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS[1:]} or None, got {backend!r}")
+    if backend == "mjx":
+        if native:
+            raise ValueError("native=True and backend='mjx' exclude each other")
+        from elegantpod.envs.mjx import MjxVecEnv
+
+        return MjxVecEnv(env_id, num_envs=num_envs, device=device, seed=seed, **kwargs)
     if env_id in KWARG_ENVS:
         if native is False:
             raise ValueError(f"{env_id!r} has no gymnasium twin; it is native only")
@@ -172,6 +186,9 @@ def make_env(
             raise
         raise ValueError(f"bad keyword for {env_id!r}: {exc}") from None
 
+
+BACKENDS = (None, "gymnasium", "mjx")
+"""Simulators ``make_env`` can put behind an id (``None``: the usual choice)."""
 
 _SELF_KEYWORDS = {"self", "num_envs", "device", "seed"}
 

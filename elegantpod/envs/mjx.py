@@ -1,0 +1,430 @@
+"""MuJoCo locomotion on MJX: thousands of MuJoCo worlds per accelerator, from PyPI.
+
+``make_env("Ant-v5", num_envs=4096, device="cuda", backend="mjx")`` builds an
+:class:`MjxVecEnv`: gymnasium's v5 task (:mod:`elegantpod.envs.mjx_tasks`) simulated by
+MuJoCo's JAX backend, MJX, for every sub-env at once, behind elegantpod's protocol
+(same-step auto-reset with ``info["final_obs"]``, episode statistics, time limit).
+
+Why JAX inside a torch library: MJX is MuJoCo's own GPU physics and installs from PyPI
+(``pip install 'elegantpod[mjx]'``), where Isaac Gym does not. The whole env step (the
+``frame_skip`` physics steps, contact forces, observation, reward, termination, time
+limit, statistics, and the reset of finished worlds) is one jitted XLA program per env
+size; torch and JAX exchange tensors through DLPack, which on a GPU shares the memory
+(no copy) and orders the two libraries' streams.
+
+Settings made before JAX is first imported, each overridable by setting it yourself:
+
+- ``XLA_PYTHON_CLIENT_PREALLOCATE=false``: by default JAX reserves 75% of a GPU's memory
+  at start, leaving torch's networks and buffers (and other pods packed on that GPU)
+  too little. Without preallocation JAX's allocator grows as the worlds need.
+- ``XLA_FLAGS=--xla_cpu_multi_thread_eigen=false`` on CPU hosts only: a pod on the CPU uses
+  one thread (elegantpod's rule: pods share a machine's cores; two threads each made a
+  busy 2-core box 10x slower).
+- JAX's persistent compilation cache in ``$ELEGANTPOD_JAX_CACHE`` (default
+  ``~/.cache/elegantpod/jax``), so that a tournament's workers, an evaluator and the next
+  run load a compiled step instead of compiling it again (tens of seconds on a CPU). A
+  cache directory that others can write to is not used: a compiled program is code.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+import torch
+
+from elegantpod.envs.base import StepResult, Tensor
+from elegantpod.envs.mjx_tasks import PHYSICS, TASKS, Task, load_model, task_params
+
+MJX_HELP = (
+    "backend='mjx' needs MuJoCo's JAX backend: pip install 'elegantpod[mjx]' "
+    "(mujoco-mjx and jax; on a CUDA machine also jax's CUDA plugin, "
+    "pip install 'jax[cuda13]' or 'jax[cuda12]' to match the driver)"
+)
+
+
+def check_installed() -> None:
+    """Raise ``ImportError`` with the pip command when MJX or JAX is missing.
+
+    Cheap (no import of jax), so that a pod spec naming ``backend="mjx"`` fails where it
+    is checked, before any cluster work.
+    """
+    import importlib.util
+
+    missing = []
+    for name in ("jax", "mujoco.mjx"):
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except ModuleNotFoundError:  # the parent package (mujoco) is missing
+            found = False
+        if not found:
+            missing.append(name)
+    if missing:
+        raise ImportError(f"{MJX_HELP} (missing: {', '.join(missing)})")
+
+
+def _setup_jax():
+    """Import jax and mjx with elegantpod's defaults (see the module docstring)."""
+    if "jax" not in sys.modules:
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+        flags = os.environ.get("XLA_FLAGS", "")
+        if not torch.cuda.is_available() and "xla_cpu_multi_thread_eigen" not in flags:
+            os.environ["XLA_FLAGS"] = f"{flags} --xla_cpu_multi_thread_eigen=false".strip()
+    try:
+        import jax
+        from mujoco import mjx
+    except ImportError as exc:
+        raise ImportError(f"{MJX_HELP}: {exc}") from None
+    _use_compilation_cache(jax)
+    return jax, mjx
+
+
+def cache_dir() -> Path:
+    """Where compiled MJX steps are kept between processes (``$ELEGANTPOD_JAX_CACHE``)."""
+    if os.environ.get("ELEGANTPOD_JAX_CACHE"):
+        return Path(os.environ["ELEGANTPOD_JAX_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "elegantpod" / "jax"
+
+
+def _private_dir(path: Path) -> bool:
+    """Create ``path`` (mode 0700) or accept it if only its owner can write to it."""
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = path.stat()
+    except OSError:
+        return False
+    return info.st_uid == os.getuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+def _use_compilation_cache(jax) -> None:
+    if jax.config.jax_compilation_cache_dir:  # the user chose one
+        return
+    path = cache_dir()
+    if _private_dir(path):
+        jax.config.update("jax_compilation_cache_dir", str(path))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+
+
+def jax_device(jax, device: torch.device):
+    """The JAX device that holds the same memory as torch's ``device``."""
+    if device.type == "cpu":
+        return jax.devices("cpu")[0]
+    if device.type != "cuda":
+        raise ValueError(f"backend='mjx' runs on 'cpu' or 'cuda' devices, not {str(device)!r}")
+    try:
+        gpus = jax.devices("cuda")
+    except RuntimeError:
+        raise ValueError(
+            f"device {str(device)!r}: this jax ({jax.__version__}) has no CUDA backend; {MJX_HELP}"
+        ) from None
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index >= len(gpus):
+        raise ValueError(f"device {str(device)!r}: jax sees {len(gpus)} CUDA device(s)")
+    return gpus[index]
+
+
+class MjxVecEnv:
+    """A gymnasium v5 MuJoCo locomotion task on MJX, as a batched torch env.
+
+    Parameters
+    ----------
+    env_id
+        ``"Ant-v5"``, ``"Humanoid-v5"``, ``"Hopper-v5"`` or ``"HalfCheetah-v5"``.
+    num_envs
+        Worlds simulated in lock-step (thousands per GPU; a few on a CPU, where MJX is
+        several times slower than gymnasium's MuJoCo: ``benchmarks/mjx_throughput.py``).
+    device
+        Torch device of the returned tensors; the worlds live in JAX on the same device.
+    seed
+        Seed of the reset noise (JAX's counter-based generator).
+    physics
+        ``"exact"``: gymnasium's model and options, one step matching gymnasium's env
+        from the same state (``tests/envs/test_mjx.py``). ``"fast"``: the options tuned
+        for accelerators (:func:`~elegantpod.envs.mjx_tasks.physics_options`), whose
+        returns drift from exact by a bounded amount. ``None`` (default): fast on a
+        GPU, exact on the CPU.
+    max_episode_steps
+        Time limit (gymnasium's 1000 by default).
+    **task_kwargs
+        gymnasium's keywords for the reward, termination and reset terms
+        (``ctrl_cost_weight``, ``healthy_z_range``, ``reset_noise_scale``...).
+    """
+
+    def __init__(
+        self,
+        env_id: str,
+        num_envs: int = 1,
+        device: str | torch.device = "cpu",
+        seed: int | None = None,
+        physics: str | None = None,
+        max_episode_steps: int | None = None,
+        **task_kwargs: Any,
+    ) -> None:
+        if env_id not in TASKS:
+            raise ValueError(
+                f"backend='mjx' has no env {env_id!r}; it has {', '.join(sorted(TASKS))}"
+            )
+        if int(num_envs) < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs!r}")
+        check_installed()
+        task = TASKS[env_id]
+        self.device = torch.device(device)
+        if physics is None:
+            physics = "fast" if self.device.type == "cuda" else "exact"
+        if physics not in PHYSICS:
+            raise ValueError(f"physics must be one of {PHYSICS}, got {physics!r}")
+        if max_episode_steps is not None and (
+            isinstance(max_episode_steps, bool)
+            or not isinstance(max_episode_steps, int)
+            or max_episode_steps < 1
+        ):
+            raise ValueError(
+                f"max_episode_steps must be an integer >= 1, got {max_episode_steps!r}"
+            )
+        self.params = task_params(task, task_kwargs)
+        self.task, self.physics, self.env_id = task, physics, env_id
+        self.num_envs = int(num_envs)
+        self.max_episode_steps = max_episode_steps or task.max_episode_steps
+        self.model = load_model(task, physics)
+        self.dt = float(self.model.opt.timestep) * task.frame_skip
+        obs_dim = _obs_dim(task, self.model, self.params)
+        self.observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)
+        low, high = self.model.actuator_ctrlrange.astype(np.float32).T
+        self.action_space = gymnasium.spaces.Box(low, high, dtype=np.float32)
+        self._seed = 0 if seed is None else int(seed)
+        self._state = None  # (worlds, elapsed, episode_return, key), made by reset()
+        self._program = None  # built on first reset: a probe env compiles nothing
+
+    # -- the protocol -----------------------------------------------------------------
+    def reset(self, seed: int | None = None) -> Tensor:
+        """Start a fresh episode in every world; the first observations."""
+        program = self._build()
+        jax = program.jax
+        if seed is not None:
+            self._seed = int(seed)
+        with jax.default_device(program.device):
+            key = jax.random.PRNGKey(self._seed)
+        qpos, qvel, key = program.noise(program.model, key, self.num_envs)
+        self._state, obs = program.start(program.model, qpos, qvel, key)
+        return self._to_torch(obs)
+
+    @torch.no_grad()
+    def step(self, action: Tensor) -> StepResult:
+        """Advance every world by ``frame_skip`` physics steps; finished ones restart."""
+        if self._state is None:
+            raise RuntimeError(f"{self.env_id}: call reset() before step()")
+        program = self._program
+        action = torch.as_tensor(action, dtype=torch.float32, device=self.device)
+        if action.shape != (self.num_envs, *self.action_space.shape):
+            raise ValueError(
+                f"{self.env_id}: actions of shape {tuple(action.shape)}, expected "
+                f"{(self.num_envs, *self.action_space.shape)}"
+            )
+        limit = np.int32(self.max_episode_steps)
+        self._state, out = program.step(
+            program.model, self._state, self._to_jax(action.contiguous()), limit
+        )
+        obs, final_obs, reward, terminated, truncated, ret, length = map(self._to_torch, out)
+        info = {"final_obs": final_obs, "episode_return": ret, "episode_length": length.long()}
+        return obs, reward, terminated, truncated, info
+
+    def set_state(self, qpos: Tensor, qvel: Tensor) -> Tensor:
+        """Put every world in the state ``(qpos, qvel)``, ``(num_envs, nq)`` and
+        ``(num_envs, nv)``, as gymnasium's ``set_state`` does (then ``mj_forward``), and
+        start its episode count there; returns the observations.
+
+        Why: parity checks drive gymnasium's env and this one from the same states, and
+        a curriculum may start episodes from states it chose.
+        """
+        program = self._build()
+        want = {"qpos": (self.num_envs, self.model.nq), "qvel": (self.num_envs, self.model.nv)}
+        arrays = {}
+        for name, value in (("qpos", qpos), ("qvel", qvel)):
+            value = torch.as_tensor(value, dtype=torch.float32, device=self.device)
+            if tuple(value.shape) != want[name]:
+                raise ValueError(f"{name} of shape {tuple(value.shape)}, expected {want[name]}")
+            arrays[name] = self._to_jax(value.contiguous())
+        if self._state is None:
+            self.reset()
+        key = self._state[3]
+        self._state, obs = program.start(program.model, arrays["qpos"], arrays["qvel"], key)
+        return self._to_torch(obs)
+
+    @property
+    def qpos(self) -> Tensor:
+        """Every world's joint positions, ``(num_envs, nq)`` (a view of JAX's memory)."""
+        return self._field("qpos")
+
+    @property
+    def qvel(self) -> Tensor:
+        """Every world's joint velocities, ``(num_envs, nv)``."""
+        return self._field("qvel")
+
+    def _field(self, name: str) -> Tensor:
+        if self._state is None:
+            raise RuntimeError(f"{self.env_id}: call reset() first")
+        return self._to_torch(getattr(self._state[0], name))
+
+    def close(self) -> None:
+        """Drop the worlds (the compiled program stays cached for the next env)."""
+        self._state = None
+
+    def __repr__(self) -> str:
+        return (
+            f"MjxVecEnv({self.env_id!r}, num_envs={self.num_envs}, device={self.device}, "
+            f"physics={self.physics!r})"
+        )
+
+    # -- internals --------------------------------------------------------------------
+    def _build(self):
+        if self._program is None:
+            self._program = _program(self.task, self.physics, self.params, self.device)
+        return self._program
+
+    def _to_jax(self, tensor: Tensor):
+        return self._program.jax.dlpack.from_dlpack(tensor)
+
+    @staticmethod
+    def _to_torch(array) -> Tensor:
+        return torch.from_dlpack(array)
+
+
+def _obs_dim(task: Task, model, params: dict) -> int:
+    """The observation size, from the model's sizes, without building any JAX program."""
+    nq, nv, nbody, nu = model.nq, model.nv, model.nbody, model.nu
+    if task.env_id == "Ant-v5":
+        return nq - 2 + nv + 6 * (nbody - 1) * params["include_cfrc_ext_in_observation"]
+    if task.env_id == "Humanoid-v5":
+        sizes = {
+            "include_cinert_in_observation": 10 * (nbody - 1),
+            "include_cvel_in_observation": 6 * (nbody - 1),
+            "include_qfrc_actuator_in_observation": nv - 6,
+            "include_cfrc_ext_in_observation": 6 * (nbody - 1),
+        }
+        return nq - 2 + nv + sum(n for k, n in sizes.items() if params[k])
+    del nu
+    return nq - 1 + nv  # Hopper, HalfCheetah
+
+
+class _Program:
+    """The jitted reset and step of one task, physics, parameters and device."""
+
+    def __init__(self, task: Task, physics: str, params: dict, device: torch.device) -> None:
+        jax, mjx = _setup_jax()
+        self.jax = jax
+        self.device = jax_device(jax, device)
+        model = load_model(task, physics)
+        self.model = mjx.put_model(model, device=self.device)
+        self.noise, self.step, self.start = _make_functions(jax, mjx, task, params, model)
+
+
+_programs: dict[tuple, _Program] = {}
+_programs_lock = threading.Lock()
+
+
+def _program(task: Task, physics: str, params: dict, device: torch.device) -> _Program:
+    """The process's one :class:`_Program` for these settings (jit caches each size)."""
+    key = (task.env_id, physics, tuple(sorted(params.items())), str(device))
+    with _programs_lock:
+        if key not in _programs:
+            _programs[key] = _Program(task, physics, params, device)
+        return _programs[key]
+
+
+def _make_functions(jax, mjx, task: Task, params: dict, model):
+    """``noise(m, key, n)``, ``step(m, state, action, limit)`` and ``start(m, qpos, qvel,
+    key)``, jitted.
+
+    ``state`` is ``(worlds, elapsed, episode_return, key)``: the batched ``mjx.Data``,
+    per-world step counts and returns, and the reset-noise key. ``step`` returns the
+    next state and ``(obs, final_obs, reward, terminated, truncated, episode_return,
+    episode_length)``; worlds whose episode ended are reset inside the same program
+    (behind a ``lax.cond``, so steps where none ended skip the reset's forward pass).
+    """
+    jnp = jax.numpy
+    dt = float(model.opt.timestep) * task.frame_skip
+    nv = int(model.nv)
+    terminate = params.get("terminate_when_unhealthy", False)
+
+    def fresh_world(m, key):
+        # gymnasium: mj_resetData, then set_state(qpos0 + noise, noise) runs mj_forward
+        qpos, qvel = task.reset_noise(params, key, m.qpos0, nv)
+        d = mjx.make_data(m).replace(qpos=qpos, qvel=qvel)
+        return mjx.forward(m, d)
+
+    def observe(m, d):
+        return task.observe(params, m, d).astype(jnp.float32)
+
+    def step_world(m, d, action):
+        before = task.position(m, d)
+        d = d.replace(ctrl=action)
+        d = jax.lax.fori_loop(0, task.frame_skip, lambda _, d: mjx.step(m, d), d)
+        if task.needs_contact_forces:
+            d = mjx.rne_postconstraint(m, d)
+        velocity = (task.position(m, d) - before) / dt
+        reward, healthy = task.reward(params, m, d, action, velocity)
+        terminated = jnp.logical_not(healthy) & terminate
+        return d, observe(m, d), reward.astype(jnp.float32), terminated
+
+    def noise(m, key, n):
+        """Fresh episodes' states for ``n`` worlds, and the key to carry on."""
+        key, sub = jax.random.split(key)
+        noise_one = lambda k: task.reset_noise(params, k, m.qpos0, nv)  # noqa: E731
+        qpos, qvel = jax.vmap(noise_one)(jax.random.split(sub, n))
+        return qpos, qvel, key
+
+    def step(m, state, action, limit):
+        worlds, elapsed, episode_return, key = state
+        n = action.shape[0]
+        worlds, final_obs, reward, terminated = jax.vmap(step_world, in_axes=(None, 0, 0))(
+            m, worlds, action
+        )
+        elapsed = elapsed + 1
+        episode_return = episode_return + reward
+        truncated = elapsed >= limit
+        done = terminated | truncated
+        key, sub = jax.random.split(key)
+
+        def restart(worlds):
+            fresh = jax.vmap(fresh_world, in_axes=(None, 0))(m, jax.random.split(sub, n))
+
+            def pick(new, old):
+                return jnp.where(done.reshape((n,) + (1,) * (old.ndim - 1)), new, old)
+
+            worlds = jax.tree_util.tree_map(pick, fresh, worlds)
+            return worlds, jax.vmap(observe, in_axes=(None, 0))(m, worlds)
+
+        worlds, obs = jax.lax.cond(done.any(), restart, lambda w: (w, final_obs), worlds)
+        state = (
+            worlds,
+            jnp.where(done, 0, elapsed),
+            jnp.where(done, 0.0, episode_return),
+            key,
+        )
+        out = (obs, final_obs, reward, terminated, truncated, episode_return, elapsed)
+        return state, out
+
+    def start(m, qpos, qvel, key):
+        # one program for reset and set_state: each costs tens of seconds to compile on
+        # a CPU, and a reset is a set_state from noise
+        def world(qpos, qvel):
+            return mjx.forward(m, mjx.make_data(m).replace(qpos=qpos, qvel=qvel))
+
+        worlds = jax.vmap(world)(qpos, qvel)
+        obs = jax.vmap(observe, in_axes=(None, 0))(m, worlds)
+        n = qpos.shape[0]
+        return (worlds, jnp.zeros(n, jnp.int32), jnp.zeros(n, jnp.float32), key), obs
+
+    # the state is donated: XLA updates the worlds in place rather than copying them
+    return (
+        jax.jit(noise, static_argnums=2),
+        jax.jit(step, donate_argnums=1),
+        jax.jit(start),
+    )
