@@ -209,8 +209,11 @@ class MjxVecEnv:
         jax = program.jax
         if seed is not None:
             self._seed = int(seed)
-        with jax.default_device(program.device):
-            key = jax.random.PRNGKey(self._seed)
+        if seed is None and self._state is not None:
+            key = self._state[3]  # carry on the stream: a new draw, as gymnasium's reset()
+        else:
+            with jax.default_device(program.device):
+                key = jax.random.PRNGKey(self._seed)
         qpos, qvel, key = program.noise(program.model, key, self.num_envs)
         self._state, obs = program.start(program.model, qpos, qvel, key)
         return self._to_torch(obs)

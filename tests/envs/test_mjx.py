@@ -154,6 +154,7 @@ def test_protocol_same_step_autoreset_statistics_and_time_limit():
     again = env.reset(seed=1)
     torch.testing.assert_close(again, obs)  # a seed fixes the start states
     assert not torch.equal(env.reset(seed=2), obs)
+    assert not torch.equal(env.reset(), env.reset())  # no seed: fresh draws each time
     env.reset(seed=1)
     # gymnasium's first observation: qpos0 + noise of scale 5e-3, zero joint velocity noise
     torch.testing.assert_close(again[:, 0], torch.full((N,), 1.25), atol=5e-3, rtol=0)
