@@ -33,14 +33,14 @@ import stat
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium
 import numpy as np
 import torch
 
 from elegantpod.envs.base import StepResult, Tensor
-from elegantpod.envs.mjx_tasks import PHYSICS, TASKS, Task, load_model, task_params
+from elegantpod.envs.mjx_tasks import TASKS, Task, load_model, task_params
 
 MJX_HELP = (
     "backend='mjx' needs MuJoCo's JAX backend: pip install 'elegantpod[mjx]' "
@@ -178,8 +178,6 @@ class MjxVecEnv:
         self.device = torch.device(device)
         if physics is None:
             physics = "fast" if self.device.type == "cuda" else "exact"
-        if physics not in PHYSICS:
-            raise ValueError(f"physics must be one of {PHYSICS}, got {physics!r}")
         if max_episode_steps is not None and (
             isinstance(max_episode_steps, bool)
             or not isinstance(max_episode_steps, int)
@@ -192,14 +190,14 @@ class MjxVecEnv:
         self.task, self.physics, self.env_id = task, physics, env_id
         self.num_envs = int(num_envs)
         self.max_episode_steps = max_episode_steps or task.max_episode_steps
-        self.model = load_model(task, physics)
+        self.model = load_model(task, physics)  # checks physics
         self.dt = float(self.model.opt.timestep) * task.frame_skip
         obs_dim = _obs_dim(task, self.model, self.params)
         self.observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)
         low, high = self.model.actuator_ctrlrange.astype(np.float32).T
         self.action_space = gymnasium.spaces.Box(low, high, dtype=np.float32)
         self._seed = 0 if seed is None else int(seed)
-        self._state = None  # (worlds, elapsed, episode_return, key), made by reset()
+        self._state: Run | None = None  # made by reset()
         self._program = None  # built on first reset: a probe env compiles nothing
 
     # -- the protocol -----------------------------------------------------------------
@@ -210,7 +208,7 @@ class MjxVecEnv:
         if seed is not None:
             self._seed = int(seed)
         if seed is None and self._state is not None:
-            key = self._state[3]  # carry on the stream: a new draw, as gymnasium's reset()
+            key = self._state.key  # carry on the stream: a new draw, as gymnasium's reset()
         else:
             with jax.default_device(program.device):
                 key = jax.random.PRNGKey(self._seed)
@@ -256,7 +254,7 @@ class MjxVecEnv:
             arrays[name] = self._to_jax(value.contiguous())
         if self._state is None:
             self.reset()
-        key = self._state[3]
+        key = self._state.key
         self._state, obs = program.start(program.model, arrays["qpos"], arrays["qvel"], key)
         return self._to_torch(obs)
 
@@ -273,7 +271,7 @@ class MjxVecEnv:
     def _field(self, name: str) -> Tensor:
         if self._state is None:
             raise RuntimeError(f"{self.env_id}: call reset() first")
-        return self._to_torch(getattr(self._state[0], name))
+        return self._to_torch(getattr(self._state.worlds, name))
 
     def close(self) -> None:
         """Drop the worlds (the compiled program stays cached for the next env)."""
@@ -288,7 +286,7 @@ class MjxVecEnv:
     # -- internals --------------------------------------------------------------------
     def _build(self):
         if self._program is None:
-            self._program = _program(self.task, self.physics, self.params, self.device)
+            self._program = _program(self.task, self.physics, self.params, self.device, self.model)
         return self._program
 
     def _to_jax(self, tensor: Tensor):
@@ -301,7 +299,7 @@ class MjxVecEnv:
 
 def _obs_dim(task: Task, model, params: dict) -> int:
     """The observation size, from the model's sizes, without building any JAX program."""
-    nq, nv, nbody, nu = model.nq, model.nv, model.nbody, model.nu
+    nq, nv, nbody = model.nq, model.nv, model.nbody
     if task.env_id == "Ant-v5":
         return nq - 2 + nv + 6 * (nbody - 1) * params["include_cfrc_ext_in_observation"]
     if task.env_id == "Humanoid-v5":
@@ -312,18 +310,33 @@ def _obs_dim(task: Task, model, params: dict) -> int:
             "include_cfrc_ext_in_observation": 6 * (nbody - 1),
         }
         return nq - 2 + nv + sum(n for k, n in sizes.items() if params[k])
-    del nu
     return nq - 1 + nv  # Hopper, HalfCheetah
 
 
-class _Program:
-    """The jitted reset and step of one task, physics, parameters and device."""
+class Run(NamedTuple):
+    """What one env carries from step to step, all JAX arrays with leading ``num_envs``."""
 
-    def __init__(self, task: Task, physics: str, params: dict, device: torch.device) -> None:
+    worlds: Any
+    """The batched ``mjx.Data``."""
+    elapsed: Any
+    """Steps of each world's episode so far (int32)."""
+    episode_return: Any
+    """Return of each world's episode so far (float32)."""
+    key: Any
+    """The reset-noise key."""
+
+
+class _Program:
+    """The jitted reset and step of one task, physics, parameters and device.
+
+    ``model`` is the ``MjModel`` that :func:`~elegantpod.envs.mjx_tasks.load_model` made
+    for ``task`` and ``physics``; it goes to the device once here.
+    """
+
+    def __init__(self, task: Task, physics: str, params: dict, device: torch.device, model) -> None:
         jax, mjx = _setup_jax()
         self.jax = jax
         self.device = jax_device(jax, device)
-        model = load_model(task, physics)
         self.model = mjx.put_model(model, device=self.device)
         self.noise, self.step, self.start = _make_functions(jax, mjx, task, params, model)
 
@@ -332,12 +345,13 @@ _programs: dict[tuple, _Program] = {}
 _programs_lock = threading.Lock()
 
 
-def _program(task: Task, physics: str, params: dict, device: torch.device) -> _Program:
-    """The process's one :class:`_Program` for these settings (jit caches each size)."""
+def _program(task: Task, physics: str, params: dict, device: torch.device, model) -> _Program:
+    """The process's one :class:`_Program` for these settings (jit caches each size);
+    ``model``, the env's own, is used only when the program is built."""
     key = (task.env_id, physics, tuple(sorted(params.items())), str(device))
     with _programs_lock:
         if key not in _programs:
-            _programs[key] = _Program(task, physics, params, device)
+            _programs[key] = _Program(task, physics, params, device, model)
         return _programs[key]
 
 
@@ -345,8 +359,7 @@ def _make_functions(jax, mjx, task: Task, params: dict, model):
     """``noise(m, key, n)``, ``step(m, state, action, limit)`` and ``start(m, qpos, qvel,
     key)``, jitted.
 
-    ``state`` is ``(worlds, elapsed, episode_return, key)``: the batched ``mjx.Data``,
-    per-world step counts and returns, and the reset-noise key. ``step`` returns the
+    ``state`` is a :class:`Run`. ``step`` returns the
     next state and ``(obs, final_obs, reward, terminated, truncated, episode_return,
     episode_length)``; worlds whose episode ended are reset inside the same program
     (behind a ``lax.cond``, so steps where none ended skip the reset's forward pass).
@@ -356,11 +369,17 @@ def _make_functions(jax, mjx, task: Task, params: dict, model):
     nv = int(model.nv)
     terminate = params.get("terminate_when_unhealthy", False)
 
-    def fresh_world(m, key):
-        # gymnasium: mj_resetData, then set_state(qpos0 + noise, noise) runs mj_forward
-        qpos, qvel = task.reset_noise(params, key, m.qpos0, nv)
-        d = mjx.make_data(m).replace(qpos=qpos, qvel=qvel)
-        return mjx.forward(m, d)
+    def worlds_at(m, qpos, qvel):
+        # gymnasium: mj_resetData, then set_state(qpos, qvel) runs mj_forward
+        def world(qpos, qvel):
+            return mjx.forward(m, mjx.make_data(m).replace(qpos=qpos, qvel=qvel))
+
+        return jax.vmap(world)(qpos, qvel)
+
+    def draw(m, sub, n):
+        """Fresh episodes' ``(qpos, qvel)`` for ``n`` worlds, from the key ``sub``."""
+        one = lambda k: task.reset_noise(params, k, m.qpos0, nv)  # noqa: E731
+        return jax.vmap(one)(jax.random.split(sub, n))
 
     def observe(m, d):
         return task.observe(params, m, d).astype(jnp.float32)
@@ -379,11 +398,9 @@ def _make_functions(jax, mjx, task: Task, params: dict, model):
     def noise(m, key, n):
         """Fresh episodes' states for ``n`` worlds, and the key to carry on."""
         key, sub = jax.random.split(key)
-        noise_one = lambda k: task.reset_noise(params, k, m.qpos0, nv)  # noqa: E731
-        qpos, qvel = jax.vmap(noise_one)(jax.random.split(sub, n))
-        return qpos, qvel, key
+        return (*draw(m, sub, n), key)
 
-    def step(m, state, action, limit):
+    def step(m, state: Run, action, limit):
         worlds, elapsed, episode_return, key = state
         n = action.shape[0]
         worlds, final_obs, reward, terminated = jax.vmap(step_world, in_axes=(None, 0, 0))(
@@ -396,7 +413,7 @@ def _make_functions(jax, mjx, task: Task, params: dict, model):
         key, sub = jax.random.split(key)
 
         def restart(worlds):
-            fresh = jax.vmap(fresh_world, in_axes=(None, 0))(m, jax.random.split(sub, n))
+            fresh = worlds_at(m, *draw(m, sub, n))
 
             def pick(new, old):
                 return jnp.where(done.reshape((n,) + (1,) * (old.ndim - 1)), new, old)
@@ -405,7 +422,7 @@ def _make_functions(jax, mjx, task: Task, params: dict, model):
             return worlds, jax.vmap(observe, in_axes=(None, 0))(m, worlds)
 
         worlds, obs = jax.lax.cond(done.any(), restart, lambda w: (w, final_obs), worlds)
-        state = (
+        state = Run(
             worlds,
             jnp.where(done, 0, elapsed),
             jnp.where(done, 0.0, episode_return),
@@ -417,13 +434,10 @@ def _make_functions(jax, mjx, task: Task, params: dict, model):
     def start(m, qpos, qvel, key):
         # one program for reset and set_state: each costs tens of seconds to compile on
         # a CPU, and a reset is a set_state from noise
-        def world(qpos, qvel):
-            return mjx.forward(m, mjx.make_data(m).replace(qpos=qpos, qvel=qvel))
-
-        worlds = jax.vmap(world)(qpos, qvel)
+        worlds = worlds_at(m, qpos, qvel)
         obs = jax.vmap(observe, in_axes=(None, 0))(m, worlds)
         n = qpos.shape[0]
-        return (worlds, jnp.zeros(n, jnp.int32), jnp.zeros(n, jnp.float32), key), obs
+        return Run(worlds, jnp.zeros(n, jnp.int32), jnp.zeros(n, jnp.float32), key), obs
 
     # the state is donated: XLA updates the worlds in place rather than copying them
     return (

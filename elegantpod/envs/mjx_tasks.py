@@ -202,8 +202,8 @@ def _cheetah_reward(params, m, d, action, velocity):
     return forward - ctrl, jnp.array(True)  # never unhealthy: no termination
 
 
-def _qpos0(m, d):
-    return d.qpos[:1]
+def _x_position(m, d):
+    return d.qpos[:1]  # the root's slide joint along x
 
 
 TASKS: dict[str, Task] = {
@@ -274,7 +274,7 @@ TASKS: dict[str, Task] = {
             "healthy_angle_range": (-0.2, 0.2),
             "reset_noise_scale": 5e-3,
         },
-        position=_qpos0,
+        position=_x_position,
         observe=_hopper_observe,
         reward=_hopper_reward,
         reset_noise=_uniform_both,
@@ -289,7 +289,7 @@ TASKS: dict[str, Task] = {
             "ctrl_cost_weight": 0.1,
             "reset_noise_scale": 0.1,
         },
-        position=_qpos0,
+        position=_x_position,
         observe=_cheetah_observe,
         reward=_cheetah_reward,
         reset_noise=_uniform_normal,

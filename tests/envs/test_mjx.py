@@ -88,13 +88,10 @@ def test_exact_physics_steps_as_gymnasium_does_from_the_same_states(env_id):
 
     env = mjx_env(env_id)
     env.reset()
-    start_obs = env.set_state(
-        torch.tensor(np.array([s[0] for s in states])),
-        torch.tensor(np.array([s[1] for s in states])),
-    )
+    qpos, qvel = (torch.tensor(np.array(x)) for x in zip(*states, strict=True))
+    start_obs = env.set_state(qpos, qvel)
     # MJX normalizes the free joint's quaternion, which reset noise leaves unnormalized
-    given = torch.tensor(np.array([s[0] for s in states])).float()
-    torch.testing.assert_close(env.qpos, given, atol=1e-2, rtol=0)
+    torch.testing.assert_close(env.qpos, qpos.float(), atol=1e-2, rtol=0)
     assert start_obs.shape == (N, *env.observation_space.shape)
     _, reward, terminated, truncated, info = env.step(torch.tensor(actions, dtype=torch.float32))
     final_obs = info["final_obs"].double().numpy()
@@ -204,7 +201,7 @@ def test_the_first_observation_has_no_contact_forces_as_in_gymnasium():
 def test_tensors_are_shared_with_jax_without_copies():
     env = mjx_env("HalfCheetah-v5")
     env.reset(seed=0)
-    worlds = env._state[0]
+    worlds = env._state.worlds
     assert env.qpos.data_ptr() == worlds.qpos.unsafe_buffer_pointer()
     assert env.qvel.data_ptr() == worlds.qvel.unsafe_buffer_pointer()
     action = torch.zeros(N, 6)
