@@ -11,10 +11,10 @@ from __future__ import annotations
 import base64
 import contextlib
 import getpass
+import importlib.util
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -27,10 +27,21 @@ import psutil
 BIN = Path(sys.executable).parent
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _load_daskhub():
+    """``deploy/local/daskhub.py``, a launcher script rather than a package module."""
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location(
+        "elegantpod_local_daskhub", root / "deploy" / "local" / "daskhub.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+daskhub = _load_daskhub()
+free_port = daskhub.free_port
+"""One port picker for every server the tests start (see ``daskhub.free_port``)."""
 
 
 def processes_under(folder: Path) -> list[psutil.Process]:

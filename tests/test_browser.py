@@ -3,7 +3,6 @@ Chromium driven by Playwright, a click on Pause, and the kernel confirms the pod
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -12,6 +11,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
+
+from tests.servers import free_port
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 FLAGS = [
@@ -52,12 +53,6 @@ SCREENSHOT_RUN = (
     "client=client, seed=0); t2.start()"
 )
 WAIT_FOR_REPLACEMENT = 'print("REPLACED", wait_for_replacement(t2))'
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _wait_http(url: str, timeout: float = 90) -> None:
@@ -121,7 +116,7 @@ def test_click_pause_in_jupyterlab(tmp_path):
         HOME=str(tmp_path / "home"),
     )
     (tmp_path / "home").mkdir()
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         [
             sys.executable,

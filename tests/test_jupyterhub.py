@@ -10,11 +10,9 @@ token is refused, and no process outlives the hub.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import re
 import shutil
-import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -23,6 +21,7 @@ import pytest
 
 from elegantpod.cluster import close_gateway
 from tests.helpers import wait_until
+from tests.servers import daskhub
 from tests.test_browser import CHROMIUM, FLAGS, _run_cell, click_pause
 
 pytest.importorskip("jupyterhub")
@@ -30,19 +29,6 @@ pytest.importorskip("dask_gateway_server")
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load_daskhub():
-    spec = importlib.util.spec_from_file_location(
-        "elegantpod_local_daskhub", ROOT / "deploy" / "local" / "daskhub.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-daskhub = _load_daskhub()
 
 
 @pytest.fixture(scope="module")

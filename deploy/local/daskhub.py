@@ -31,11 +31,40 @@ HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
 
 
+_HANDED_OUT: set[int] = set()
+
+
+def _ephemeral_low() -> int:
+    """The lowest port the kernel hands out for port 0 (Linux's default: 32768)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free TCP port on 127.0.0.1, below the kernel's ephemeral range, never the same
+    one twice in a process.
+
+    Why: a port that the kernel handed us for port 0 and we released is handed to the
+    next process that binds port 0 (a Dask worker, a user's server) as readily, and
+    then our server cannot bind it (CI once saw the gateway's proxy fail so). Ports
+    below the ephemeral range are given only to those who ask for them by number.
+    """
+    high = _ephemeral_low()
+    low = max(1024, high - 12000)
+    for _ in range(1000):
+        port = secrets.randbelow(high - low) + low
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
+        return port
+    raise RuntimeError(f"no free port on 127.0.0.1 in {low}-{high - 1}")
 
 
 @dataclass
