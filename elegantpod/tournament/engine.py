@@ -33,6 +33,9 @@ LEASE_SECONDS = 2.0
 """How often the loop checks (and now and then heartbeats) the lease, saves or not."""
 MAX_TRANSIENT_FAILURES = 20
 """Consecutive scheduler errors after which a tournament gives up."""
+STORE_GIVE_UP_SECONDS = 120.0
+"""A store that has refused every snapshot for this long stops the tournament (failed):
+a short outage is ridden out while pods train on, a full or read-only disk is not."""
 
 
 def _transient_errors() -> tuple[type[BaseException], ...]:
@@ -65,6 +68,11 @@ class Engine:
         self._dirty = False
         self._saved_at = -float("inf")
         self._save_failures = 0
+        self._save_failing_since: float | None = None
+        self._store_failure: str | None = None  # why the store stopped the tournament
+        self.saved = True
+        """Whether the store holds the state :meth:`summary` reports (False after a save
+        that failed; a final save that fails leaves it False)."""
         self._retry_save_at = 0.0
         self._pruned_at = -float("inf")
         self._last_worker: dict[str, str] = {}  # where each pod is resident
@@ -91,6 +99,7 @@ class Engine:
                 self._own_client = close_client
         self.store.ensure()
         lease = Lease(self.store).acquire(force=self._force)
+        lease.keep_alive()  # until release: a writer waiting at its end is not stale
         try:
             self.store.clean_orphans()
             if self.client is None:
@@ -110,6 +119,8 @@ class Engine:
                 messages = [(r.pod_id, control_message(r, False)) for r in self.population.alive()]
                 self._stop_requested = False
                 self._error = None
+                self._store_failure = None
+                self._save_failing_since = None
                 self._status = "running"
                 self._started_at = time.monotonic()
                 self._deaths_at_start = self.worker_deaths_survived  # before the new runner
@@ -190,7 +201,9 @@ class Engine:
                 worker = self._last_worker.get(rec.pod_id)
                 worker = worker if self._freed[worker] > 0 else None
                 self._freed[worker] -= 1
-                task = segment_task(self.spec, rec, self.store, runner, self.id, uses_gpu)
+                task = segment_task(
+                    self.spec, rec, self.store, runner, self.id, uses_gpu, self.uid, self._lease
+                )
                 ship = shipping(self.spec.env_id, rec.algo)
                 todo.append((rec.pod_id, task, rec.retries, ship, worker))
                 runner.reserve(rec.pod_id)
@@ -230,6 +243,13 @@ class Engine:
                     )
                 elif o.kind == "unsubmitted":
                     new = self.population.on_unsubmitted(o.pod_id, o.error, ending)
+                elif o.kind in ("store", "fenced"):
+                    # Not the pod's failure: it continues from its last checkpoint when
+                    # the store takes writes again (a resume). The tournament stops.
+                    self.population.on_lost(o.pod_id)
+                    self._stop_requested = True
+                    self._store_failure = self._store_failure or o.error
+                    new = []
                 else:
                     self.population.on_lost(o.pod_id)
                     new = []
@@ -269,13 +289,30 @@ class Engine:
                 self._deaths_at_start = self.worker_deaths_survived  # the runner goes
                 self._elapsed_before = self._elapsed()
                 self._started_at = None
-                if why is not None:
+                if self._store_failure is not None:
+                    self._status, self._error = (
+                        "failed",
+                        (
+                            f"store {self.store.url!r} stopped taking writes: "
+                            f"{self._store_failure}. Every checkpoint it took is intact; once it "
+                            "takes writes again, resume (Tournament.resume(store), or --resume)"
+                        ),
+                    )
+                elif why is not None:
                     self._status, self._error = "failed", why
                 elif self._status != "failed":
                     self._status = "finished"
                 self._dirty = True
+                self.saved = False  # until the final save lands
             with contextlib.suppress(Exception):  # a lost lease or a dead store: no more
                 self._save(force=True)
+            if not self.saved:
+                self.warning = (
+                    f"the final state could not be saved to store {self.store.url!r}"
+                    + (f" ({self.warning})" if self.warning else "")
+                    + ": the store holds its last saved snapshot, and resuming continues "
+                    "from there; the counts here are this process's"
+                )
             with contextlib.suppress(OSError):
                 self.store.clean_orphans()
             with contextlib.suppress(Exception):
@@ -313,6 +350,7 @@ class Engine:
                 snapshot = self.population.to_state(
                     elapsed_seconds=self._elapsed(),
                     worker_deaths_survived=self.worker_deaths_survived,
+                    tournament_uid=self.uid,
                 )
                 self._dirty, self._saved_at = False, now
                 lease = self._lease
@@ -327,15 +365,30 @@ class Engine:
             except (OSError, ValueError, LeaseError) as exc:
                 with self._lock:
                     self._dirty = True
+                    self.saved = False
                     self._save_failures += 1
                     wait = min(30.0, 0.5 * 2**self._save_failures)
                     self._retry_save_at = now + wait
+                    if self._save_failing_since is None:
+                        self._save_failing_since = now
+                    failing = now - self._save_failing_since
+                    if failing >= STORE_GIVE_UP_SECONDS and self._status == "running":
+                        self._stop_requested = True
+                        self._store_failure = self._store_failure or (
+                            f"every save failed for {failing:.0f} s "
+                            f"(last: {type(exc).__name__}: {exc})"
+                        )
                 self.warning = (
                     f"saving to store {self.store.url!r} failed ({type(exc).__name__}: {exc}); "
-                    f"retrying in {wait:.0f} s, pods keep training"
+                    + (
+                        "the tournament stops"
+                        if self._stop_requested
+                        else f"retrying in {wait:.0f} s, pods keep training"
+                    )
                 )
                 return
             self._save_failures, self.warning = 0, None
+            self._save_failing_since, self.saved = None, True
             if force or now - self._pruned_at >= PRUNE_SECONDS:
                 self._pruned_at = now
                 keep, settled = needed_checkpoints(snapshot)
@@ -349,6 +402,8 @@ class Engine:
         if lease is None:
             return
         try:
+            if lease.lost is not None:  # the background heartbeat saw the takeover
+                raise lease.lost
             lease.renew()  # a read, and a write once per HEARTBEAT_SECONDS
         except LeaseLost as exc:
             self._lease, self._stop_requested = None, True

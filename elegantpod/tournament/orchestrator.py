@@ -123,6 +123,10 @@ class Tournament(Engine):
         self.client = client
         self._own_client = client is None
         self.id = uuid.uuid4().hex[:8]
+        """This run's key on the cluster (tasks, Variables, topics): new at every start."""
+        self.uid = uuid.uuid4().hex
+        """The tournament's identity, saved in its store and kept by a resume: every
+        checkpoint it writes names it, and a checkpoint naming another is refused."""
         self._lock = threading.RLock()
         self._curves: dict[str, deque] = defaultdict(lambda: deque(maxlen=CURVE_EVENTS))
         self._baselines: dict[str, float] | None = None
@@ -190,6 +194,7 @@ class Tournament(Engine):
         # A solved tournament stays solved unless the resume changes what ends it.
         if any(k in changes for k in ("target_reward", "max_seconds", "max_steps")):
             t.population.solved = False
+        t.uid = counters["tournament_uid"] or t.uid  # older stores: from now on
         t._elapsed_before = counters["elapsed_seconds"]
         t.worker_deaths_survived = counters["worker_deaths_survived"]
         # Saves are at most SAVE_SECONDS apart: a pod created after the last one may have
@@ -392,25 +397,49 @@ class Tournament(Engine):
                 store_bytes=self.store_bytes,
                 error=self._error,
                 warning=self.warning or self.population.warning,
+                saved=self.saved,
             )
 
     def best(self, device: str | None = None):
-        """The best agent, loaded from its checkpoint, as a :class:`~elegantpod.pod.Pod`."""
+        """The best agent, loaded from its checkpoint, as a :class:`~elegantpod.pod.Pod`.
+
+        The checkpoint is checked against its leaderboard entry first (env, algorithm,
+        this tournament, the entry's pod): one that fails is marked unusable (never best,
+        never a parent) and the next entry is tried. Raises ``ValueError`` when no entry
+        is left.
+        """
+        from elegantpod.checkpoint import CheckpointError, check_origin, load_checkpoint
+        from elegantpod.envs.registry import external_sources
         from elegantpod.pod import Pod
 
-        with self._lock:
-            best = self.population.best()
-        if best is None:
-            raise ValueError("the leaderboard is empty: no segment has finished yet")
-        from elegantpod.envs.registry import external_sources
-
-        # the store's own path: a leaderboard entry can name nothing outside the store;
-        # and the data this tournament was given, not what the checkpoint names
-        return Pod.from_checkpoint(
-            self.store.resolve(best.checkpoint),
-            device=device,
-            env_kwargs=external_sources(self.spec.env_kwargs) or None,
-        )
+        refused = []
+        while True:
+            with self._lock:
+                best = self.population.best()
+            if best is None:
+                why = "; ".join(refused) or "no segment has finished yet"
+                raise ValueError(f"the leaderboard has no usable entry: {why}")
+            # the store's own path: a leaderboard entry can name nothing outside the store
+            path = self.store.resolve(best.checkpoint)
+            try:
+                check_origin(
+                    load_checkpoint(path),
+                    path,
+                    tournament=self.uid,
+                    env_id=self.spec.env_id,
+                    algo=best.algo,
+                    pod=best.pod_id,
+                )
+                # the data this tournament was given, not what the checkpoint names
+                return Pod.from_checkpoint(
+                    path, device=device, env_kwargs=external_sources(self.spec.env_kwargs) or None
+                )
+            except CheckpointError as exc:
+                with self._lock:
+                    self.population.mark_unusable(best.checkpoint)
+                    self._dirty = True
+                refused.append(str(exc))
+                self.warning = f"leaderboard entry of pod {best.pod_id} is unusable: {exc}"
 
     def cluster_info(self) -> dict[str, Any]:
         """Workers, threads, memory, GPUs, pods per GPU, pod slots, pods in flight and the

@@ -112,8 +112,17 @@ class Population(Breeding):
         return [r for r in self.records.values() if r.status in ACTIVE]
 
     def best(self) -> lb.Entry | None:
-        """The leaderboard's best entry."""
-        return lb.rank(self.entries)[0] if self.entries else None
+        """The leaderboard's best usable entry (one whose checkpoint failed to load, or
+        failed its check against the record, is never best)."""
+        usable = [e for e in self.entries if e.usable]
+        return lb.rank(usable)[0] if usable else None
+
+    def mark_unusable(self, checkpoint: str) -> None:
+        """The leaderboard entry of ``checkpoint`` failed to load: never best, never a parent."""
+        self.entries = [
+            dataclasses.replace(e, usable=False) if e.checkpoint == checkpoint else e
+            for e in self.entries
+        ]
 
     def base_hparams(self, algo: str) -> dict[str, Any]:
         """The spec's base hyperparameters of ``algo`` over the learner's defaults."""
@@ -279,10 +288,7 @@ class Population(Breeding):
         """
         rec = self.record(pod)
         if parent_broken:
-            self.entries = [
-                dataclasses.replace(e, usable=False) if e.checkpoint == rec.parent_checkpoint else e
-                for e in self.entries
-            ]
+            self.mark_unusable(rec.parent_checkpoint)
         if retry and rec.retries < self.spec.max_retries:
             rec.retries += 1
             if rec.stop_requested:

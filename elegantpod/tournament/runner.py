@@ -22,7 +22,12 @@ from typing import Any
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from elegantpod.agents import get_algo
-from elegantpod.tournament.segment import ParentCheckpointError, SegmentResult, run_segment
+from elegantpod.tournament.segment import (
+    ParentCheckpointError,
+    SegmentFailure,
+    SegmentResult,
+    run_segment,
+)
 from elegantpod.tournament.spec import PodRecord
 
 CAPACITY_SECONDS = 1.0
@@ -68,8 +73,10 @@ class Outcome:
     pod_id: str
     kind: str
     """``"result"``, ``"killed"`` (Dask gave up after worker deaths), ``"error"`` (the
-    segment raised), ``"unsubmitted"`` (submitting it failed), or ``"lost"`` (cancelled,
-    lost, or unreadable: run it again)."""
+    segment raised), ``"unsubmitted"`` (submitting it failed), ``"lost"`` (cancelled,
+    lost, or unreadable: run it again), ``"store"`` (the store refused its checkpoint)
+    or ``"fenced"`` (another writer holds the store's lease); see
+    :class:`~elegantpod.tournament.segment.SegmentFailure`."""
     result: SegmentResult | None = None
     error: str = ""
     parent_broken: bool = False
@@ -290,6 +297,8 @@ class Runner:
                 # Drop the result from the cluster: otherwise a dying worker that holds
                 # it makes Dask recompute a segment we already have.
                 item.release()
+                if isinstance(result, SegmentFailure):  # the store, not the pod, failed
+                    return Outcome(pod_id, result.kind, error=result.error)
                 return Outcome(pod_id, "result", result=result)
             if status == "error":
                 exc = item.exception(timeout=30)

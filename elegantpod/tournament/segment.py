@@ -27,6 +27,7 @@ from elegantpod.checkpoint import (
     checkpoint_bytes,
     checkpoint_exists,
     load_checkpoint,
+    origin_of,
     strip_replay,
     write_checkpoint_bytes,
 )
@@ -75,6 +76,16 @@ class SegmentTask:
     """The segment holds a share of a worker's ``GPU`` resource: it must train on CUDA."""
     resident_slots: int | None = None
     """Pods a worker process keeps resident between segments (see :mod:`.resident`)."""
+    tournament_uid: str | None = None
+    """The tournament's identity: written into the checkpoint's ``origin``, and checked
+    in every store checkpoint the segment loads (see
+    :func:`~elegantpod.checkpoint.check_origin`)."""
+    store: str | None = None
+    """The store's path or URL, where the fencing check reads the lease."""
+    writer: str | None = None
+    """The lease token of the tournament that submitted this segment (a fencing token):
+    the segment writes nothing once the store's lease names another writer, and never
+    adopts a checkpoint that another writer left under its name."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,6 +110,30 @@ class SegmentResult:
     """Wall seconds of this segment spent evaluating (its share of ``wall_seconds``)."""
     rebuilt: bool = True
     """Whether the pod was built for this segment (False: it was resident)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SegmentFailure:
+    """A segment that trained but could not keep its result: returned, not raised.
+
+    Not a pod's failure, so it never counts against the pod nor the tournament's
+    replacements, and returning it keeps Dask from logging a traceback per segment.
+    """
+
+    pod_id: str
+    segment: int
+    kind: str
+    """``"store"``: the store refused the checkpoint (full, read-only, gone);
+    ``"fenced"``: another writer holds the store's lease now."""
+    error: str
+
+
+class StoreUnwritable(OSError):
+    """Writing a segment's checkpoint failed: the store is full, read-only or gone."""
+
+
+class Fenced(RuntimeError):
+    """The store's lease names another writer: this segment must not write to it."""
 
 
 class _Control:
@@ -189,13 +224,23 @@ def _finite(x: float) -> float | None:
     return x if isinstance(x, float) and math.isfinite(x) else None
 
 
-def run_segment(task: SegmentTask) -> SegmentResult:
+def run_segment(task: SegmentTask) -> SegmentResult | SegmentFailure:
     """Run one segment (the function submitted to Dask).
 
     The pod comes from this process's resident pods when one holds exactly the state
     the segment resumes from (see :mod:`elegantpod.tournament.resident`), else it is
     built and loads its checkpoint; either way it stays resident for its next segment.
+    A checkpoint the store refuses, or a lease another writer took, comes back as a
+    :class:`SegmentFailure` (the pod is dropped: its state was not kept).
     """
+    try:
+        return _run_segment(task)
+    except (StoreUnwritable, Fenced) as exc:
+        kind = "fenced" if isinstance(exc, Fenced) else "store"
+        return SegmentFailure(pod_id=task.pod_id, segment=task.segment, kind=kind, error=str(exc))
+
+
+def _run_segment(task: SegmentTask) -> SegmentResult:
     from elegantpod.pod import Pod
     from elegantpod.tournament import resident
 
@@ -237,19 +282,21 @@ def run_segment(task: SegmentTask) -> SegmentResult:
 def _run(task: SegmentTask, spec: PodSpec, pod, rebuilt: bool, start_wall: float):
     done_already = False
     if rebuilt:
-        try:
-            # Idempotent: a re-run of a segment that already wrote its checkpoint reuses it.
-            load_checkpoint(task.checkpoint)
-            pod.load(task.checkpoint)
-            done_already = True
-        except CheckpointError:
-            done_already = False
+        # Idempotent: a re-run of a segment that already wrote its checkpoint reuses it,
+        # if this writer wrote it (a writer whose lease was taken may have left one).
+        done_already = _is_own(task, task.checkpoint)
+        if done_already:
+            pod.load(task.checkpoint, expect=_expected(task, spec, task.pod_id))
     if rebuilt and not done_already:
         if task.resume_from:
-            pod.load(task.resume_from)
+            pod.load(task.resume_from, expect=_expected(task, spec, task.pod_id))
         elif task.parent_checkpoint:
             try:
-                pod.load(task.parent_checkpoint, restore_rng=False)
+                pod.load(
+                    task.parent_checkpoint,
+                    restore_rng=False,
+                    expect=_expected(task, spec, None),
+                )
             except CheckpointError as exc:
                 raise ParentCheckpointError(f"parent checkpoint: {exc}") from None
     # The learner was built from the spec, so the spec's (possibly mutated) hyperparameters
@@ -314,8 +361,14 @@ def _run(task: SegmentTask, spec: PodSpec, pod, rebuilt: bool, start_wall: float
         # The checkpoint leaves the critical path: snapshot the pod in memory, write the
         # snapshot while the segment's evaluation runs, and return only once it is
         # written (so a killed worker still costs at most this segment).
-        data = checkpoint_bytes(pod.checkpoint_payload(evaluations_ahead=1))
-        written = _WRITER.submit(write_checkpoint_bytes, task.checkpoint, data)
+        payload = pod.checkpoint_payload(evaluations_ahead=1)
+        if task.tournament_uid is not None and task.writer is not None:
+            payload["origin"] = {
+                "tournament": task.tournament_uid,
+                "pod": task.pod_id,
+                "writer": task.writer,
+            }
+        written = _WRITER.submit(_write_fenced, task, checkpoint_bytes(payload))
         try:
             ev = pod.evaluate()
         finally:
@@ -323,7 +376,8 @@ def _run(task: SegmentTask, spec: PodSpec, pod, rebuilt: bool, start_wall: float
         if task.resume_from and getattr(pod.learner, "replay", None) is not None:
             # The replay is needed only where the pod resumes: its newest checkpoint.
             # The previous one may stay on for the leaderboard or a child; without it.
-            with contextlib.suppress(CheckpointError):
+            # Housekeeping: a store that refuses the smaller file keeps the larger one.
+            with contextlib.suppress(CheckpointError, OSError):
                 strip_replay(task.resume_from)
     else:
         # The checkpoint counted this segment's one evaluation ahead: repeat it exactly.
@@ -361,3 +415,61 @@ def _run(task: SegmentTask, spec: PodSpec, pod, rebuilt: bool, start_wall: float
         eval_seconds=getattr(pod.evaluator, "seconds", 0.0) - eval_before,
         rebuilt=rebuilt,
     )
+
+
+def _expected(task: SegmentTask, spec: PodSpec, pod_id: str | None) -> dict[str, Any] | None:
+    """What a store checkpoint this segment loads must say of itself (None: unchecked,
+    a segment run outside a tournament)."""
+    if task.tournament_uid is None:
+        return None
+    return {
+        "tournament": task.tournament_uid,
+        "env_id": spec.env_id,
+        "algo": spec.algo,
+        "pod": pod_id,
+    }
+
+
+def _is_own(task: SegmentTask, path: str) -> bool:
+    """Whether ``path`` is a checkpoint this segment's writer already wrote for it."""
+    try:
+        data = load_checkpoint(path)
+    except CheckpointError:
+        return False
+    if task.writer is None:
+        return True
+    try:
+        origin = origin_of(data, path)
+    except CheckpointError:
+        return False
+    return origin is not None and origin["writer"] == task.writer and origin["pod"] == task.pod_id
+
+
+def _write_fenced(task: SegmentTask, data: bytes) -> None:
+    """Write the segment's checkpoint, unless the store's lease names another writer.
+
+    The check and the write are two requests, so a takeover landing between them still
+    lets one checkpoint through; the new writer never adopts it (:func:`_is_own`), and
+    its own segment overwrites it.
+    """
+    if task.writer is not None and task.store is not None:
+        from elegantpod.tournament.lease import holder_token
+        from elegantpod.tournament.store import Store
+
+        try:
+            holder = holder_token(Store(task.store))
+        except OSError as exc:
+            raise StoreUnwritable(
+                f"store {task.store!r}: reading its lease failed: {exc}"
+            ) from None
+        if holder != task.writer:
+            raise Fenced(
+                f"store {task.store!r}: its lease is held by another writer now; segment "
+                f"{task.segment} of pod {task.pod_id} wrote nothing"
+            )
+    try:
+        write_checkpoint_bytes(task.checkpoint, data)
+    except OSError as exc:
+        raise StoreUnwritable(
+            f"writing {task.checkpoint!r} failed: {type(exc).__name__}: {exc}"
+        ) from None

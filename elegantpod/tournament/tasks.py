@@ -39,10 +39,19 @@ def segment_steps(spec: TournamentSpec, algo: str) -> int | None:
 
 
 def segment_task(
-    spec: TournamentSpec, rec: PodRecord, store, runner, tournament_id: str, uses_gpu: bool
+    spec: TournamentSpec,
+    rec: PodRecord,
+    store,
+    runner,
+    tournament_id: str,
+    uses_gpu: bool,
+    uid: str | None = None,
+    lease=None,
 ) -> SegmentTask:
     """The next segment of ``rec``: resume from its latest checkpoint, or (a new child)
-    from its parent's; paths resolved in ``store``; channels and slots from ``runner``."""
+    from its parent's; paths resolved in ``store``; channels and slots from ``runner``;
+    ``uid`` (the tournament's identity) and ``lease`` (its token fences the writes) make
+    the segment check what it loads and write only while this tournament holds the store."""
     resolve = store.resolve
     seg = rec.segment + 1
     return SegmentTask(
@@ -63,6 +72,9 @@ def segment_task(
         topic=runner.topic,
         uses_gpu=uses_gpu,
         resident_slots=runner.resident_slots,
+        tournament_uid=uid,
+        store=store.url if lease is not None else None,
+        writer=lease.token if lease is not None else None,
     )
 
 

@@ -136,3 +136,59 @@ def test_a_tournament_whose_lease_is_taken_over_stops_writing_and_fails(client, 
     s = t.wait(60)
     assert s["status"] == "failed" and "someone else" in s["error"]
     assert other.release()  # the new owner's lease was never touched
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 16 MiB tmpfs (CI runs as root, as this machine does), unmounted afterwards."""
+    import subprocess
+
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mnt)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def fill(folder):
+    """Take every free byte of ``folder``'s file system; return the filler file."""
+    filler = folder / "filler"
+    with open(filler, "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 2**16)
+                f.flush()
+        except OSError:
+            pass
+    return filler
+
+
+@pytest.mark.slow
+def test_a_full_store_stops_the_tournament_as_failed_and_a_resume_continues(
+    client, small_disk
+):
+    store = small_disk / "s"
+    t = tiny(store, client, pods=2, max_seconds=60)
+    t.start()
+    assert wait_until(lambda: t.summary()["pods_finished"] >= 2, 30)
+    filler = fill(small_disk)  # the disk is full from here on
+    s = t.wait(60)
+    assert s["status"] == "failed", s
+    assert "stopped taking writes" in s["error"] and "resume" in s["error"]
+    assert s["pods_failed"] == 0 and s["failures"] == {}  # the store failed, not the pods
+    assert s["saved"] is False and "could not be saved" in s["warning"]
+    assert set(t.pods["status"]) <= FINAL - {"failed"}
+    filler.unlink()  # space freed: the run continues where the store left it
+    saved = Store(store).load_state()
+    steps = saved["state"]["total_steps"]
+    again = Tournament.resume(store, client=client, max_seconds=s["wall_seconds"] + 15)
+    again.start()
+    assert wait_until(lambda: again.summary()["env_steps_total"] > steps, 30)
+    again.stop()
+    s2 = again.wait(60)
+    assert s2["status"] == "finished" and s2["saved"] is True
+    check_store_intact(store)

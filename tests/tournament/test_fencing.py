@@ -1,0 +1,148 @@
+"""Two writers, one store: a writer whose lease was taken writes nothing more, nothing it
+left behind is adopted, and a store's checkpoints must say they are what the record says.
+
+Each case reproduces what an adversarial round found: after ``--resume --force`` the first
+writer's worker still wrote two checkpoints and the new writer's segments adopted them
+without training; a writer waiting at its end wrote no heartbeat; ``best()`` returned a
+Pendulum SAC checkpoint swapped into a CartPole PPO store.
+"""
+
+import time
+
+import pytest
+
+from elegantpod import Tournament
+from elegantpod.agents import PPOConfig
+from elegantpod.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from elegantpod.config import PodSpec
+from elegantpod.pod import Pod
+from elegantpod.tournament.lease import Lease, LeaseLost
+from elegantpod.tournament.segment import SegmentFailure, SegmentTask, run_segment
+from elegantpod.tournament.store import Store
+from tests.tournament.test_hostile_store import entry, make_store, record
+
+SPEC = PodSpec(env_id="CartPole-v1", algo="ppo", hparams=PPOConfig(num_envs=8, horizon=32), seed=3)
+UID = "0123456789abcdef0123456789abcdef"
+
+
+def lease(store, **kw):
+    return Lease(store, settle_seconds=0.0, **kw)
+
+
+def task(store, seg, writer, resume_from=None, uid=UID, pod_id="p000", run="t"):
+    return SegmentTask(
+        tournament_id=run,
+        pod_id=pod_id,
+        segment=seg,
+        spec_json=SPEC.to_json(),
+        checkpoint=store.checkpoint(pod_id, seg),
+        resume_from=resume_from,
+        segment_steps=512,
+        tournament_uid=uid,
+        store=store.url,
+        writer=writer.token,
+    )
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store(tmp_path / "s")
+    s.ensure()
+    return s
+
+
+def test_a_writer_whose_lease_was_taken_writes_no_checkpoint(store, tmp_path):
+    first = lease(store).acquire()
+    lease(store).acquire(force=True)  # `--resume --force` elsewhere
+    out = run_segment(task(store, 1, first))
+    assert isinstance(out, SegmentFailure) and out.kind == "fenced"
+    assert "held by another writer" in out.error
+    assert not (tmp_path / "s/pods/p000/seg-00001.pt").exists()
+
+
+def test_a_checkpoint_another_writer_left_is_trained_over_not_adopted(store):
+    first = lease(store).acquire()
+    done = run_segment(task(store, 1, first))
+    assert done.env_steps_delta == 512
+    assert load_checkpoint(done.checkpoint)["origin"]["writer"] == first.token
+    second = lease(store).acquire(force=True)
+    # The old writer's seg-00001 sits where the new writer's segment 1 goes.
+    again = run_segment(task(store, 1, second))
+    assert again.env_steps_delta == 512  # trained, not adopted
+    assert load_checkpoint(again.checkpoint)["origin"]["writer"] == second.token
+    # A re-run of the new writer's own segment still reuses it (idempotent).
+    assert run_segment(task(store, 1, second)).env_steps_delta == 0
+
+
+def test_a_segment_refuses_to_resume_from_another_tournaments_checkpoint(store):
+    writer = lease(store).acquire()
+    # (run=: another tournament's run, so no pod of it is resident in this one's key)
+    other = run_segment(task(store, 1, writer, uid="f" * 32, run="other"))
+    with pytest.raises(CheckpointError, match="written by tournament 'f{32}'"):
+        run_segment(task(store, 2, writer, resume_from=other.checkpoint))
+    swapped = run_segment(task(store, 1, writer, pod_id="p001", run="other"))
+    with pytest.raises(CheckpointError, match="written by pod 'p001', not by 'p000'"):
+        run_segment(task(store, 2, writer, resume_from=swapped.checkpoint))
+
+
+def test_the_heartbeat_runs_in_the_background_until_release(store):
+    held = lease(store).acquire()
+    held.keep_alive(every=0.05)
+    before = store.read_json("lease.json")["heartbeat"]
+    time.sleep(0.4)  # the writer is busy elsewhere (waiting for a stopped worker)
+    assert store.read_json("lease.json")["heartbeat"] > before
+    assert held.release()
+    time.sleep(0.2)
+    assert not store.exists("lease.json")  # no beat lands after the release
+
+
+def test_the_background_heartbeat_reports_a_takeover(store):
+    held = lease(store).acquire()
+    held.keep_alive(every=0.05)
+    lease(store).acquire(force=True)
+    deadline = time.monotonic() + 5
+    while held.lost is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert isinstance(held.lost, LeaseLost)
+    assert not held.release()  # the new writer's lease stays
+
+
+def _swap_in_a_pendulum_sac_checkpoint(path):
+    pod = Pod(PodSpec(env_id="Pendulum-v1", algo="sac", seed=0))
+    save_checkpoint(path, pod.checkpoint_payload())
+    pod.close()
+
+
+def test_best_never_returns_a_swapped_checkpoint_nor_an_unusable_entry(tmp_path):
+    path = tmp_path / "s"
+    store = make_store(
+        path,
+        pods=[record("p000"), record("p001")],
+        leaderboard=[entry("p000", score_mean=500.0), entry("p001", score_mean=100.0)],
+    )
+    writer = lease(store).acquire()
+    for pod_id in ("p000", "p001"):
+        run_segment(task(store, 1, writer, pod_id=pod_id, uid=None))  # no origin: legacy
+    writer.release()
+    _swap_in_a_pendulum_sac_checkpoint(path / "pods/p000/seg-00001.pt")
+    t = Tournament.resume(path)
+    assert t.summary()["best_pod"] == "p000"
+    best = t.best()  # the swapped leader is refused, the next entry returned
+    assert best.spec.algo == "ppo" and best.spec.env_id == "CartPole-v1"
+    assert "p000" in t.warning and "'sac' agent for 'Pendulum-v1'" in t.warning
+    assert t.summary()["best_pod"] == "p001"  # an unusable entry is never best
+    assert not t.leaderboard.set_index("pod").loc["p000", "usable"]
+    _swap_in_a_pendulum_sac_checkpoint(path / "pods/p001/seg-00001.pt")
+    with pytest.raises(ValueError, match="no usable entry.*'sac' agent for 'Pendulum-v1'"):
+        t.best()
+
+
+def test_best_refuses_a_checkpoint_of_another_tournament(tmp_path):
+    path = tmp_path / "s"
+    store = make_store(path, leaderboard=[entry("p000")])
+    writer = lease(store).acquire()
+    run_segment(task(store, 1, writer, uid="e" * 32))  # another tournament's CartPole PPO
+    writer.release()
+    t = Tournament.resume(path)
+    with pytest.raises(ValueError, match="written by tournament 'e{32}'"):
+        t.best()
