@@ -29,7 +29,6 @@ Settings made before JAX is first imported, each overridable by setting it yours
 from __future__ import annotations
 
 import os
-import stat
 import sys
 import threading
 from pathlib import Path
@@ -93,23 +92,68 @@ def cache_dir() -> Path:
     return Path(base) / "elegantpod" / "jax"
 
 
+CACHE_ADVICE = (
+    "set ELEGANTPOD_JAX_CACHE to a folder of yours under folders only you (or root) can "
+    "write, e.g. ~/.cache/elegantpod/jax"
+)
+
+
 def _private_dir(path: Path) -> bool:
-    """Create ``path`` (mode 0700) or accept it if only its owner can write to it."""
+    """Create ``path`` (mode 0700) or accept it if no other user can write it or change
+    where it leads (every folder from ``/`` down: :func:`~elegantpod.workspace.private_folder`)."""
+    from elegantpod.workspace import private_folder
+
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = path.stat()
-    except OSError:
+        private_folder(path, what="JAX compilation cache", advice=CACHE_ADVICE)
+    except (OSError, ValueError):
         return False
-    return info.st_uid == os.getuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    return True
 
 
 def _use_compilation_cache(jax) -> None:
+    """Point JAX's persistent compilation cache at :func:`cache_dir`, if it is private.
+
+    A compiled program is native code that JAX loads back: a cache another user can
+    write to, or can swap for a symlink (through any folder above it), would run their
+    code. A ``$ELEGANTPOD_JAX_CACHE`` that fails the check is an error; the default
+    location only warns and runs uncached.
+    """
     if jax.config.jax_compilation_cache_dir:  # the user chose one
         return
-    path = cache_dir()
-    if _private_dir(path):
-        jax.config.update("jax_compilation_cache_dir", str(path))
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    try:
+        _pin_cache(jax, cache_dir())
+    except ValueError as exc:
+        if os.environ.get("ELEGANTPOD_JAX_CACHE"):
+            raise
+        import warnings
+
+        warnings.warn(f"{exc}; MJX runs without a compilation cache", stacklevel=3)
+
+
+def _pin_cache(jax, wanted: Path) -> None:
+    """Give JAX the folder ``wanted`` resolves to once checked, and make sure it is still
+    the folder checked (same device and inode) after JAX took it."""
+    from elegantpod.workspace import private_folder
+
+    what = "JAX compilation cache"
+    try:
+        path, identity = private_folder(wanted, what=what, advice=CACHE_ADVICE)
+        flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(path, flags)
+        try:
+            jax.config.update("jax_compilation_cache_dir", str(path))
+            now, held = os.stat(path, follow_symlinks=False), os.fstat(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        jax.config.update("jax_compilation_cache_dir", None)
+        raise ValueError(f"{what} {str(wanted)[:200]!r}: {exc}; {CACHE_ADVICE}") from None
+    if {(now.st_dev, now.st_ino), (held.st_dev, held.st_ino)} != {identity}:
+        jax.config.update("jax_compilation_cache_dir", None)
+        raise ValueError(
+            f"{what} {str(wanted)[:200]!r} was replaced while it was being checked; {CACHE_ADVICE}"
+        )
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
 
 def jax_device(jax, device: torch.device):

@@ -257,6 +257,68 @@ def test_the_compilation_cache_is_private(tmp_path, monkeypatch):
     assert not _private_dir(shared)  # others could plant compiled code there
 
 
+class _FakeJax:
+    """What the cache set-up reads and writes of ``jax``: no JAX needed, nothing compiled."""
+
+    def __init__(self):
+        self.config = self
+        self.jax_compilation_cache_dir = None
+        self.settings = {}
+
+    def update(self, name, value):
+        self.settings[name] = value
+        if name == "jax_compilation_cache_dir":
+            self.jax_compilation_cache_dir = value
+
+
+def test_the_compilation_cache_is_refused_where_others_could_swap_it(tmp_path, monkeypatch):
+    """Every folder above the cache counts, not just the last: under a folder others can
+    write (no sticky bit) the cache could be replaced by a symlink to theirs later."""
+    import os
+
+    from elegantpod.envs.mjx import _use_compilation_cache
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv("ELEGANTPOD_JAX_CACHE", str(shared / "cache"))
+    jax = _FakeJax()
+    with pytest.raises(
+        ValueError, match=r"other users can write to .*shared' \(mode 0777, no sticky"
+    ):
+        _use_compilation_cache(jax)
+    assert jax.jax_compilation_cache_dir is None and not (shared / "cache").exists()
+    # the swap itself: the cache folder is a symlink to another user's folder
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o700)
+    shared.chmod(0o755)
+    (shared / "cache").symlink_to(theirs)
+    with pytest.raises(ValueError, match="JAX compilation cache .* it is a symbolic link"):
+        _use_compilation_cache(jax)
+    assert jax.jax_compilation_cache_dir is None
+    # a folder on the way owned by another user (as root here: chown to uid 12345)
+    if os.geteuid() == 0:
+        (shared / "cache").unlink()
+        os.chown(shared, 12345, -1)
+        with pytest.raises(ValueError, match="shared' is owned by uid 12345, not by root or you"):
+            _use_compilation_cache(jax)
+        os.chown(shared, 0, -1)
+    # a sticky world-writable parent (as /tmp) is fine for a cache that is ours
+    shared.chmod(0o1777)
+    _use_compilation_cache(jax)
+    assert jax.jax_compilation_cache_dir == str(shared / "cache")
+    assert jax.settings["jax_persistent_cache_min_compile_time_secs"] == 1.0
+    # the default location only warns, and MJX runs uncached
+    monkeypatch.delenv("ELEGANTPOD_JAX_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "open"))
+    (tmp_path / "open").mkdir(mode=0o777)
+    (tmp_path / "open").chmod(0o777)
+    jax = _FakeJax()
+    with pytest.warns(UserWarning, match="runs without a compilation cache"):
+        _use_compilation_cache(jax)
+    assert jax.jax_compilation_cache_dir is None
+
+
 @pytest.mark.slow
 def test_ppo_learns_mjx_halfcheetah_in_a_pod():
     """PPO on MJX HalfCheetah (exact physics, 200-step episodes) for 64k env steps: the
