@@ -276,3 +276,56 @@ def test_apply_hparams_switches_live_ones_and_refuses_structural_ones():
     with pytest.raises(ValueError, match="num_envs: 4 -> "):  # None: the defaults
         pod.apply_hparams(None)
     assert pod.run().env_steps == 64
+
+
+def _hopper_checkpoint(tmp_path, **env_kwargs):
+    """A real Hopper-v5 SAC checkpoint (untrained) whose spec then names ``env_kwargs``,
+    as a checkpoint from someone else could."""
+    import json
+
+    spec = PodSpec(
+        env_id="Hopper-v5",
+        algo="sac",
+        hparams=SACConfig(num_envs=1, buffer_size=1000, hidden=(8,)),
+        eval_episodes=1,
+    )
+    path = Pod(spec).save(tmp_path / "clean.pt")
+    data = torch.load(path, weights_only=True)
+    saved = json.loads(data["spec"])
+    saved["env_kwargs"].update(env_kwargs)
+    data["spec"] = json.dumps(saved)
+    torch.save(data, tmp_path / "crafted.pt")
+    return tmp_path / "crafted.pt"
+
+
+def test_a_model_file_that_a_checkpoint_names_is_never_read_nor_quoted(tmp_path):
+    """Issue 29, item 2: a checkpoint's ``xml_file`` opened a local file and the error
+    quoted it; now it is refused unless the user names it, and never quoted."""
+    from pathlib import Path
+
+    import gymnasium
+
+    from elegantpod.checkpoint import CheckpointError
+
+    secret = tmp_path / "model.xml"
+    secret.write_text("<secret_token_ABC123/>")
+    crafted = _hopper_checkpoint(tmp_path, xml_file=str(secret))
+    with pytest.raises(CheckpointError, match=r"model\.xml' as spec\.env_kwargs\.xml_file") as e:
+        Pod.from_checkpoint(crafted)
+    assert "secret_token" not in str(e.value)
+    # passed by the user, or trusted: read, and its parse error still does not quote it
+    for kwargs in ({"env_kwargs": {"xml_file": str(secret)}}, {"allow_remote": True}):
+        with pytest.raises(ValueError, match=r"'Hopper-v5' with xml_file=.*model\.xml") as e:
+            Pod.from_checkpoint(crafted, **kwargs)
+        assert "secret_token" not in str(e.value)
+    # a valid model elsewhere is refused too, and loads when the user passes it
+    hopper = Path(gymnasium.__file__).parent / "envs" / "mujoco" / "assets" / "hopper.xml"
+    valid = tmp_path / "valid.xml"
+    valid.write_text(hopper.read_text())
+    crafted = _hopper_checkpoint(tmp_path, xml_file=str(valid))
+    with pytest.raises(CheckpointError, match="valid.xml' as spec.env_kwargs.xml_file"):
+        Pod.from_checkpoint(crafted)
+    pod = Pod.from_checkpoint(crafted, env_kwargs={"xml_file": str(valid)})
+    assert pod.spec.env_kwargs == {"xml_file": str(valid)}
+    # gymnasium's own model, by its bare name, needs nothing from the user
+    assert Pod.from_checkpoint(_hopper_checkpoint(tmp_path, xml_file="hopper.xml")).env_steps == 0

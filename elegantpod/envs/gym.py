@@ -23,7 +23,21 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode, VectorEnv
 
-from elegantpod.envs.base import StepResult, Tensor
+from elegantpod.envs.base import StepResult, Tensor, check_num_envs, check_seed
+
+FILE_KWARGS = ("xml_file",)
+"""gymnasium keywords whose values name a file the env reads (every MuJoCo env's model).
+An error building an env with one never shows its text, which could quote the file."""
+
+
+def withheld(env_id: str, key: str, value: Any, exc: BaseException, how: str) -> str:
+    """An error message for a failed env build from a file keyword, without the error's
+    text: MuJoCo's XML parser quotes the file it read (``Element 'secret...'``)."""
+    shown = repr(value) if len(repr(value)) <= 200 else repr(value)[:200] + "..."
+    return (
+        f"could not build {env_id!r} with {key}={shown}: {type(exc).__name__} while reading "
+        f"or using it (its message is not shown, as it may quote the file; {how})"
+    )
 
 
 class GymVecEnv:
@@ -62,9 +76,11 @@ class GymVecEnv:
         vector_kwargs: dict[str, Any] | None = None,
         **make_kwargs: Any,
     ) -> None:
+        seed = check_seed(seed)
+        if seed is not None and seed < 0:
+            raise ValueError(f"gymnasium's envs take seeds >= 0, got {seed}")
         if isinstance(env, str):
-            if int(num_envs) < 1:
-                raise ValueError(f"num_envs must be >= 1, got {num_envs!r}")
+            num_envs = check_num_envs(num_envs)
             if vectorization_mode not in ("sync", "async"):
                 raise ValueError(
                     f"vectorization_mode must be 'sync' or 'async', got {vectorization_mode!r}"
@@ -79,13 +95,27 @@ class GymVecEnv:
                     "or use vectorization_mode='sync'"
                 )
             self.env_id = env
-            self.vec = gymnasium.make_vec(
-                env,
-                num_envs=int(num_envs),
-                vectorization_mode=vectorization_mode,
-                vector_kwargs={**(vector_kwargs or {}), "autoreset_mode": AutoresetMode.SAME_STEP},
-                **make_kwargs,
-            )
+            files = [k for k in FILE_KWARGS if make_kwargs.get(k) is not None]
+            try:
+                self.vec = gymnasium.make_vec(
+                    env,
+                    num_envs=num_envs,
+                    vectorization_mode=vectorization_mode,
+                    vector_kwargs={
+                        **(vector_kwargs or {}),
+                        "autoreset_mode": AutoresetMode.SAME_STEP,
+                    },
+                    **make_kwargs,
+                )
+            except Exception as exc:
+                # a missing package or a wrong keyword: messages that quote no file
+                is_plain = isinstance(exc, gymnasium.error.DependencyNotInstalled) or (
+                    isinstance(exc, TypeError) and "keyword argument" in str(exc)
+                )
+                if is_plain or not files:
+                    raise
+                how = f"gymnasium.make({env!r}, {files[0]}=...) shows it"
+                raise ValueError(withheld(env, files[0], make_kwargs[files[0]], exc, how)) from None
         elif isinstance(env, VectorEnv):
             self.vec = env
             spec = getattr(env, "spec", None)

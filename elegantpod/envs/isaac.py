@@ -54,7 +54,7 @@ import gymnasium
 import numpy as np
 import torch
 
-from elegantpod.envs.base import StepResult, Tensor
+from elegantpod.envs.base import StepResult, Tensor, check_num_envs, check_seed
 
 ISAAC_GYM_HELP = (
     "Isaac Gym is not on PyPI: download Isaac Gym Preview 4 from NVIDIA "
@@ -302,8 +302,8 @@ def make_isaac_env(
         When Isaac Gym or IsaacGymEnvs is missing or cannot load; the message says how to
         get it (Isaac Gym comes from NVIDIA's download page, not from PyPI).
     """
-    if int(num_envs) < 1:
-        raise ValueError(f"num_envs must be >= 1, got {num_envs!r}")
+    num_envs = check_num_envs(num_envs)
+    seed = check_seed(seed) or 0
     _import_isaacgym()
     try:
         isaacgymenvs = importlib.import_module("isaacgymenvs")
@@ -311,9 +311,9 @@ def make_isaac_env(
         raise ImportError(f"make_isaac_env needs IsaacGymEnvs: {exc}. {ISAAC_GYM_HELP}") from exc
     dev = str(torch.device(device))
     task = isaacgymenvs.make(
-        seed=int(seed),
+        seed=seed,
         task=task_name,
-        num_envs=int(num_envs),
+        num_envs=num_envs,
         sim_device=dev,
         rl_device=dev,
         headless=headless,

@@ -38,7 +38,13 @@ import gymnasium
 import numpy as np
 import torch
 
-from elegantpod.envs.base import StepResult, Tensor
+from elegantpod.envs.base import (
+    StepResult,
+    Tensor,
+    check_max_episode_steps,
+    check_num_envs,
+    check_seed,
+)
 from elegantpod.envs.mjx_tasks import TASKS, Task, load_model, task_params
 
 MJX_HELP = (
@@ -215,42 +221,38 @@ class MjxVecEnv:
             raise ValueError(
                 f"backend='mjx' has no env {env_id!r}; it has {', '.join(sorted(TASKS))}"
             )
-        if int(num_envs) < 1:
-            raise ValueError(f"num_envs must be >= 1, got {num_envs!r}")
-        check_installed()
+        # every number is checked before anything imports JAX or allocates worlds
+        num_envs = check_num_envs(num_envs)
+        seed = check_seed(seed)
+        max_episode_steps = check_max_episode_steps(max_episode_steps)
         task = TASKS[env_id]
+        self.params = task_params(task, task_kwargs)
+        check_installed()
         self.device = torch.device(device)
         if physics is None:
             physics = "fast" if self.device.type == "cuda" else "exact"
-        if max_episode_steps is not None and (
-            isinstance(max_episode_steps, bool)
-            or not isinstance(max_episode_steps, int)
-            or max_episode_steps < 1
-        ):
-            raise ValueError(
-                f"max_episode_steps must be an integer >= 1, got {max_episode_steps!r}"
-            )
-        self.params = task_params(task, task_kwargs)
         self.task, self.physics, self.env_id = task, physics, env_id
-        self.num_envs = int(num_envs)
+        self.num_envs = num_envs
         self.max_episode_steps = max_episode_steps or task.max_episode_steps
         self.model = load_model(task, physics)  # checks physics
+        check_memory(self.model, num_envs, self.device, env_id)
         self.dt = float(self.model.opt.timestep) * task.frame_skip
         obs_dim = _obs_dim(task, self.model, self.params)
         self.observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)
         low, high = self.model.actuator_ctrlrange.astype(np.float32).T
         self.action_space = gymnasium.spaces.Box(low, high, dtype=np.float32)
-        self._seed = 0 if seed is None else int(seed)
+        self._seed = 0 if seed is None else seed
         self._state: Run | None = None  # made by reset()
         self._program = None  # built on first reset: a probe env compiles nothing
 
     # -- the protocol -----------------------------------------------------------------
     def reset(self, seed: int | None = None) -> Tensor:
         """Start a fresh episode in every world; the first observations."""
+        seed = check_seed(seed)
         program = self._build()
         jax = program.jax
         if seed is not None:
-            self._seed = int(seed)
+            self._seed = seed
         if seed is None and self._state is not None:
             key = self._state.key  # carry on the stream: a new draw, as gymnasium's reset()
         else:
@@ -339,6 +341,42 @@ class MjxVecEnv:
     @staticmethod
     def _to_torch(array) -> Tensor:
         return torch.from_dlpack(array)
+
+
+def check_memory(model, num_envs: int, device: torch.device, env_id: str) -> None:
+    """Raise ``ValueError`` when ``num_envs`` worlds cannot fit in ``device``'s memory.
+
+    Why: MJX allocates every world at the first reset, and a request far beyond the
+    memory (``num_envs=10**9``) aborted the whole process with ``std::bad_alloc``
+    instead of raising. The estimate is a lower bound (one world's ``MjData`` arrays in
+    float32, as MJX keeps them), so a refusal is certain and a pass is no promise.
+    """
+    import mujoco
+
+    data = mujoco.MjData(model)
+    world = sum(
+        getattr(data, name).nbytes // 2
+        for name in dir(data)
+        if not name.startswith("_") and isinstance(getattr(data, name, None), np.ndarray)
+    )
+    need = world * num_envs
+    have = _memory_bytes(device)
+    if have is not None and need > have:
+        raise ValueError(
+            f"num_envs={num_envs} {env_id} worlds need at least {need / 2**30:,.1f} GiB, "
+            f"more than the {have / 2**30:,.1f} GiB of {device}: use fewer worlds"
+        )
+
+
+def _memory_bytes(device: torch.device) -> int | None:
+    """The memory of ``device`` in bytes (a GPU's total, or the machine's), if known."""
+    try:
+        if device.type == "cuda" and torch.cuda.is_available():
+            index = device.index if device.index is not None else torch.cuda.current_device()
+            return int(torch.cuda.get_device_properties(index).total_memory)
+        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError, RuntimeError):
+        return None
 
 
 def _obs_dim(task: Task, model, params: dict) -> int:

@@ -311,20 +311,65 @@ def task_params(task: Task, kwargs: dict[str, Any]) -> dict[str, Any]:
     params = {**task.defaults, **kwargs}
     for key, value in params.items():
         default = task.defaults[key]
+        where = f"{task.env_id}: {key}"
         if isinstance(default, tuple):
-            if not (isinstance(value, list | tuple) and len(value) == 2):
-                raise ValueError(f"{task.env_id}: {key} must be a (low, high) pair, got {value!r}")
-            params[key] = (float(value[0]), float(value[1]))
+            params[key] = _range(where, value)
         elif isinstance(default, bool):
             if not isinstance(value, bool):
-                raise ValueError(f"{task.env_id}: {key} must be True or False, got {value!r}")
-        elif isinstance(value, bool) or not isinstance(value, int | float):
-            raise ValueError(f"{task.env_id}: {key} must be a number, got {value!r}")
-        elif not math.isfinite(value):
-            raise ValueError(f"{task.env_id}: {key} must be finite, got {value!r}")
+                raise ValueError(f"{where} must be True or False, got {_shown(value)}")
         else:
-            params[key] = float(value)
+            high = MAX_NOISE_SCALE if key == "reset_noise_scale" else MAX_WEIGHT
+            low = 0.0 if key == "reset_noise_scale" else -MAX_WEIGHT
+            params[key] = _number(where, value, low, high)
     return params
+
+
+MAX_NOISE_SCALE = 10.0
+"""Largest ``reset_noise_scale``: gymnasium's are 0.005 to 0.1, and a scale of 1e300
+started every world in a state the physics cannot step."""
+MAX_WEIGHT = 1e6
+"""Largest size of a reward weight: a weight of 1e300 overflows the float32 reward."""
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+def _number(where: str, value: Any, low: float, high: float) -> float:
+    """``value`` as a finite float in ``[low, high]``, or a ``ValueError`` naming it."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{where} must be a number, got {_shown(value)}")
+    try:
+        number = float(value)
+    except OverflowError:  # a 400-digit int
+        number = math.inf
+    if not math.isfinite(number):
+        raise ValueError(f"{where} must be finite, got {_shown(value)}")
+    if not low <= number <= high:
+        raise ValueError(f"{where} must be in [{low:g}, {high:g}], got {_shown(value)}")
+    return number
+
+
+def _range(where: str, value: Any) -> tuple[float, float]:
+    """A ``(low, high)`` pair of numbers, not NaN, ``low <= high``, either end possibly
+    infinite (gymnasium's Hopper: ``(0.7, inf)``) but not both on one side."""
+    if not (isinstance(value, list | tuple) and len(value) == 2):
+        raise ValueError(f"{where} must be a (low, high) pair, got {_shown(value)}")
+    ends = []
+    for end in value:
+        if isinstance(end, bool) or not isinstance(end, int | float):
+            raise ValueError(f"{where} must be a (low, high) pair of numbers, got {_shown(value)}")
+        try:
+            ends.append(float(end))
+        except OverflowError:
+            ends.append(math.copysign(math.inf, end))
+    low, high = ends
+    if math.isnan(low) or math.isnan(high):
+        raise ValueError(f"{where} must not hold NaN, got {_shown(value)}")
+    if not low <= high or low == math.inf or high == -math.inf:
+        raise ValueError(f"{where} must be an ordered (low, high) pair, got {_shown(value)}")
+    return low, high
 
 
 def load_model(task: Task, physics: str):

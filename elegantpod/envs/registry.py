@@ -9,24 +9,29 @@ import gymnasium
 import torch
 
 from elegantpod.config import resolve_device
-from elegantpod.envs.base import VecEnv
+from elegantpod.envs.base import VecEnv, check_max_episode_steps, check_num_envs, check_seed
 from elegantpod.envs.classic import NATIVE_ENVS
-from elegantpod.envs.gym import GymVecEnv
+from elegantpod.envs.gym import FILE_KWARGS, GymVecEnv, withheld
 
 KWARG_ENVS = {"StockTrading-v0": ("elegantpod.finance.trading_env", "StockTradingEnv")}
 """Native envs configured by keyword arguments (data, dates...), imported when used."""
 
 
-SOURCE_KWARGS = ("data",)
-"""Env keywords whose values name files or URLs that the env reads (a trading env's
-market data); see :func:`external_sources`."""
+PATH_KWARGS = ("data", *FILE_KWARGS)
+"""Env keywords whose values name files or URLs that an env reads, for every env: a
+trading env's market ``data`` and the model file of gymnasium's MuJoCo envs
+(``xml_file``). An env class declares its own in ``path_kwargs`` (or
+``register_env(..., path_kwargs=...)``); see :func:`path_kwargs` and
+:func:`external_sources`."""
 
 BUILTIN_ENVS = frozenset(NATIVE_ENVS) | frozenset(KWARG_ENVS)
 CUSTOM_ENVS: dict[str, type] = {}
 """Env classes added with :func:`register_env` (a tournament ships them to its workers)."""
+CUSTOM_PATH_KWARGS: dict[str, tuple[str, ...]] = {}
+"""The ``path_kwargs`` given to :func:`register_env`, by env id."""
 
 
-def register_env(env_id: str, cls: type | None = None):
+def register_env(env_id: str, cls: type | None = None, *, path_kwargs=()):
     """Make your own batched env class usable by id: ``make_env``, pods, ``train``, tournaments.
 
     Why: specs and checkpoints name their env by id, so a pod rebuilt anywhere (on a Dask
@@ -36,6 +41,11 @@ def register_env(env_id: str, cls: type | None = None):
     ``env_kwargs``). A :class:`~elegantpod.tournament.Tournament` on a registered env
     registers it on its workers too. Usable as a decorator: ``@register_env("Line-v0")``.
 
+    ``path_kwargs`` names the keywords whose values are files the env reads (as the
+    class attribute ``path_kwargs`` does): a checkpoint or store that sets one is
+    refused unless you pass the same value yourself, and an error building the env from
+    one never shows the exception's text, which could quote the file.
+
     Raises
     ------
     ValueError
@@ -44,34 +54,67 @@ def register_env(env_id: str, cls: type | None = None):
     from elegantpod.envs.base import TorchVecEnv
 
     if cls is None:
-        return lambda c: register_env(env_id, c)
+        return lambda c: register_env(env_id, c, path_kwargs=path_kwargs)
     if not isinstance(env_id, str) or not env_id:
         raise ValueError(f"env_id must be a non-empty string, got {env_id!r}")
     if env_id in BUILTIN_ENVS:
         raise ValueError(f"{env_id!r} is a built-in env; choose another id")
     if not (isinstance(cls, type) and issubclass(cls, TorchVecEnv)):
         raise ValueError(f"register_env needs a TorchVecEnv subclass, got {cls!r}")
+    if isinstance(path_kwargs, str) or not all(isinstance(k, str) and k for k in path_kwargs):
+        raise ValueError(f"path_kwargs must be a list of keyword names, got {path_kwargs!r}")
     NATIVE_ENVS[env_id] = cls
     CUSTOM_ENVS[env_id] = cls
+    CUSTOM_PATH_KWARGS[env_id] = tuple(path_kwargs)
     return cls
 
 
-def external_sources(env_kwargs: dict) -> dict:
+def path_kwargs(env_id: str | None = None) -> frozenset[str]:
+    """The keywords of ``env_id`` whose values name files it reads: :data:`PATH_KWARGS`
+    and the env's own; ``None``: those of every env this process knows (a superset)."""
+    names = set(PATH_KWARGS)
+    for i in list(NATIVE_ENVS) if env_id is None else [env_id]:
+        names.update(getattr(NATIVE_ENVS.get(i), "path_kwargs", ()) or ())
+        names.update(CUSTOM_PATH_KWARGS.get(i, ()))
+    return frozenset(names)
+
+
+def external_sources(env_kwargs: dict, env_id: str | None = None) -> dict:
     """The entries of ``env_kwargs`` that would make an env read a file or fetch a URL.
 
-    Why: a spec inside a checkpoint comes from whoever wrote the file, and building its
-    env must not reach the network or read a local path on their say-so. A
-    :data:`SOURCE_KWARGS` keyword counts unless it names shipped data (``"sp500"``), and
-    so does any keyword whose value holds a URL (``"://"``), for custom envs.
+    Why: a spec inside a checkpoint or a store comes from whoever wrote the file, and
+    building its env must not reach the network or read a local path on their say-so
+    (a Hopper's ``xml_file`` naming a secret file was opened, and its text quoted in the
+    error). A path keyword (:func:`path_kwargs` of ``env_id``; ``None``: of any env)
+    counts unless its value names what elegantpod or gymnasium ships (``"sp500"``,
+    ``"hopper.xml"``), and so does any keyword whose value holds a URL (``"://"``).
     """
-    from elegantpod.finance.data import SAMPLES
-
+    names = path_kwargs(env_id)
     out = {}
     for key, value in env_kwargs.items():
-        is_sample = value is None or (isinstance(value, str) and value in SAMPLES)
-        if (key in SOURCE_KWARGS and not is_sample) or any("://" in t for t in _strings(value)):
+        is_path = key in names and not _is_shipped(key, value)
+        if is_path or any("://" in t for t in _strings(value)):
             out[key] = value
     return out
+
+
+def _is_shipped(key: str, value) -> bool:
+    """``value`` is unset or names a file that comes with elegantpod or gymnasium."""
+    if value is None:
+        return True
+    if not isinstance(value, str):
+        return False
+    if key == "data":
+        from elegantpod.finance.data import SAMPLES
+
+        return value in SAMPLES
+    if key in FILE_KWARGS:  # a bare name is read from gymnasium's assets folder
+        from pathlib import Path
+
+        assets = Path(gymnasium.__file__).parent / "envs" / "mujoco" / "assets"
+        is_bare = value and not value.startswith((".", "~")) and not set(value) & {"/", "\\"}
+        return bool(is_bare) and (assets / value).is_file()
+    return False
 
 
 def _strings(value):
@@ -151,8 +194,12 @@ def make_env(
         ``vectorization_mode`` and ``gymnasium.make_vec`` keywords).
     """
     check_env_id(env_id)
-    if int(num_envs) < 1:
-        raise ValueError(f"num_envs must be >= 1, got {num_envs!r}")
+    # numbers first: a seed of 2**64 or a time limit of 10**18 failed late (OverflowError),
+    # and num_envs=10**9 aborted the process
+    num_envs = check_num_envs(num_envs)
+    seed = check_seed(seed)
+    if "max_episode_steps" in kwargs:
+        kwargs["max_episode_steps"] = check_max_episode_steps(kwargs["max_episode_steps"])
     device = resolve_device(device)  # a malformed or absent device fails before any work
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS[1:]} or None, got {backend!r}")
@@ -176,7 +223,14 @@ def make_env(
             raise ValueError(f"no native env for {env_id!r}; native ids: {available_envs()}")
         env_cls = NATIVE_ENVS[env_id]
         _check_keywords(env_id, env_cls, kwargs)
-        return env_cls(num_envs=num_envs, device=device, seed=seed, **kwargs)
+        files = sorted(k for k in path_kwargs(env_id) if kwargs.get(k) is not None)
+        try:
+            return env_cls(num_envs=num_envs, device=device, seed=seed, **kwargs)
+        except Exception as exc:
+            if not files:
+                raise
+            how = f"build {env_cls.__name__}(...) yourself to see it"
+            raise ValueError(withheld(env_id, files[0], kwargs[files[0]], exc, how)) from None
     try:
         return GymVecEnv(env_id, num_envs=num_envs, device=device, seed=seed, **kwargs)
     except gymnasium.error.DependencyNotInstalled as exc:

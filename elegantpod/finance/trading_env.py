@@ -42,7 +42,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from elegantpod.envs.base import StepResult, Tensor
+from elegantpod.envs.base import StepResult, Tensor, check_num_envs, check_seed
 from elegantpod.finance import metrics
 from elegantpod.finance.data import MarketData, cached_load, load
 from elegantpod.finance.indicators import compute_features, scaled_features
@@ -122,6 +122,7 @@ class StockTradingEnv:
         periods_per_year: int = 252,
         execution_lag: int = 1,
     ) -> None:
+        seed = check_seed(seed)
         _check_params(
             num_envs, episode_days, initial_amount, hmax, trade_fraction, cost, reward_scale
         )
@@ -185,9 +186,9 @@ class StockTradingEnv:
         close = market.close[i0 - 1 : i1]  # one day before the range for the first return
         log_ret = np.log(close[1:] / close[:-1]) * 10.0
         feats = scaled_features(features, market.close)[i0:i1]
-        market_obs = np.concatenate(
-            [log_ret[:, :, None].astype(np.float32), feats], axis=2
-        ).reshape(days, -1)
+        per_stock = np.concatenate([log_ret[:, :, None].astype(np.float32), feats], axis=2)
+        _check_finite(market, i0, i1, per_stock, ("log_return", *self.feature_names))
+        market_obs = per_stock.reshape(days, -1)
         self._prices = torch.tensor(close[1:], dtype=torch.float64, device=dev)
         self._market_obs = torch.as_tensor(market_obs, dtype=torch.float32, device=dev)
         self.num_days = days
@@ -196,7 +197,7 @@ class StockTradingEnv:
         self.observation_space = spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)
         self.action_space = spaces.Box(-1.0, 1.0, (self.num_stocks,), np.float32)
         self.generator = torch.Generator(device=dev)
-        self.generator.manual_seed(0 if seed is None else int(seed))
+        self.generator.manual_seed(0 if seed is None else seed)
         n, s = self.num_envs, self.num_stocks
         self.cash = torch.full((n,), self.initial_amount, dtype=torch.float64, device=dev)
         self.shares = torch.zeros(n, s, dtype=torch.float64, device=dev)
@@ -383,8 +384,7 @@ class StockTradingEnv:
 def _check_params(num_envs, episode_days, initial_amount, hmax, trade_fraction, cost, scale):
     from elegantpod.config import in_range, positive
 
-    if isinstance(num_envs, bool) or int(num_envs) < 1:
-        raise ValueError(f"num_envs must be >= 1, got {num_envs!r}")
+    check_num_envs(num_envs)
     if episode_days is not None and (isinstance(episode_days, bool) or int(episode_days) < 1):
         raise ValueError(f"episode_days must be >= 1 or None, got {episode_days!r}")
     positive("initial_amount", initial_amount)
@@ -394,6 +394,41 @@ def _check_params(num_envs, episode_days, initial_amount, hmax, trade_fraction, 
     if isinstance(cost, bool) or not isinstance(cost, int | float) or not 0.0 <= cost < 1.0:
         raise ValueError(f"cost must be a fraction in [0, 1), got {cost!r}")
     positive("reward_scale", scale)
+
+
+MAX_PRICE = 1e30
+"""Largest price a trading env takes: prices above about 1e154 overflowed the
+indicators' squares into NaN observations (a pod trained to NaN weights, no error), and
+well below that an account of whole shares overflows float32 rewards."""
+
+
+def _check_finite(market: MarketData, i0: int, i1: int, per_stock: np.ndarray, names) -> None:
+    """Raise ``ValueError`` naming the ticker, day and value where the data gives a price
+    above :data:`MAX_PRICE` or a non-finite observation (``per_stock``: ``(days,
+    stocks, features)`` float32 for the days ``i0:i1``)."""
+    from elegantpod.finance.data import FIELDS
+
+    for field in FIELDS:
+        arr = getattr(market, field)
+        if arr is None or field == "volume":
+            continue
+        big = arr > MAX_PRICE
+        if big.any():
+            t, k = np.argwhere(big)[0]
+            raise ValueError(
+                f"data {market.source!r}: {field} {float(arr[t, k])!r} of "
+                f"{market.tickers[k]!r} on {market.dates[t]:%Y-%m-%d} is above {MAX_PRICE:g}, "
+                "where observations and rewards overflow: rescale the prices"
+            )
+    bad = ~np.isfinite(per_stock)
+    if bad.any():
+        t, k, f = np.argwhere(bad)[0]
+        close = float(market.close[i0 + t, k])
+        raise ValueError(
+            f"data {market.source!r}: {names[f]} of {market.tickers[k]!r} on "
+            f"{market.dates[i0 + t]:%Y-%m-%d} (close {close!r}) is not a finite number "
+            "in float32: the prices are too large or too small to observe; rescale them"
+        )
 
 
 def _ticker_columns(market: MarketData, tickers) -> list[int]:

@@ -8,6 +8,7 @@ programs once (and JAX's persistent cache keeps them for the next run).
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 
@@ -219,7 +220,7 @@ def test_bad_settings_fail_before_any_compiling():
         make_env("Ant-v5", backend="mjx", healthy_z_range=0.2)
     with pytest.raises(ValueError, match="backend must be one of .*'jax'"):
         make_env("Ant-v5", backend="jax")
-    with pytest.raises(ValueError, match="max_episode_steps must be an integer >= 1"):
+    with pytest.raises(ValueError, match="max_episode_steps must be >= 1, got 0"):
         make_env("Ant-v5", backend="mjx", max_episode_steps=0)
     env = make_env("Ant-v5", num_envs=2, backend="mjx", ctrl_cost_weight=0.1)
     assert env._program is None  # building reads the spaces; nothing is compiled yet
@@ -376,3 +377,34 @@ def test_a_tournament_of_mjx_ant_pods_runs_on_dask_workers(client, tmp_path):
     pod = Pod.from_checkpoint(board["checkpoint"].iloc[0])
     assert isinstance(pod.env, MjxVecEnv) and pod.env.env_id == "Ant-v5"
     assert pod.spec.env_kwargs["backend"] == "mjx" and pod.env_steps > 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(healthy_z_range=(math.nan, 1)), "healthy_z_range must not hold NaN"),
+        (dict(healthy_z_range=(1.0, 0.2)), r"healthy_z_range must be an ordered \(low, high\)"),
+        (dict(healthy_z_range=(math.inf, math.inf)), "healthy_z_range must be an ordered"),
+        (dict(contact_force_range=(1, "x")), "contact_force_range must be a .* of numbers"),
+        (dict(reset_noise_scale=1e300), r"reset_noise_scale must be in \[0, 10\], got 1e\+300"),
+        (dict(reset_noise_scale=-5), r"reset_noise_scale must be in \[0, 10\], got -5"),
+        (dict(ctrl_cost_weight=10**400), "ctrl_cost_weight must be finite"),
+        (dict(healthy_reward=1e300), r"healthy_reward must be in \[-1e\+06, 1e\+06\]"),
+        (dict(num_envs=10**9), "num_envs must be <= 16,777,216, got 1000000000"),
+        (dict(num_envs=2**20), r"num_envs=1048576 Ant-v5 worlds need at least .* GiB, more"),
+        (dict(seed=2**64), "seed must be <= "),
+        (dict(max_episode_steps=10**18), "max_episode_steps must be <= 1,000,000,000"),
+    ],
+)
+def test_bad_numbers_fail_before_anything_compiles(kwargs, message, monkeypatch):
+    """Issue 29, item 10: NaN or inverted ranges and absurd noise were taken, and
+    num_envs=10**9 aborted the process (std::bad_alloc) at the first reset."""
+    import elegantpod.envs.mjx as mjx_module
+
+    def no_jax():
+        raise AssertionError("JAX was set up for an env with bad settings")
+
+    monkeypatch.setattr(mjx_module, "_setup_jax", no_jax)
+    monkeypatch.setattr(mjx_module, "_memory_bytes", lambda device: 2**30)  # a 1 GiB device
+    with pytest.raises(ValueError, match=message):
+        make_env("Ant-v5", backend="mjx", **{"num_envs": 2, **kwargs})

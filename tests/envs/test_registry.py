@@ -1,6 +1,18 @@
+from pathlib import Path
+
+import gymnasium
 import pytest
+import torch
 
 from elegantpod.envs import CartPole, GymVecEnv, available_envs, make_env
+from elegantpod.envs.base import MAX_SEED, TorchVecEnv
+from elegantpod.envs.classic import NATIVE_ENVS
+from elegantpod.envs.registry import (
+    CUSTOM_ENVS,
+    CUSTOM_PATH_KWARGS,
+    external_sources,
+    path_kwargs,
+)
 
 
 def test_native_preferred_and_adapter_on_request():
@@ -23,3 +35,110 @@ def test_native_preferred_and_adapter_on_request():
 def test_bad_input_names_the_value(kwargs, message):
     with pytest.raises(ValueError, match=message):
         make_env(**kwargs)
+
+
+# -- issue 29: path keywords, and numbers bounded before any work ---------------------
+
+
+def test_model_files_count_as_sources_unless_gymnasium_ships_them():
+    kwargs = {"xml_file": "/srv/shared/model.xml", "ctrl_cost_weight": 0.1}
+    assert external_sources(kwargs, "Hopper-v5") == {"xml_file": "/srv/shared/model.xml"}
+    assert external_sources(kwargs) == {"xml_file": "/srv/shared/model.xml"}  # any env
+    for escaping in ("../hopper.xml", "./hopper.xml", "~/hopper.xml", "assets/hopper.xml"):
+        assert external_sources({"xml_file": escaping}, "Hopper-v5") == {"xml_file": escaping}
+    assert external_sources({"xml_file": "hopper.xml", "data": "sp500"}, "Hopper-v5") == {}
+    assert external_sources({"xml_file": None}, "Hopper-v5") == {}
+
+
+def test_a_model_file_error_never_quotes_the_file(tmp_path):
+    """The XML parser's error quoted the file (``Element 'secret_token_ABC123'``)."""
+    secret = tmp_path / "model.xml"
+    secret.write_text("<secret_token_ABC123/>")
+    with pytest.raises(ValueError, match=r"'Hopper-v5' with xml_file=.*model\.xml") as e:
+        make_env("Hopper-v5", xml_file=str(secret))
+    assert "secret_token" not in str(e.value) and e.value.__suppress_context__
+
+
+class _MapEnv(TorchVecEnv):
+    """A custom env that reads a file named by a keyword, and quotes it on error."""
+
+    env_id = "MapFile-v0"
+    path_kwargs = ("map_file",)
+
+    def __init__(self, num_envs=1, device="cpu", seed=None, map_file=None, level=None):
+        if map_file is not None:
+            raise ValueError(f"bad map: {Path(map_file).read_text()}")
+        super().__init__(num_envs, device, seed)
+
+
+def test_custom_envs_declare_their_path_keywords(tmp_path):
+    from elegantpod.envs import register_env
+
+    register_env("MapFile-v0", _MapEnv)
+    register_env("MapLevel-v0", _MapEnv, path_kwargs=["level"])
+    try:
+        assert {"data", "xml_file", "map_file"} <= path_kwargs("MapFile-v0")
+        assert "level" not in path_kwargs("MapFile-v0")
+        assert {"map_file", "level"} <= path_kwargs("MapLevel-v0") <= path_kwargs()
+        assert external_sources({"level": "/x", "map_file": "/y"}, "MapLevel-v0").keys() == {
+            "level",
+            "map_file",
+        }
+        secret = tmp_path / "map.txt"
+        secret.write_text("secret_token_ABC123")
+        with pytest.raises(ValueError, match=r"'MapFile-v0' with map_file=.*map\.txt") as e:
+            make_env("MapFile-v0", map_file=str(secret))
+        assert "secret_token" not in str(e.value)
+        with pytest.raises(ValueError, match="path_kwargs must be a list"):
+            register_env("MapBad-v0", _MapEnv, path_kwargs="level")
+    finally:
+        for env_id in ("MapFile-v0", "MapLevel-v0", "MapBad-v0"):
+            NATIVE_ENVS.pop(env_id, None)
+            CUSTOM_ENVS.pop(env_id, None)
+            CUSTOM_PATH_KWARGS.pop(env_id, None)
+
+
+def test_a_store_naming_a_model_file_is_refused_unless_the_user_passes_it():
+    from elegantpod.tournament.spec import TournamentSpec, check_sources
+
+    spec = TournamentSpec(env_id="Hopper-v5", algos=("sac",), env_kwargs={"xml_file": "/m.xml"})
+    with pytest.raises(ValueError, match="names data to read in env_kwargs.*xml_file"):
+        check_sources("store", spec, {}, False)
+    check_sources("store", spec, {"env_kwargs": {"xml_file": "/m.xml"}}, False)
+    check_sources("store", spec, {}, True)
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "MountainCar-v0"])  # native, adapter
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(num_envs=10**9), "num_envs must be <= 16,777,216, got 1000000000"),
+        (dict(num_envs=True), "num_envs must be an integer, got True"),
+        (dict(num_envs=2.5), "num_envs must be an integer, got 2.5"),
+        (dict(seed=2**64), "seed must be <= 4,611,686,018,427,387,904, got 18446744073709551616"),
+        (dict(seed=-(2**64)), "seed must be >= -4,611,686,018,427,387,904"),
+        (dict(seed=10**5000), "seed must be <= .*, got a 16610-bit number"),
+        (dict(max_episode_steps=-1), "max_episode_steps must be >= 1, got -1"),
+        (dict(max_episode_steps=10**18), "max_episode_steps must be <= 1,000,000,000"),
+        (dict(max_episode_steps="5"), "max_episode_steps must be an integer, got '5'"),
+    ],
+)
+def test_numbers_are_bounded_before_any_env_is_built(env_id, kwargs, message, monkeypatch):
+    """Issue 29, item 10: seed=2**64 and max_episode_steps=10**18 failed late with
+    OverflowError, max_episode_steps=-1 was taken, num_envs had no bound."""
+    monkeypatch.setattr(gymnasium, "make_vec", None)  # nothing may be built
+    monkeypatch.setattr(TorchVecEnv, "__init__", None)
+    with pytest.raises(ValueError, match=message):
+        make_env(env_id, **kwargs)
+
+
+def test_seeds_in_bounds_work_and_gymnasium_ones_are_non_negative():
+    env = make_env("CartPole-v1", 2, seed=MAX_SEED)
+    env.reset(seed=-MAX_SEED)
+    env.step(torch.zeros(2, dtype=torch.long))
+    with pytest.raises(ValueError, match="gymnasium's envs take seeds >= 0, got -3"):
+        make_env("MountainCar-v0", seed=-3)
+    assert make_env("MountainCar-v0", seed=MAX_SEED, max_episode_steps=10**9).reset().shape == (
+        1,
+        2,
+    )

@@ -334,3 +334,37 @@ def test_the_default_fill_is_the_next_close_and_lag_is_checked():
     assert StockTradingEnv(data=_zigzag(), indicators=[], episode_days=None).execution_lag == 1
     with pytest.raises(ValueError, match="execution_lag must be 0 .* or 1 .*, got 2"):
         StockTradingEnv(data=_zigzag(), indicators=[], execution_lag=2)
+
+
+@pytest.mark.parametrize("scale", [1e155, 1e40])
+def test_prices_that_overflow_are_refused_naming_the_ticker(scale):
+    """Issue 29, item 10: prices above about 1e154 gave NaN observations (the
+    indicators square prices) and a pod with NaN weights, with no error."""
+    wide = _market()
+    wide["BBB"] *= scale
+    data = load_wide(wide, source_name="huge")
+    with pytest.raises(ValueError, match=r"data 'huge': close .*e\+.* of 'BBB' on 2020-01-01 is"):
+        StockTradingEnv(num_envs=1, data=data, episode_days=20)
+
+
+def test_a_non_finite_observation_is_refused_naming_the_column(monkeypatch):
+    import elegantpod.finance.trading_env as trading_env
+
+    monkeypatch.setattr(trading_env, "MAX_PRICE", math.inf)  # only the observation check left
+    wide = _market()
+    wide["CCC"] *= 1e155
+    data = load_wide(wide, source_name="huge")
+    with pytest.raises(ValueError, match=r"boll_ub of 'CCC' on .*close .*e\+15.*not a finite"):
+        StockTradingEnv(num_envs=1, data=data, episode_days=20)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        (dict(num_envs=10**9), "num_envs must be <= 16,777,216"),
+        (dict(seed=2**64), "seed must be <= "),
+    ],
+)
+def test_sizes_and_seeds_are_bounded_before_the_data_is_read(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        StockTradingEnv(data="/nonexistent.csv", **kwargs)
