@@ -274,8 +274,14 @@ def resolve_env_kwargs(spec: PodSpec, env_kwargs, path, allow_remote: bool) -> P
     kept = {k: v for k, v in spec.env_kwargs.items() if k not in given}
     kept_eval = {k: v for k, v in spec.eval_env_kwargs.items() if k not in given}
     if not allow_remote:
+        from elegantpod.provenance import own_sources
+
         for field, kwargs in (("env_kwargs", kept), ("eval_env_kwargs", kept_eval)):
-            for key, value in external_sources(kwargs).items():
+            named = external_sources(kwargs)
+            own = own_sources(named, path)  # this user's checkpoint and data table
+            for key, value in named.items():
+                if key in own:
+                    continue
                 shown = repr(value) if len(repr(value)) <= 200 else repr(value)[:200] + "..."
                 raise CheckpointError(
                     f"checkpoint {str(path)!r} names {shown} as spec.{field}.{key}: "

@@ -59,6 +59,10 @@ def _import_modules(names: list[str]) -> None:
             sys.path.append(folder)
         try:
             importlib.import_module(module)
+        except SystemExit as exc:  # it would end the run having done nothing
+            raise ValueError(
+                f"cannot import {name!r}: it called sys.exit({exc.code!r}) while importing"
+            ) from None
         except Exception as exc:
             raise ValueError(f"cannot import {name!r}: {type(exc).__name__}: {exc}") from exc
 
@@ -125,6 +129,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --resume: take the store over from a writer that is gone (its lease)",
     )
+    r.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="with --resume: read the data files or URLs the store's spec names (only for a "
+        "store you trust; not needed for your own store naming your own data file)",
+    )
     r.add_argument("--json", action="store_true", help="print the summary as one JSON line")
     r.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     r.add_argument("--eval-episodes", type=int, default=None, help="episodes per evaluation")
@@ -149,7 +159,25 @@ def _parser() -> argparse.ArgumentParser:
     _env_options(r)
     b = sub.add_parser("backtest", help="backtest a trading agent and write its report")
     _import_option(b)
-    b.add_argument("--checkpoint", required=True, help="checkpoint of a StockTrading-v0 agent")
+    b.add_argument(
+        "--checkpoint",
+        required=True,
+        help="checkpoint of a StockTrading-v0 agent, a run folder, or a tournament's store "
+        "(its best agent); a checkpoint inside a store is deflated by the store's selection",
+    )
+    b.add_argument(
+        "--trials",
+        type=int,
+        default=None,
+        help="agents the selection tried, for the deflated Sharpe ratio (default: what the "
+        "store records; unknown for a checkpoint from train)",
+    )
+    b.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="read the data file or URL the checkpoint names (only for one you trust; not "
+        "needed for your own checkpoint naming your own data file)",
+    )
     b.add_argument("--data", default=None, help="market data (default: the agent's own)")
     b.add_argument(
         "--start",
@@ -158,7 +186,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--end", default=None, help="last day, YYYY-MM-DD")
     b.add_argument(
-        "--index", default=None, help="index benchmark: 'sp500' (built in) or a CSV of levels"
+        "--index",
+        default=None,
+        help="index benchmark: 'sp500' (built in) or a local CSV of levels (no URLs)",
     )
     b.add_argument("--name", default=None, help="the agent's name in the report")
     b.add_argument("--html", default=None, help="write the HTML report here")
@@ -230,11 +260,27 @@ def _train(args) -> int:
     from elegantpod.training import result_json, train
 
     hparams = parse_assignments(args.set)
+    num_envs = args.num_envs
+    if "num_envs" in hparams:  # a hyperparameter, and train()'s own keyword
+        text = hparams.pop("num_envs")
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"num_envs must be an integer, got {text[:200]!r}") from None
+        if num_envs is not None and num_envs != value:
+            raise ValueError(f"--set num_envs={value} and --num-envs {num_envs} disagree")
+        num_envs = value
+    import inspect
+
+    taken = [k for k in hparams if k in inspect.signature(train).parameters]
+    if taken:
+        flag = "--" + taken[0].replace("_", "-")
+        raise ValueError(f"--set {taken[0]}=... is not a hyperparameter: use {flag}")
     result = train(
         args.env,
         args.algo,
         seed=args.seed,
-        num_envs=args.num_envs,
+        num_envs=num_envs,
         max_steps=args.max_steps,
         max_seconds=args.max_seconds,
         target_reward=args.target_reward,
@@ -296,12 +342,14 @@ def _tournament(args) -> int:
     if args.resume:
         # What is given must agree with the store, except budgets and the like, which
         # change visibly; nothing given is silently ignored.
-        t = Tournament.resume(args.store, force=args.force, **given)
+        t = Tournament.resume(args.store, force=args.force, allow_remote=args.allow_remote, **given)
         for key, (old, new) in t.resume_changes.items():
             print(f"resume: {key} {old!r} -> {new!r}", file=sys.stderr)
     else:
         if args.force:
             raise ValueError("--force takes over a store's lease: it goes with --resume")
+        if args.allow_remote:
+            raise ValueError("--allow-remote reads what a store names: it goes with --resume")
         if args.env is None:
             raise ValueError("--env is required (unless --resume continues a store)")
         if args.target_reward is None and args.max_seconds is None and args.max_steps is None:
@@ -401,18 +449,27 @@ def _backtest(args) -> int:
         device=args.device,
         name=args.name,
         allow_in_sample=args.allow_in_sample,
+        allow_remote=args.allow_remote,
+        trials=args.trials,
         **env_kwargs(args.env_arg),
     )
+    from elegantpod.finance.report import verdict
+
+    said = verdict(result)
     if args.html is not None:
         result.to_html(args.html)
     if args.json:
         d = result.to_dict()
         d["html"] = args.html
+        d["verdict"] = said
         import json
 
         print(json.dumps(d, sort_keys=True), flush=True)
     else:
+        if result.in_sample:
+            print(f"IN-SAMPLE: {result.in_sample}")
         print(result.metrics().to_string(float_format=lambda x: f"{x:.4f}"))
+        print(f"verdict: {said}")
         if args.html is not None:
             print(f"report: {args.html}")
     return 0
@@ -429,6 +486,11 @@ def _read_index(index: str | None):
         return index
     if index.lower() in BUILTIN_INDEXES:
         return index.lower()
+    if "://" in index:  # a URL would make the backtest fetch it
+        raise ValueError(
+            f"--index {index[:200]!r} is a URL: give a built-in index "
+            f"({', '.join(BUILTIN_INDEXES)}) or a local CSV file of dates and index levels"
+        )
     import pandas as pd
 
     try:
@@ -441,7 +503,79 @@ def _read_index(index: str | None):
     if frame.shape[1] < 1 or not isinstance(frame.index, pd.DatetimeIndex):
         raise ValueError(f"--index {index!r} must be a CSV of dates and index levels")
     series = frame.iloc[:, 0]
-    return series.rename(str(series.name))
+    from elegantpod.finance.data import check_name
+
+    return series.rename(check_name(series.name, "index name", index))
+
+
+DEVICES = ("auto", "cpu", "cuda", "cuda:N", "mps")
+"""Devices the command line accepts."""
+MAX_WORKERS = 1024
+"""Most local worker processes ``--workers`` starts."""
+ADDRESS_SCHEMES = ("tcp://", "tls://", "ucx://")
+READ_ONLY_PROTOCOLS = frozenset(
+    ("zip", "tar", "libarchive", "http", "https", "github", "gist", "git", "data", "reference")
+)
+"""fsspec protocols that cannot hold a store: archives and web pages are read-only."""
+
+
+def max_threads() -> int:
+    """Most torch threads ``--threads`` asks for: 4 per core (256 where unknown); tens of
+    thousands crash the process (SIGSEGV) in the thread pool."""
+    cpus = os.cpu_count()
+    return 4 * cpus if cpus else 256
+
+
+def check_args(args) -> None:
+    """Refuse values that would fail late, crash or do something other than asked,
+    before any import or cluster work; each error names the value and what is accepted."""
+    import re
+
+    device = getattr(args, "device", None)
+    if device is not None and not re.fullmatch(r"auto|cpu|mps|cuda(:[0-9]{1,4})?", device):
+        raise ValueError(f"unknown device {device[:200]!r}: use one of {', '.join(DEVICES)}")
+    threads = getattr(args, "threads", None)
+    if threads is not None and not 0 <= threads <= max_threads():
+        raise ValueError(
+            f"threads must be an integer in 0..{max_threads()} (0: torch's own setting), "
+            f"got {threads}"
+        )
+    workers = getattr(args, "workers", None)
+    if workers is not None and not 1 <= workers <= MAX_WORKERS:
+        raise ValueError(f"--workers must be in 1..{MAX_WORKERS}, got {workers}")
+    address = getattr(args, "address", None)
+    if address is not None and not (
+        address.startswith(ADDRESS_SCHEMES) or re.fullmatch(r"[A-Za-z0-9.\-]+:[0-9]{1,5}", address)
+    ):
+        raise ValueError(
+            f"--address {address[:200]!r}: give a Dask scheduler as "
+            f"{', '.join(s + 'host:port' for s in ADDRESS_SCHEMES)} or host:port"
+        )
+    if getattr(args, "out", None) == "":
+        raise ValueError("--out '' names no folder: give a folder (the working one is '.')")
+    if getattr(args, "store", None) is not None:
+        check_store_argument(args.store)
+
+
+def check_store_argument(store: str) -> None:
+    """A store is a folder (new or existing) or a writable object-store URL."""
+    where = store[:200]
+    protocols = [part.split("://", 1)[0].lower() for part in store.split("::") if "://" in part]
+    if "::" in store and not protocols:
+        protocols = [store.split("::", 1)[0].lower()]
+    refused = [p for p in protocols if p in READ_ONLY_PROTOCOLS]
+    if refused:
+        raise ValueError(
+            f"--store {where!r}: a store must be a folder or an object-store URL "
+            f"(s3://, gs://, az://...); {refused[0]}:// is read-only"
+        )
+    if protocols and protocols != ["file"]:
+        return
+    path = store.split("://", 1)[1] if protocols else store
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise ValueError(
+            f"--store {where!r} is not a folder: a store must be a folder or an object-store URL"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -451,6 +585,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = _parser().parse_args(argv)
     try:
+        check_args(args)
         _import_modules(getattr(args, "imports", []))
         if args.command == "train":
             return _train(args)

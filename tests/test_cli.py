@@ -434,3 +434,93 @@ def test_overwrite_replaces_the_earlier_run_whole(tmp_path):
     assert (tmp_path / "best.pt").is_file()
     prepare_out_dir(tmp_path, overwrite=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+# -- one clear error line, in-process (issue 29, minor items) -----------------------------
+def main_in_process(args, capsys, monkeypatch):
+    """``elegantpod ARGS`` through ``main()`` in this process: (status, stdout, stderr)."""
+    from elegantpod.cli import main
+
+    monkeypatch.setattr(sys, "path", list(sys.path))  # main() drops the working folder
+    status = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+TRAIN = ["train", "--env", "CartPole-v1", "--algo", "ppo", "--quiet"]
+TOURNAMENT = ["tournament", "--env", "CartPole-v1", "--max-seconds", "5"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (TRAIN + ["--device", "meta"], "unknown device 'meta': use one of auto, cpu, cuda, cuda:N"),
+        (TRAIN + ["--device", "xla"], "unknown device 'xla'"),
+        (TRAIN + ["--device", "vulkan"], "unknown device 'vulkan'"),
+        (TRAIN + ["--threads", "100000"], "threads must be an integer in 0.."),
+        (TRAIN + ["--out", ""], "--out '' names no folder"),
+        (
+            TRAIN + ["--set", "num_envs=4", "--num-envs", "2"],
+            "num_envs=4 and --num-envs 2 disagree",
+        ),
+        (TRAIN + ["--set", "num_envs=four"], "num_envs must be an integer, got 'four'"),
+        (TRAIN + ["--set", "seed=3"], "--set seed=... is not a hyperparameter: use --seed"),
+        (
+            TOURNAMENT + ["--store", "{tmp}/t", "--workers", "100000"],
+            "--workers must be in 1..1024",
+        ),
+        (TOURNAMENT + ["--store", "{tmp}/t", "--workers", "0"], "--workers must be in 1..1024"),
+        (TOURNAMENT + ["--store", "{tmp}/t", "--address", "inproc://x"], "'inproc://x': give a"),
+        (TOURNAMENT + ["--store", "/dev/null"], "'/dev/null' is not a folder"),
+        (TOURNAMENT + ["--store", "{tmp}/file"], "is not a folder: a store must be a folder"),
+        (TOURNAMENT + ["--store", "zip://x.zip"], "zip:// is read-only"),
+        (TOURNAMENT + ["--store", "https://example.com/s"], "https:// is read-only"),
+        (TOURNAMENT + ["--store", "{tmp}/t", "--allow-remote"], "goes with --resume"),
+        (TOURNAMENT + ["--store", "{tmp}/t", "--device", "meta"], "unknown device 'meta'"),
+        (
+            ["backtest", "--checkpoint", "{tmp}/x.pt", "--index", "http://127.0.0.1:9/i.csv"],
+            "is a URL: give a built-in index (sp500) or a local CSV",
+        ),
+        (["backtest", "--checkpoint", "{tmp}/x.pt", "--device", "meta"], "unknown device"),
+        (["demo", "--out", ""], "--out '' names no folder"),
+    ],
+)
+def test_bad_arguments_are_one_clear_error(args, message, tmp_path, capsys, monkeypatch):
+    (tmp_path / "file").write_text("precious")
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    status, out, err = main_in_process(args, capsys, monkeypatch)
+    lines = err.strip().splitlines()
+    assert status == 2 and len(lines) == 1 and lines[0].startswith("elegantpod: error:"), err
+    assert message in lines[0]
+    assert sorted(os.listdir(tmp_path)) == ["file"]  # nothing created
+    assert (tmp_path / "file").read_text() == "precious"
+
+
+def test_set_num_envs_reaches_train_as_num_envs(capsys, monkeypatch):
+    import elegantpod.training
+
+    seen = {}
+
+    def fake_train(env, algo, **kwargs):
+        seen.update(kwargs)
+        raise ValueError("stopped before training")
+
+    monkeypatch.setattr(elegantpod.training, "train", fake_train)
+    status, _, err = main_in_process(TRAIN + ["--set", "num_envs=4"], capsys, monkeypatch)
+    assert status == 2 and "stopped before training" in err
+    assert seen["num_envs"] == 4 and "num_envs" not in {k for k in seen if k != "num_envs"}
+
+
+def test_an_import_that_exits_is_an_error_not_success(tmp_path, capsys, monkeypatch):
+    quits = tmp_path / "quits.py"
+    quits.write_text("import sys\nsys.exit(0)\n")
+    args = ["train", "--import", quits, "--env", "CartPole-v1", "--algo", "ppo"]
+    status, out, err = main_in_process([*args, "--out", tmp_path / "o"], capsys, monkeypatch)
+    assert status == 2 and "cannot import" in err and "sys.exit(0)" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_threads_within_the_bound_are_accepted():
+    from elegantpod.cli import max_threads
+
+    assert max_threads() >= 4 and max_threads() <= 4 * (os.cpu_count() or 64)

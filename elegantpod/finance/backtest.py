@@ -23,10 +23,14 @@ import torch
 
 from elegantpod.config import json_safe
 from elegantpod.finance import metrics
-from elegantpod.finance.data import sp500_index
+from elegantpod.finance.data import check_name, sp500_index
 from elegantpod.finance.trading_env import ENV_ID, StockTradingEnv
 
 EQUAL_WEIGHT = "Equal-weight buy & hold"
+UNKNOWN_SELECTION = "unknown"
+"""``BacktestResult.selection`` of an agent whose selection nobody recorded (a bare
+checkpoint or pod): its deflated Sharpe ratio assumes 1 trial, and the verdict says so."""
+MAX_TRIALS = 10**9
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,7 +60,11 @@ class BacktestResult:
     :class:`~elegantpod.finance.trading_env.StockTradingEnv`)."""
     trials: int = 1
     """How many agents the selection that produced this one tried (a tournament's pods),
-    for the deflated Sharpe ratio; 1: no selection known."""
+    for the deflated Sharpe ratio; 1 when the selection is unknown (see :attr:`selection`)."""
+    selection: str = ""
+    """Where :attr:`trials` comes from: the tournament or store that scored the pods, the
+    caller's ``trials=N``, or :data:`UNKNOWN_SELECTION` (the verdict then says that the
+    deflated Sharpe ratio assumes 1 trial)."""
     prices: pd.DataFrame | None = None
     """Close prices (dates x tickers) the backtest traded at and valued positions with."""
 
@@ -127,7 +135,8 @@ class BacktestResult:
                 "agent": self.agent,
                 "in_sample": self.in_sample,
                 "execution_lag": self.execution_lag,
-                "trials": self.trials,
+                "trials": None if self.selection == UNKNOWN_SELECTION else self.trials,
+                "selection": self.selection,
             }
         )
 
@@ -166,6 +175,7 @@ def backtest(
     name: str | None = None,
     allow_remote: bool = False,
     allow_in_sample: bool = False,
+    trials: int | None = None,
     **env_overrides: Any,
 ) -> BacktestResult:
     """Replay ``agent``'s deterministic policy over ``[start, end]`` and compare it.
@@ -174,8 +184,11 @@ def backtest(
     ----------
     agent
         A :class:`~elegantpod.pod.Pod` trained on ``StockTrading-v0``, a checkpoint path
-        or URL, or a :class:`~elegantpod.tournament.Tournament` (its best agent, with its
-        lineage in the report).
+        or URL, a :class:`~elegantpod.tournament.Tournament` (its best agent, with its
+        lineage in the report), or a tournament's store (its folder or URL: its best
+        agent). A checkpoint that lies in a store (``<store>/pods/p003/seg-00002.pt``)
+        carries that store's selection: the deflated Sharpe ratio counts every pod the
+        tournament scored. The store is only read (no lease is taken, nothing written).
     data
         Market data for the backtest (``None``: the data the agent trained on). It must
         hold the same tickers: the policy's inputs and outputs are per stock.
@@ -198,7 +211,14 @@ def backtest(
         Let a checkpoint's own spec name the market data (a file or URL) that its agent
         is rebuilt with: only for a checkpoint you trust. Otherwise ``data`` stands in
         for it, and without ``data`` such a checkpoint is refused (shipped samples such
-        as ``"sp500"`` are always fine).
+        as ``"sp500"`` are always fine), unless both are your own: a checkpoint only you
+        can write naming a local data table only you can write
+        (:mod:`elegantpod.provenance`).
+    trials
+        How many agents the selection that picked this one tried, for the deflated
+        Sharpe ratio; ``None``: what the tournament or store recorded. An agent with no
+        recorded selection (a pod, a checkpoint from ``train()``) is deflated as 1 trial
+        and its verdict says the selection is unknown.
     **env_overrides
         Other trading-env settings for the backtest (``cost``, ``initial_amount``...);
         by default those the agent trained with.
@@ -214,17 +234,34 @@ def backtest(
     """
     from elegantpod.pod import Pod
 
+    trials = _check_trials(trials)
+    if name is not None:
+        check_name(name, "agent name")
     info: dict[str, Any] = {}
     trained_spec = None
+    expected: dict[str, Any] = {}
     if hasattr(agent, "best") and hasattr(agent, "lineage"):
         info.update(_tournament_info(agent))
         agent = agent.best(device=device)
     elif isinstance(agent, str | Path):
         from elegantpod.checkpoint import checkpoint_spec, resolve_checkpoint
+        from elegantpod.finance.store_selection import best_of_store, is_store, of_checkpoint
 
-        agent = resolve_checkpoint(agent)  # a run folder: its best.pt
-        info["checkpoint"] = str(agent)
+        if is_store(agent):
+            info.update(best_of_store(agent))  # the store's best agent
+            expected = info.pop("expected")
+            agent = info["checkpoint"]
+        else:
+            agent = resolve_checkpoint(agent)  # a run folder: its best.pt
+            info.update(of_checkpoint(agent))  # {} unless it lies in a store
+            info["checkpoint"] = str(agent)
         trained_spec = checkpoint_spec(agent)  # its own dates, even when data stands in
+        for key, want in expected.items():
+            if getattr(trained_spec, key) != want:
+                raise ValueError(
+                    f"checkpoint {str(agent)!r} holds a {key} {getattr(trained_spec, key)!r} "
+                    f"agent, not the {want!r} its store's leaderboard records"
+                )
         agent = _from_checkpoint(agent, data, device, allow_remote)
     if not isinstance(agent, Pod):
         raise TypeError(
@@ -262,11 +299,35 @@ def backtest(
         algo=spec.algo,
         seed=spec.seed,
         env_steps=agent.env_steps,
-        spec=spec.to_dict(),
+        # the dates the agent trained and was selected on, as it records them (a
+        # checkpoint's own spec, even where the caller's data stood in for its file)
+        spec=(trained_spec or spec).to_dict(),
+        sample_ranges={label: [_day(lo), _day(hi)] for label, lo, hi in samples},
     )
     result = _run(agent.learner, env, info, bench_index)
-    trials = int(info.get("trials") or 1)
-    return dataclasses.replace(result, in_sample=in_sample, trials=trials)
+    if trials is not None:
+        selection = f"trials={trials} given"
+    elif info.get("trials"):
+        trials = int(info["trials"])
+        selection = f"the {trials} pods that tournament {info.get('tournament_store')} scored"
+    else:
+        trials, selection = 1, UNKNOWN_SELECTION
+    info["trials"] = trials
+    return dataclasses.replace(result, in_sample=in_sample, trials=trials, selection=selection)
+
+
+def _day(ts: pd.Timestamp | None) -> str | None:
+    return None if ts is None else f"{ts:%Y-%m-%d}"
+
+
+def _check_trials(trials: Any) -> int | None:
+    if trials is None:
+        return None
+    if isinstance(trials, bool) or not isinstance(trials, int | np.integer):
+        raise ValueError(f"trials must be an integer >= 1, got {str(trials)[:200]!r}")
+    if not 1 <= trials <= MAX_TRIALS:
+        raise ValueError(f"trials must be in 1..{MAX_TRIALS:_}, got {trials!r}")
+    return int(trials)
 
 
 def _sample_ranges(spec) -> list[tuple[str, pd.Timestamp | None, pd.Timestamp | None]]:
@@ -338,11 +399,15 @@ def _from_checkpoint(path, data, device: str, allow_remote: bool):
     from elegantpod.checkpoint import checkpoint_spec
     from elegantpod.envs.registry import external_sources
     from elegantpod.pod import Pod
+    from elegantpod.provenance import same_file
 
     own = None
     if data is not None and not allow_remote:
         spec = checkpoint_spec(path)
-        if external_sources(spec.env_kwargs) or external_sources(spec.eval_env_kwargs):
+        named = external_sources(spec.env_kwargs) or external_sources(spec.eval_env_kwargs)
+        if named and all(same_file(data, v) for v in named.values()):
+            own = {"data": data}  # the very file it names: its own dates still hold
+        elif named:
             own = {"data": data, "start": None, "end": None}
     return Pod.from_checkpoint(path, device=device, env_kwargs=own, allow_remote=allow_remote)
 
@@ -419,6 +484,7 @@ def _index_series(index: Any, dates: pd.DatetimeIndex) -> pd.Series:
         raise ValueError(
             f"index must be 'sp500' or a pandas Series indexed by dates, got {type(index).__name__}"
         )
+    check_name(str(series.name or "Index"), "index name")
     series = series.sort_index()
     if series.index[0] > dates[0] or series.index[-1] < dates[-1]:
         raise ValueError(

@@ -65,7 +65,9 @@ def to_pyfolio(result: BacktestResult) -> tuple[pd.Series, pd.DataFrame, pd.Data
     ------
     ValueError
         For a backtest of fewer than two days (no return), one without close prices,
-        prices that do not cover its days and tickers, or a ticker named ``"cash"``.
+        prices that do not cover its days and tickers, a ticker named ``"cash"``, or a
+        ticker or agent name a spreadsheet would run as a formula
+        (:func:`~elegantpod.finance.data.check_name`).
 
     Notes
     -----
@@ -80,6 +82,11 @@ def to_pyfolio(result: BacktestResult) -> tuple[pd.Series, pd.DataFrame, pd.Data
             "return, so at least two days"
         )
     tickers = list(result.positions.columns)
+    from elegantpod.finance.data import check_name
+
+    for tic in tickers:  # column names of frames users export to CSV and sheets
+        check_name(tic, "ticker")
+    check_name(result.name, "agent name")
     if CASH in tickers:
         raise ValueError(f"a ticker is named {CASH!r}, pyfolio's name for the cash column")
     prices = _prices(result, dates, tickers)
@@ -120,6 +127,9 @@ def benchmark_returns(result: BacktestResult, name: str | None = None) -> pd.Ser
         name = next(iter(result.benchmarks))
     if name not in result.benchmarks:
         raise ValueError(f"no benchmark named {name!r}; the backtest has {list(result.benchmarks)}")
+    from elegantpod.finance.data import check_name
+
+    check_name(name, "benchmark name")
     series = result.benchmarks[name].reindex(result.dates)
     if len(series) < 2:
         raise ValueError(f"the backtest has {len(series)} day(s): no daily return")

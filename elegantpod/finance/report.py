@@ -35,7 +35,7 @@ import pandas as pd
 
 from elegantpod.checkpoint import atomic_write_bytes
 from elegantpod.finance import metrics, selection, tearsheet
-from elegantpod.finance.backtest import EQUAL_WEIGHT
+from elegantpod.finance.backtest import EQUAL_WEIGHT, UNKNOWN_SELECTION
 
 METRIC_LABELS = {
     "cumulative_return": ("Cumulative return", "pct"),
@@ -295,8 +295,18 @@ def _verdict(result, beat: _Beat) -> str:
     tried = "1 trial" if n == 1 else f"{n} trials"
     if not math.isfinite(ds.dsr):
         luck = ""
+    elif a > 0 and getattr(result, "selection", "") == UNKNOWN_SELECTION:  # never silently 1
+        luck = (
+            f"; selection unknown: its deflated Sharpe ratio over {tried} is {ds.dsr:.2f}, "
+            "which holds only if this agent was not picked from others (pass trials=N, or "
+            "--trials N, if it was the best of N)"
+        )
     elif a <= 0:
-        luck = f"; its deflated Sharpe ratio over {tried} is {ds.dsr:.2f}: no skill to deflate"
+        unknown = getattr(result, "selection", "") == UNKNOWN_SELECTION
+        luck = (
+            f"; {'selection unknown: ' * unknown}its deflated Sharpe ratio over {tried} is "
+            f"{ds.dsr:.2f}: no skill to deflate"
+        )
     elif ds.dsr >= 0.95:
         luck = f"; its deflated Sharpe ratio over {tried} is {ds.dsr:.2f}, so luck is unlikely"
     else:

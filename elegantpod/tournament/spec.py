@@ -252,11 +252,15 @@ def resume_changes(spec: TournamentSpec, overrides: dict[str, Any], where: str) 
 def check_sources(where: str, spec: TournamentSpec, overrides: dict, allow: bool) -> None:
     """Refuse data paths or URLs that a store's spec names and the user did not give."""
     from elegantpod.envs.registry import external_sources
+    from elegantpod.provenance import own_sources, same_file
 
     for name in ("env_kwargs", "eval_env_kwargs"):
         given = overrides.get(name) or {}
         named = external_sources(getattr(spec, name))
-        unconfirmed = {k: v for k, v in named.items() if given.get(k) != v}
+        own = own_sources(named, where)  # this user's store and data table
+        unconfirmed = {
+            k: v for k, v in named.items() if k not in own and not same_file(given.get(k), v)
+        }
         if unconfirmed and not allow:
             raise ValueError(
                 f"{where!r} names data to read in {name}: "

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -99,15 +101,48 @@ def test_benchmarks_and_metrics(pod, market):
     assert d["tickers"] == TICKERS and d["agent"]["spec"]["env_id"] == "StockTrading-v0"
 
 
-def test_backtest_from_a_checkpoint_file(pod, market):
+def test_backtest_from_a_checkpoint_file(pod, market, tmp_path, monkeypatch):
     path = pod.save()
-    # the checkpoint names a local file: read only when the user names it too
-    with pytest.raises(ValueError, match="spec.env_kwargs.data"):
-        backtest(path, start="2016-05-02", end="2016-06-30")
-    a = backtest(path, data=market, start="2016-05-02", end="2016-06-30")
     b = backtest(pod, start="2016-05-02", end="2016-06-30")
+    # this user's own checkpoint naming this user's own CSV: no flag, no --data needed
+    own = backtest(path, start="2016-05-02", end="2016-06-30")
+    pd.testing.assert_series_equal(own.account_value, b.account_value, check_names=False)
+    a = backtest(path, data=market, start="2016-05-02", end="2016-06-30")
     pd.testing.assert_series_equal(a.account_value, b.account_value, check_names=False)
     assert a.agent["checkpoint"] == str(path)
+    # a checkpoint someone else could have written names data it must not make us read
+    foreign = tmp_path / "foreign.pt"
+    foreign.write_bytes(Path(path).read_bytes())
+    foreign.chmod(0o666)
+    with pytest.raises(ValueError, match="spec.env_kwargs.data"):
+        backtest(foreign, start="2016-05-02", end="2016-06-30")
+    assert backtest(foreign, data=market, start="2016-05-02", end="2016-06-30").dates[0]
+    assert backtest(foreign, allow_remote=True, start="2016-05-02", end="2016-06-30").dates[0]
+    # ... and so does one owned by another user
+    monkeypatch.setattr("os.getuid", lambda: os.stat(path).st_uid + 1)
+    with pytest.raises(ValueError, match="spec.env_kwargs.data"):
+        backtest(path, start="2016-05-02", end="2016-06-30")
+
+
+def test_only_this_users_own_data_tables_count_as_own(tmp_path, market):
+    from elegantpod.provenance import is_own_data, is_own_file, own_sources
+
+    ckpt = tmp_path / "c.pt"
+    ckpt.write_bytes(b"x")
+    secret = tmp_path / "id_rsa"
+    secret.write_text("KEY")
+    fifo = tmp_path / "p.csv"
+    os.mkfifo(fifo)
+    assert is_own_file(ckpt) and is_own_data(market)
+    assert not is_own_data(str(secret))  # not named like a data table
+    assert not is_own_data(str(fifo))  # not a regular file (never opened)
+    assert not is_own_data("https://example.com/p.csv") and not is_own_data(str(tmp_path))
+    assert own_sources({"data": market}, ckpt) == {"data": market}
+    link = tmp_path / "link.pt"
+    link.symlink_to(ckpt)
+    assert own_sources({"data": market}, link) == {}  # the naming file itself: no links
+    ckpt.chmod(0o620)
+    assert own_sources({"data": market}, ckpt) == {}  # the group could have written it
 
 
 def test_the_sample_index_is_aligned(tmp_path):
@@ -176,3 +211,170 @@ def test_the_cli_refuses_an_in_sample_range_unless_asked(pod, market):
     ran = cli(*args, "--start", "2015-06-01", "--allow-in-sample", "--json")
     assert ran.returncode == 0, ran.stderr
     assert json.loads(ran.stdout.splitlines()[-1])["in_sample"].startswith("The backtest range")
+
+
+# -- the selection a store records (issue 29, item 13) -----------------------------------
+SCORED = 26
+
+
+def make_store(root, pod, *, scored=SCORED, best="p020"):
+    """A tournament's store as a run leaves it, written directly (no cluster): its spec,
+    one snapshot in which ``scored`` pods have a scored segment, and ``pod``'s checkpoint
+    as the leader's ``pods/<best>/seg-00002.pt``."""
+    from elegantpod.tournament.leaderboard import Entry
+    from elegantpod.tournament.spec import PodRecord, make_spec
+    from elegantpod.tournament.store import Store
+
+    s = pod.spec
+    spec = make_spec(
+        env="StockTrading-v0",
+        algos=("ppo",),
+        pods=4,
+        max_steps=10_000,
+        env_kwargs=s.env_kwargs,
+        eval_env_kwargs=s.eval_env_kwargs,
+        fitness="sharpe",
+    )
+    root.mkdir(parents=True)
+    store = Store(root)
+    store.write_json("tournament.json", spec.to_dict())
+    records = [
+        PodRecord(
+            pod_id=f"p{i:03d}",
+            algo="ppo",
+            hparams={},
+            seed=i,
+            parent=None if i < 4 else "p001",
+            status="idle",
+            segment=2,
+            history=[{"segment": 1, "env_steps": 2048, "score": 0.01 * i, "time": float(i)}],
+        )
+        for i in range(scored)
+    ]
+    name = f"pods/{best}/seg-00002.pt"
+    entry = Entry(
+        pod_id=best, algo="ppo", hparams={}, score_mean=1.5, score_std=0.0, env_steps=4096,
+        wall_seconds=3.0, checkpoint=name, segment=2, parent="p001",
+    )  # fmt: skip
+    store.save_state(
+        {
+            "leaderboard": [entry.to_dict()],
+            "pods": [r.to_dict() for r in records],
+            "state": {"elapsed_seconds": 100.0},
+        }
+    )
+    ckpt = root / "pods" / best / "seg-00002.pt"
+    ckpt.parent.mkdir(parents=True)
+    ckpt.write_bytes(Path(pod.save()).read_bytes())
+    return ckpt
+
+
+def files_of(root):
+    return {
+        str(p.relative_to(root)): (p.stat().st_mtime_ns, p.read_bytes())
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture()
+def store(pod, tmp_path):
+    root = tmp_path / "store"
+    return root, make_store(root, pod)
+
+
+def test_a_checkpoint_in_a_store_is_deflated_by_the_stores_selection(store, market):
+    from elegantpod.finance import verdict
+
+    root, ckpt = store
+    before = files_of(root)
+    held_out = {"start": "2016-05-02", "end": "2016-07-29"}
+    r = backtest(ckpt, **held_out)
+    assert r.trials == SCORED and str(root) in r.selection
+    assert r.to_dict()["trials"] == SCORED and r.agent["pod"] == "p020"
+    assert f"over {SCORED} trials is" in verdict(r)
+    # the store itself: its best agent, the same selection
+    best = backtest(root, **held_out)
+    assert best.trials == SCORED and best.agent["pod"] == "p020"
+    assert best.agent["checkpoint"] == str(ckpt) and best.agent["lineage"][0]["parent"] == "p001"
+    pd.testing.assert_series_equal(best.account_value, r.account_value)
+    # trials=N overrides
+    assert backtest(ckpt, trials=5, **held_out).trials == 5
+    with pytest.raises(ValueError, match="trials must be"):
+        backtest(ckpt, trials=0, **held_out)
+    # read only: no lease taken, nothing written or touched
+    assert files_of(root) == before and not (root / "lease.json").exists()
+
+
+def test_an_unknown_selection_is_said_never_assumed(pod):
+    from elegantpod.finance import verdict
+
+    r = backtest(pod, start="2016-05-02", end="2016-07-29")
+    assert r.selection == "unknown" and r.to_dict()["trials"] is None
+    said = verdict(r)
+    assert "selection unknown: its deflated Sharpe ratio over 1 trial" in said
+    if r.metrics().iloc[0]["sharpe"] > 0:  # a skill that the selection could explain
+        assert "--trials N" in said and "luck is unlikely" not in said
+
+
+def test_a_store_checkpoint_that_is_not_the_recorded_agent_is_refused(store, tmp_path):
+    root, ckpt = store
+    kwargs = {"data": "sp500", "tickers": ["AAPL"], "end": "2018-12-31"}
+    other = Pod(PodSpec(env_id="StockTrading-v0", algo="sac", max_steps=64, env_kwargs=kwargs))
+    ckpt.write_bytes(Path(other.save(tmp_path / "sac.pt")).read_bytes())
+    with pytest.raises(ValueError, match="not the 'ppo' its store's leaderboard records"):
+        backtest(root)
+
+
+def test_the_users_own_store_resumes_without_a_flag(store):
+    from elegantpod.tournament import Tournament
+
+    root, _ = store
+    t = Tournament.resume(root)  # names this user's own CSV: no allow_remote needed
+    assert t.spec.env_kwargs["data"]
+    (root / "tournament.json").chmod(0o666)  # now anyone could have written what it names
+    with pytest.raises(ValueError, match="names data to read"):
+        Tournament.resume(root)
+    assert Tournament.resume(root, allow_remote=True).spec.env_id == "StockTrading-v0"
+
+
+def test_the_cli_backtest_deflates_by_the_store_and_says_so(store, market, capsys, monkeypatch):
+    from tests.test_cli import main_in_process
+
+    root, ckpt = store
+    status, out, err = main_in_process(
+        ["backtest", "--checkpoint", ckpt, "--end", "2016-07-29"], capsys, monkeypatch
+    )
+    assert status == 0, err
+    said = [ln for ln in out.splitlines() if ln.startswith("verdict: ")]
+    assert len(said) == 1 and f"over {SCORED} trials is" in said[0]
+    # the store folder: its best agent; --trials overrides; --json shows the dates
+    args = ["backtest", "--checkpoint", root, "--trials", "3", "--end", "2016-07-29", "--json"]
+    status, out, err = main_in_process(args, capsys, monkeypatch)
+    d = json.loads(out.splitlines()[-1])
+    assert status == 0 and d["trials"] == 3 and "over 3 trials is" in d["verdict"]
+    assert d["agent"]["spec"]["env_kwargs"]["end"] == "2016-01-29"
+    assert d["agent"]["sample_ranges"] == {
+        "training": [None, "2016-01-29"],
+        "validation": ["2016-02-01", "2016-04-29"],
+    }
+    # in-sample, said in the terminal
+    args = ["backtest", "--checkpoint", ckpt, "--start", "2016-02-01", "--end", "2016-04-29"]
+    status, out, err = main_in_process([*args, "--allow-in-sample"], capsys, monkeypatch)
+    assert status == 0 and out.startswith("IN-SAMPLE: The backtest range 2016-02-01")
+    assert "In-sample" in [ln for ln in out.splitlines() if ln.startswith("verdict: ")][0]
+
+
+def test_the_cli_allow_remote_reads_what_a_foreign_checkpoint_names(pod, tmp_path, capsys,
+                                                                     monkeypatch):  # fmt: skip
+    from tests.test_cli import main_in_process
+
+    foreign = tmp_path / "foreign.pt"
+    foreign.write_bytes(Path(pod.save()).read_bytes())
+    foreign.chmod(0o666)  # anyone could have written it
+    args = ["backtest", "--checkpoint", foreign, "--end", "2016-07-29"]
+    status, _, err = main_in_process(args, capsys, monkeypatch)
+    assert status == 2 and "spec.env_kwargs.data" in err and len(err.splitlines()) == 1
+    status, out, err = main_in_process([*args, "--allow-remote"], capsys, monkeypatch)
+    assert status == 0, err
+    assert "selection unknown" in out  # a bare checkpoint: never silently 1 trial

@@ -560,3 +560,31 @@ def test_tournament_options():
     assert splits.train_kwargs(start="1900-01-01")["start"] == "1990-01-01"
     # The backtest range appears nowhere in what the tournament sees.
     assert "2019-01-01" not in repr(splits.tournament_options())
+
+
+@pytest.mark.parametrize(
+    "evil", ['=HYPERLINK("http://evil","click")', "+SUM(1)", "-1+1", "@cmd", "\tX", "\rX", "A\nB"]
+)
+def test_formula_like_tickers_are_refused_at_load(evil, tmp_path):
+    from elegantpod.finance.data import load
+
+    dates = pd.bdate_range("2020-01-01", periods=5)
+    frame = pd.DataFrame({"AAA": np.arange(1.0, 6.0), evil: np.arange(2.0, 7.0)}, index=dates)
+    with pytest.raises(ValueError, match="spreadsheet would run it as a formula") as err:
+        load(frame)
+    assert repr(evil[:200]) in str(err.value)
+    if evil[:1] in "=+-@":  # and as a CSV's header (blank and control names do not survive one)
+        path = tmp_path / "prices.csv"
+        frame.rename_axis("date").to_csv(path)
+        with pytest.raises(ValueError, match="refused"):
+            load(str(path))
+
+
+def test_index_like_and_real_tickers_load():
+    from elegantpod.finance.data import check_name, load
+
+    dates = pd.bdate_range("2020-01-01", periods=5)
+    names = ["^GSPC", "BRK.B", "600519", "S&P 500"]
+    frame = pd.DataFrame({n: np.arange(1.0, 6.0) for n in names}, index=dates)
+    assert list(load(frame).tickers) == names
+    assert check_name("x" * 64) and pytest.raises(ValueError, check_name, "x" * 65)

@@ -238,3 +238,21 @@ def test_pyfolio_draws_tear_sheets_offline(backtested, monkeypatch):
     # gross leverage: the stocks' share of the account, which pyfolio reads from the rows
     held = positions[TICKERS].abs().sum(axis=1) / positions.sum(axis=1)
     assert stats["Gross leverage"] == pytest.approx(held.mean(), rel=1e-9)
+
+
+@pytest.mark.parametrize("evil", ['=HYPERLINK("http://x","y")', "@SUM(A1)", "+1", "-2", "\tX"])
+def test_formula_like_names_never_reach_pyfolio_frames(simulated, evil):
+    result, _ = simulated
+    renamed = {TICKERS[0]: evil}
+    hostile = dataclasses.replace(
+        result,
+        positions=result.positions.rename(columns=renamed),
+        prices=result.prices.rename(columns=renamed),
+        trades=result.trades.replace({"tic": renamed}),
+    )
+    with pytest.raises(ValueError, match="spreadsheet would run it as a formula"):
+        to_pyfolio(hostile)
+    with pytest.raises(ValueError, match="agent name"):
+        to_pyfolio(dataclasses.replace(result, agent={"name": evil}))
+    returns, positions, _ = to_pyfolio(result)  # the honest names still go through
+    assert list(positions.columns) == [*TICKERS, "cash"]
