@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 import warnings
 
 import dask
@@ -40,6 +41,7 @@ def cluster(
     dashboard_address: str | None = "127.0.0.1:0",
     memory_limit: str | float | None = "auto",
     timeout: float = 10.0,
+    start_timeout: float = 60.0,
     security=None,
     **kwargs,
 ) -> Client:
@@ -75,6 +77,9 @@ def cluster(
         Where the Dask dashboard listens; loopback by default. ``None``: no dashboard.
     memory_limit, timeout, **kwargs
         Passed to the local cluster (``timeout``: how long to wait for ``address``).
+    start_timeout
+        Seconds local workers may take to start; past it their processes are stopped
+        and ``cluster()`` raises (it never waits forever).
     security
         TLS for a ``tls://`` scheduler at ``address``: a
         ``distributed.security.Security`` with the CA and this client's certificate and
@@ -87,7 +92,12 @@ def cluster(
     ValueError
         When no scheduler answers at ``address``, a ``tls://`` address comes without
         certificates, or the arguments are invalid.
+    RuntimeError
+        When local workers die while starting or take longer than ``start_timeout``,
+        and at once when called in a worker process that is starting: a script without
+        ``if __name__ == "__main__":`` (the message shows the guard).
     """
+    _check_not_bootstrapping()
     if gateway is not None and gateway is not False:
         if address is not None:
             raise ValueError("give either address= or gateway=, not both")
@@ -103,6 +113,8 @@ def cluster(
         isinstance(threads_per_worker, bool) or int(threads_per_worker) < 1
     ):
         raise ValueError(f"threads_per_worker must be >= 1, got {threads_per_worker!r}")
+    if not isinstance(start_timeout, int | float) or not start_timeout > 0:  # also NaN
+        raise ValueError(f"start_timeout must be > 0 seconds, got {start_timeout!r}")
     if address is not None:
         _check_tls(address, security)
         try:
@@ -116,14 +128,15 @@ def cluster(
         try:
             from dask_cuda import LocalCUDACluster
 
-            lc = LocalCUDACluster(
-                n_workers=n_workers,
-                threads_per_worker=int(threads_per_worker or GPU_THREADS),
-                resources={"GPU": 1},
-                dashboard_address=dashboard_address or ":0",
-                ip="127.0.0.1",
-                **kwargs,
-            )
+            with _start_deadline(float(start_timeout)):
+                lc = LocalCUDACluster(
+                    n_workers=n_workers,
+                    threads_per_worker=int(threads_per_worker or GPU_THREADS),
+                    resources={"GPU": 1},
+                    dashboard_address=dashboard_address or ":0",
+                    ip="127.0.0.1",
+                    **kwargs,
+                )
             return Client(lc)
         except Exception as exc:  # ImportError, NVMLError on a machine without drivers
             if gpu is True:
@@ -164,9 +177,99 @@ def cluster(
     # vector env, MuJoCo): daemonic Dask workers could not start them. The nanny reads
     # this when it (re)starts a worker, so it is set for the process, not just here.
     dask.config.set({"distributed.worker.daemon": False})
-    with dask.config.set(settings):
-        lc = _local_cluster(n, threads_per_worker or 1, dashboard_address, memory_limit, kwargs)
+    with dask.config.set(settings), _start_deadline(float(start_timeout)) as expired:
+        try:
+            lc = _local_cluster(n, threads_per_worker or 1, dashboard_address, memory_limit, kwargs)
+        except (RuntimeError, TimeoutError) as exc:
+            raise RuntimeError(_start_failure(exc, start_timeout if expired else None)) from exc
     return Client(lc)
+
+
+@contextlib.contextmanager
+def _start_deadline(seconds: float):
+    """Stop this process's worker processes that are still starting after ``seconds``.
+
+    Why: a worker process that never comes up (one that runs the script's own code
+    again, stuck before it could fail) kept ``LocalCluster()`` waiting forever, and
+    distributed's own start timeout (the nanny's ``death_timeout``) then hung in the
+    nanny's close. A worker killed here is one that failed to start: ``LocalCluster``
+    raises and cleans up. Yields a list that is non-empty once the deadline passed.
+    """
+    expired: list[bool] = []
+    done = threading.Event()
+    since = time.time()
+
+    def watch() -> None:
+        if not done.wait(seconds):
+            expired.append(True)
+            _kill_spawned_children(since)
+
+    watcher = threading.Thread(target=watch, name="elegantpod-worker-start-deadline", daemon=True)
+    watcher.start()
+    try:
+        yield expired
+    finally:
+        done.set()
+
+
+def _kill_spawned_children(since: float) -> None:
+    """Kill this process's multiprocessing children (spawned workers) made since ``since``."""
+    import psutil
+
+    for child in psutil.Process().children():
+        with contextlib.suppress(psutil.Error):
+            if child.create_time() >= since - 1 and "--multiprocessing-fork" in child.cmdline():
+                child.kill()
+
+
+def _start_failure(exc: BaseException, timed_out: float | None) -> str:
+    """The error of local workers that did not start, with the likely cause in a script."""
+    import sys
+
+    message = f"local Dask workers did not start: {exc}"
+    if timed_out is not None:
+        message = f"local Dask workers did not start within {timed_out:g} s (start_timeout)"
+    main = sys.modules.get("__main__")
+    if getattr(main, "__file__", None):  # a script (or python -m), not a notebook
+        message += (
+            "\n\nIf the script calls elegantpod.cluster() (or starts a Tournament) outside "
+            f'`if __name__ == "__main__":`, that is why.\n{SCRIPT_GUARD}'
+        )
+    return message
+
+
+SCRIPT_GUARD = """\
+In a script, local workers are new Python processes that import the script again, so the
+code that starts the cluster must run only in the main process: put it in a function and
+call it under the guard (see "In a script" in the README):
+
+    import elegantpod
+
+    def main():
+        client = elegantpod.cluster()
+        ...
+
+    if __name__ == "__main__":
+        main()
+"""
+"""What a script without the ``__main__`` guard is told (it would otherwise hang)."""
+
+
+def _check_not_bootstrapping() -> None:
+    """Raise at once when called while a spawned process re-imports the main script.
+
+    Why: a script without ``if __name__ == "__main__":`` calls ``cluster()`` again in
+    every worker process that multiprocessing's spawn starts, where it cannot start
+    processes; the worker never comes up and the script's own ``cluster()`` waited
+    forever. Failing in the worker ends it, and the parent sees the worker die.
+    """
+    import multiprocessing.process
+
+    if getattr(multiprocessing.process.current_process(), "_inheriting", False):
+        raise RuntimeError(
+            "elegantpod.cluster() was called in a worker process that was still starting "
+            f"(it imported the script again).\n{SCRIPT_GUARD}"
+        )
 
 
 TLS_HELP = (

@@ -245,3 +245,60 @@ def test_importing_the_submodule_never_hides_the_function():
     )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
+
+
+STUCK_WORKER = """\
+import multiprocessing, time
+
+if getattr(multiprocessing.current_process(), "_inheriting", False):
+    time.sleep(300)  # a worker process stuck in the script's own code, never coming up
+import elegantpod
+
+client = elegantpod.cluster(n_workers=1, start_timeout=3)
+"""
+
+
+def test_a_script_without_the_main_guard_fails_fast_with_the_guard(tmp_path):
+    """The README's notebook code pasted into a script: each spawned worker imports the
+    script again and calls cluster() there. That hung forever; now the worker fails at
+    once and the script's cluster() raises, showing the guard. A worker that never comes
+    up at all is stopped at start_timeout. (Both scripts run at once, to save time.)"""
+    (tmp_path / "no_guard.py").write_text(
+        "import elegantpod\n\nclient = elegantpod.cluster(n_workers=1)\n"
+    )
+    (tmp_path / "stuck.py").write_text(STUCK_WORKER)
+    t0 = time.monotonic()
+    runs = {
+        name: subprocess.Popen(
+            [sys.executable, f"{name}.py"],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("no_guard", "stuck")
+    }
+    out = {}
+    try:
+        for name, p in runs.items():
+            out[name] = p.communicate(timeout=90)[1]
+    finally:
+        for p in runs.values():
+            p.kill()
+    took = time.monotonic() - t0
+    assert took < 45, f"took {took:.0f} s"
+    assert all(p.returncode != 0 for p in runs.values()), out
+    last = out["no_guard"].rsplit("Traceback (most recent call last)", 1)[-1]
+    assert "RuntimeError: local Dask workers did not start" in last, out["no_guard"][-3000:]
+    assert 'if __name__ == "__main__":\n        main()' in last
+    # and in the worker itself, the cause: cluster() called while it was starting
+    assert "called in a worker process that was still starting" in out["no_guard"]
+    last = out["stuck"].rsplit("Traceback (most recent call last)", 1)[-1]
+    assert "did not start within 3 s (start_timeout)" in last, out["stuck"][-3000:]
+    assert 'if __name__ == "__main__":' in last
+
+
+@pytest.mark.parametrize("value", [0, -1, float("nan"), "10"])
+def test_start_timeout_must_be_positive(value):
+    with pytest.raises(ValueError, match="start_timeout must be > 0 seconds"):
+        cluster(start_timeout=value)
