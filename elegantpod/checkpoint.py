@@ -12,13 +12,15 @@ import dataclasses
 import io
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from elegantpod.config import AUTO_DEVICE, PodSpec, check_json
+from elegantpod.safe_files import UnsafeFileError, atomic_write_bytes, open_file
+
+__all__ = ["atomic_write_bytes"]  # re-exported: reports and runs write through it too
 
 FORMAT = "elegantpod-checkpoint"
 VERSION = 1
@@ -28,21 +30,9 @@ class CheckpointError(ValueError):
     """A checkpoint that cannot be read or does not fit the learner it is loaded into."""
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temp file in the same directory and a rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide reports from other readers
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+MAX_CHECKPOINT_BYTES = 64 * 2**30
+"""Largest checkpoint file loaded (its size is checked before a byte is read): above
+what a pod's replay plus networks fill in the memory of any one machine it runs on."""
 
 
 def _is_url(path: str | os.PathLike) -> bool:
@@ -127,19 +117,31 @@ def load_checkpoint(
         fs, p = fsspec.core.url_to_fs(os.fspath(path))
         if not fs.exists(p):
             raise CheckpointError(f"checkpoint {os.fspath(path)!r} does not exist")
+        if fs.size(p) > MAX_CHECKPOINT_BYTES:
+            raise CheckpointError(
+                f"checkpoint {os.fspath(path)!r} is over the limit of {MAX_CHECKPOINT_BYTES} bytes"
+            )
         source: Any = io.BytesIO(fs.cat_file(p))
     else:
-        path = Path(path)
-        if path.is_dir():
+        # A regular file only (a FIFO would block, /dev/zero never ends), of bounded size;
+        # a store's path (a RootedPath) is reached from its root without a link.
+        try:
+            source = open_file(path, MAX_CHECKPOINT_BYTES)
+        except IsADirectoryError:
             raise CheckpointError(
-                f"checkpoint {str(path)!r} is a folder, not a file "
-                f"(a pod's is {str(path / 'checkpoint.pt')!r})"
-            )
-        if not path.is_file():
-            raise CheckpointError(f"checkpoint {str(path)!r} does not exist")
-        source = path
+                f"checkpoint {os.fspath(path)!r} is a folder, not a file "
+                f"(a pod's is {str(Path(path) / 'checkpoint.pt')!r})"
+            ) from None
+        except FileNotFoundError:
+            raise CheckpointError(f"checkpoint {os.fspath(path)!r} does not exist") from None
+        except UnsafeFileError as exc:
+            raise CheckpointError(_unsafe(path, exc)) from None
+        except OSError as exc:
+            raise CheckpointError(f"checkpoint {os.fspath(path)!r}: {exc}") from None
+        path = Path(path)
     try:
-        data = torch.load(source, map_location=map_location, weights_only=True)
+        with source:
+            data = torch.load(source, map_location=map_location, weights_only=True)
     except Exception as exc:  # torch raises several types for truncated/garbage files
         raise CheckpointError(
             f"checkpoint {str(path)!r} is corrupt or not a torch file: {_reason(exc)}"
@@ -205,6 +207,14 @@ def without_replay(payload: dict[str, Any]) -> dict[str, Any]:
             for x in fused
         ]
     return {**payload, "learner": learner}
+
+
+def _unsafe(path, exc: UnsafeFileError) -> str:
+    where = f"checkpoint {os.fspath(path)[:200]!r}"
+    if exc.limit is not None:
+        return f"{where} is {exc.size} bytes, over the limit of {exc.limit} bytes"
+    name = "" if exc.name == os.fspath(path) else f": {exc.name[:200]}"
+    return f"{where}{name} is {exc.kind}; only a regular file is loaded (refusing to follow it)"
 
 
 def _reason(exc: Exception) -> str:

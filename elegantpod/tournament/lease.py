@@ -54,7 +54,7 @@ import socket
 import time
 from typing import Any
 
-from elegantpod.tournament.store import Store
+from elegantpod.tournament.store import Store, StoreFileTooLarge
 
 NAME = "lease.json"
 """The lease's object in the store."""
@@ -230,12 +230,16 @@ class Lease:
     def _read(self) -> dict[str, Any] | None:
         """The current lease, validated; ``None`` if there is none.
 
-        A malformed lease comes back as ``{"owner": MALFORMED, "token": None, ...}``.
+        A malformed lease comes back as ``{"owner": MALFORMED, "token": None, ...}``, one
+        over :data:`_MAX_BYTES` too (unread: ``force`` replaces it). A link or special
+        file as ``lease.json`` is a :class:`~elegantpod.tournament.store.StoreError`.
         """
         try:
-            data = self.store.read_bytes(NAME)
+            data = self.store.read_bytes(NAME, limit=_MAX_BYTES)
         except FileNotFoundError:
             return None
+        except StoreFileTooLarge:
+            return _malformed()
         return parse(data)
 
     def _held_message(self, current: dict[str, Any]) -> str:
@@ -265,7 +269,7 @@ def parse(data: bytes) -> dict[str, Any]:
     Anything that is not a valid record becomes ``{"owner": MALFORMED, "token": None,
     "heartbeat": None, "acquired": None}``: held by an unknown writer.
     """
-    malformed = {"owner": MALFORMED, "token": None, "heartbeat": None, "acquired": None}
+    malformed = _malformed()
     if len(data) > _MAX_BYTES:
         return malformed
     try:
@@ -285,6 +289,10 @@ def parse(data: bytes) -> dict[str, Any]:
     ):
         return malformed
     return {"owner": owner, "token": token, "heartbeat": float(heartbeat), "acquired": acquired}
+
+
+def _malformed() -> dict[str, Any]:
+    return {"owner": MALFORMED, "token": None, "heartbeat": None, "acquired": None}
 
 
 def _valid_owner(owner: Any) -> bool:

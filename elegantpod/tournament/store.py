@@ -21,6 +21,17 @@ never disagree with each other. Old snapshots are pruned, keeping the last
 
 On a local filesystem every file is additionally written atomically (temp file, fsync,
 rename), so a reader never sees half a file there either.
+
+What a store can reach: a store may come from someone else (a tarball, a shared folder),
+so on a local disk nothing below its root may be a symbolic link, FIFO, device or socket:
+every read, write, listing and deletion walks from the root (resolved once from the path
+the user typed) through folders only, with ``O_NOFOLLOW`` (see
+:mod:`elegantpod.safe_files`), and refuses anything else with a :class:`StoreError`
+naming it. Every file is opened only as a regular file, and its size is checked against
+its limit (:data:`MAX_POINTER_BYTES`, :data:`MAX_SPEC_BYTES`, :data:`MAX_SNAPSHOT_BYTES`)
+before it is read. Object stores have no links or special files (a key names one
+object), so there the boundary is the bucket's access policy: give a tournament its own
+bucket or prefix, writable only by its writers, and credentials that reach nothing else.
 """
 
 from __future__ import annotations
@@ -30,12 +41,13 @@ import hashlib
 import json
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
 import fsspec
 
-from elegantpod.checkpoint import atomic_write_bytes
+from elegantpod import safe_files
 from elegantpod.tournament import state
 
 KEEP_SNAPSHOTS = 3
@@ -44,21 +56,44 @@ POINTER = "state/LATEST"
 ORPHAN_SECONDS = 120.0
 """Temporary files older than this are a killed writer's leftovers (a checkpoint write
 takes well under a second): :meth:`Store.clean_orphans` deletes them."""
+MAX_VERSION = 10**8 - 1
+"""The largest snapshot number: a snapshot's name holds eight digits."""
+VERSION_HEADROOM = 10**6
+"""A store whose newest snapshot is numbered above ``MAX_VERSION - VERSION_HEADROOM`` is
+refused on load: a million saves (at one every few seconds, months of running) must
+still fit after a resume, and no tournament gets near 99 million saves, so a number
+there was planted to make the next save's name overflow."""
+MAX_POINTER_BYTES = 4096
+"""Largest ``state/LATEST`` (and ``lease.json``) read: both hold a few short fields."""
+MAX_SPEC_BYTES = 16 * 2**20
+"""Largest ``tournament.json`` read (a spec is a few KiB)."""
+MAX_SNAPSHOT_BYTES = 64 * 2**20
+"""Largest snapshot (and any other store file) read: a snapshot holds every pod's record
+and the leaderboard, well under this for any tournament that fits a cluster."""
+_LIMITS = {POINTER: MAX_POINTER_BYTES, "lease.json": MAX_POINTER_BYTES}
+_LIMITS["tournament.json"] = MAX_SPEC_BYTES
 _SNAPSHOT = re.compile(r"^(\d{8})\.json$")
-_POINTED = re.compile(r"^state/\d{8}\.json$")
+_POINTED = re.compile(r"^state/(\d{8})\.json$")
 
 
 class StoreError(ValueError):
     """A store that cannot be read or written (names the store and the file)."""
 
 
+class StoreFileTooLarge(StoreError):
+    """A store file over its size limit, refused before it was read."""
+
+
 class Store:
     """Read and write a tournament's files under ``url`` (a path or an fsspec URL).
 
-    Remote filesystems take their credentials and endpoints from the environment in the
-    usual way of their fsspec package (``AWS_*`` variables and ``AWS_ENDPOINT_URL`` for
-    s3fs, ``GOOGLE_APPLICATION_CREDENTIALS`` for gcsfs...): every Dask worker reads the
-    same store, so configuration that travels with the environment reaches them all.
+    On a local disk a store holds only regular files and folders: a link or special file
+    below its root is refused (:class:`StoreError`), never followed; see the module
+    docstring for object stores. Remote filesystems take their credentials and endpoints
+    from the environment in the usual way of their fsspec package (``AWS_*`` variables
+    and ``AWS_ENDPOINT_URL`` for s3fs, ``GOOGLE_APPLICATION_CREDENTIALS`` for gcsfs...):
+    every Dask worker reads the same store, so configuration that travels with the
+    environment reaches them all.
     """
 
     def __init__(self, url: str | os.PathLike):
@@ -91,23 +126,59 @@ class Store:
             return self.path(*parts)
         return "/".join([self.root.rstrip("/"), *parts])
 
+    def safe_local_path(self, name: str) -> safe_files.RootedPath:
+        """The local path of ``name`` (``"pods/p011/seg-00003.pt"``), checked: every part
+        below the root that exists is a folder, and the file is a regular one or missing.
+
+        The path returned carries the store's root (a :class:`~elegantpod.safe_files.
+        RootedPath`), so whoever writes or reads it later, a Dask worker included, walks
+        from the root again without following a link. Raises :class:`StoreError`.
+        """
+        path = safe_files.RootedPath(self.path(*self._parts(name)), self.url)
+        with self._guard():
+            st = safe_files.lstat_below(path, root=self.url)
+        if st is not None and not safe_files.is_plain(st.st_mode):
+            raise StoreError(self._refusal(name, safe_files.kind_of(st.st_mode)))
+        return path
+
     def exists(self, *parts: str) -> bool:
         """Whether a file (or folder) exists in the store."""
-        return self.fs.exists(self._fs_path(*parts))
+        if not self.is_local:
+            return self.fs.exists(self._fs_path(*parts))
+        with self._guard():
+            st = safe_files.lstat_below(self.path(*self._parts(*parts)), root=self.url)
+        if st is not None and not safe_files.is_plain(st.st_mode):
+            raise StoreError(self._refusal("/".join(parts), safe_files.kind_of(st.st_mode)))
+        return st is not None
 
     def write_bytes(self, name: str, data: bytes) -> None:
         """Write one whole file: atomically on a local disk, one ``put`` on object stores."""
         if self.is_local:
-            atomic_write_bytes(self.path(name), data)
+            os.makedirs(self.url, exist_ok=True)  # the root: the user's own path
+            with self._guard():
+                safe_files.atomic_write_bytes(self.path(*self._parts(name)), data, root=self.url)
         else:
             self.fs.pipe_file(self._fs_path(name), data)
 
-    def read_bytes(self, name: str) -> bytes:
-        """A whole file's bytes; ``FileNotFoundError`` if missing."""
+    def read_bytes(self, name: str, limit: int | None = None) -> bytes:
+        """A whole file's bytes; ``FileNotFoundError`` if missing.
+
+        At most ``limit`` bytes (default: the file's own limit, :data:`MAX_SNAPSHOT_BYTES`
+        for most): a larger file is a :class:`StoreFileTooLarge`, refused before it is
+        read. On a local disk only a regular file reached through folders is read.
+        """
+        if limit is None:
+            limit = _LIMITS.get(name, MAX_SNAPSHOT_BYTES)
+        if self.is_local:
+            with self._guard():
+                return safe_files.read_bytes(self.path(*self._parts(name)), limit, root=self.url)
         path = self._fs_path(name)
-        if not self.is_local:
-            self.fs.invalidate_cache(path)  # other processes write here: no stale "missing"
-        return self.fs.cat_file(path)
+        self.fs.invalidate_cache(path)  # other processes write here: no stale "missing"
+        with self.fs.open(path, "rb", cache_type="none") as f:  # reads only what it asks
+            data = f.read(limit + 1)
+        if len(data) > limit:
+            raise StoreFileTooLarge(self._too_large(name, limit))
+        return data
 
     def write_json(self, name: str, obj: Any, indent: int | None = 1) -> None:
         """Write JSON (never NaN or infinities: they are not JSON)."""
@@ -127,14 +198,32 @@ class Store:
     def ensure(self) -> None:
         """Create the store's root (and prove it is writable)."""
         try:
-            self.fs.makedirs(self._fs_path("pods"), exist_ok=True)
+            if self.is_local:
+                os.makedirs(self.url, exist_ok=True)  # the root: the user's own path
+                with self._guard():
+                    os.close(safe_files.open_dir(self.url, ["pods"], create=True))
+            else:
+                self.fs.makedirs(self._fs_path("pods"), exist_ok=True)
             self.write_bytes(".write-test", b"")
-            self.fs.rm(self._fs_path(".write-test"))
+            self.remove(".write-test")
         except (OSError, PermissionError) as exc:
             raise ValueError(f"store {self.url!r} is not writable: {exc}") from exc
 
+    def remove(self, name: str) -> bool:
+        """Delete one file; ``False`` if it was missing. On a local disk only a regular
+        file reached through folders is deleted (never through a link)."""
+        if self.is_local:
+            with self._guard():
+                return safe_files.remove_file(self.path(*self._parts(name)), root=self.url)
+        try:
+            self.fs.rm(self._fs_path(name))
+        except FileNotFoundError:
+            return False
+        return True
+
     def checkpoint(self, pod_id: str, segment: int) -> str:
-        """Absolute path or URL where segment ``segment`` of ``pod_id`` checkpoints."""
+        """Absolute path or URL where segment ``segment`` of ``pod_id`` checkpoints
+        (local: checked, and carrying the root for the worker, see :meth:`safe_local_path`)."""
         return self.resolve(checkpoint_name(pod_id, segment))
 
     def resolve(self, name: str) -> str:
@@ -143,7 +232,10 @@ class Store:
         Records keep names relative to the store, so a moved or copied store reads its
         own checkpoints; the check keeps any name read from a file inside the store.
         """
-        return self.path(*state.checkpoint_name(name, "checkpoint").split("/"))
+        name = state.checkpoint_name(name, "checkpoint")
+        if self.is_local:
+            return self.safe_local_path(name)
+        return self.path(*name.split("/"))
 
     def clean_orphans(self, older_than: float = ORPHAN_SECONDS) -> list[str]:
         """Delete temporary files left by writers killed mid-write; return their paths.
@@ -159,17 +251,41 @@ class Store:
 
         removed = []
         cutoff = time.time() - older_than
-        root = Path(self.url)
-        for tmp in [*root.glob("state/.*.tmp"), *root.glob("pods/*/.*.tmp"), *root.glob(".*.tmp")]:
-            with contextlib.suppress(OSError):
-                if tmp.is_file() and tmp.stat().st_mtime < cutoff:
-                    tmp.unlink()
-                    removed.append(str(tmp))
+        folders = [(), ("state",)]
+        with contextlib.suppress(FileNotFoundError):
+            for name, st in self._scan_local("pods").items():
+                if stat.S_ISDIR(st.st_mode):
+                    folders.append(("pods", name))
+        for folder in folders:
+            try:
+                entries = self._scan_local(*folder)
+            except FileNotFoundError:
+                continue
+            for name, st in entries.items():
+                if not (name.startswith(".") and name.endswith(".tmp")):
+                    continue
+                if stat.S_ISREG(st.st_mode) and st.st_mtime < cutoff:
+                    with contextlib.suppress(OSError):
+                        if self.remove("/".join([*folder, name])):
+                            removed.append(self.path(*folder, name))
         return removed
 
     def checkpoints(self) -> dict[str, int]:
         """Every checkpoint in the store, ``{store-relative name: size in bytes}`` (one
         recursive listing; names that are not checkpoints are left out)."""
+        if self.is_local:
+            out = {}
+            try:
+                pods = self._scan_local("pods")
+            except FileNotFoundError:
+                return {}
+            for pod, st in pods.items():
+                if state.POD_ID.match(pod) and stat.S_ISDIR(st.st_mode):
+                    for seg, info in self._scan_local("pods", pod).items():
+                        name = f"pods/{pod}/{seg}"
+                        if state.CHECKPOINT_NAME.match(name) and stat.S_ISREG(info.st_mode):
+                            out[name] = info.st_size
+            return out
         try:
             root = self._fs_path("pods")
             self.fs.invalidate_cache(root)
@@ -202,7 +318,7 @@ class Store:
                 left += size
                 continue
             try:
-                self.fs.rm(self._fs_path(*name.split("/")))
+                self.remove(name)  # never through a link
                 deleted.append(name)
             except OSError:
                 left += size  # housekeeping: a failure here must not fail the tournament
@@ -228,6 +344,11 @@ class Store:
         if self._version is None:
             self._version = self._newest_version()
         version = self._version + 1
+        if version > MAX_VERSION:  # a name the pointer's pattern rejects hides the save
+            raise StoreError(
+                f"store {self.url!r}: no snapshot number is left (the next would be "
+                f"{version}, names hold at most {MAX_VERSION}); continue in a new store"
+            )
         name = f"state/{version:08d}.json"
         self.write_bytes(name, data)
         pointer = {"version": version, "name": name, "sha256": hashlib.sha256(data).hexdigest()}
@@ -238,35 +359,45 @@ class Store:
         if old >= 1:
             # pruning is housekeeping: a failure must not fail the save
             with contextlib.suppress(OSError):
-                self.fs.rm(self._fs_path(f"state/{old:08d}.json"))
+                self.remove(f"state/{old:08d}.json")
         return version
 
     def load_state(self) -> dict[str, Any] | None:
         """The newest complete snapshot, or ``None`` if the store has none.
 
         Follows the pointer; if the pointer is missing, torn or names a snapshot that does
-        not verify, the newest snapshot that parses is used instead.
+        not verify, the newest snapshot that parses is used instead. A link or special
+        file, a file over its limit, or a snapshot numbered within
+        :data:`VERSION_HEADROOM` of :data:`MAX_VERSION` is a :class:`StoreError`.
         """
+        versions = self._versions()
+        self._check_version(max(versions, default=0))
         pointer = None
         try:
             pointer = json.loads(self.read_bytes(POINTER))
             name = pointer["name"]
-            if not (isinstance(name, str) and _POINTED.match(name)):
+            pointed = _POINTED.match(name) if isinstance(name, str) else None
+            if not pointed:
                 raise ValueError(f"pointer names {name!r}, not a snapshot")  # stay inside
+            self._check_version(int(pointed.group(1)))
             data = self.read_bytes(name)
             if hashlib.sha256(data).hexdigest() != pointer["sha256"]:
                 raise ValueError("checksum mismatch")
             loaded = json.loads(data)
             self.loaded_from = self.path(*name.split("/"))
             return loaded
+        except StoreError:
+            raise  # hostile, not torn: never fall back past it
         except FileNotFoundError:
             if pointer is None and not self.exists("state"):
                 return None
         except (ValueError, KeyError, TypeError, RecursionError):
             pass
-        for version in sorted(self._versions(), reverse=True):
+        for version in sorted(versions, reverse=True):
             try:
                 snapshot = json.loads(self.read_bytes(f"state/{version:08d}.json"))
+            except StoreError:
+                raise
             except (ValueError, OSError, RecursionError):
                 continue
             if isinstance(snapshot, dict) and "leaderboard" in snapshot:
@@ -274,8 +405,19 @@ class Store:
                 return snapshot
         raise StoreError(f"store {self.url!r} has a state/ folder but no readable snapshot")
 
+    def _check_version(self, version: int) -> None:
+        if version > MAX_VERSION - VERSION_HEADROOM:
+            raise StoreError(
+                f"store {self.url!r}: snapshot number {version} is within "
+                f"{VERSION_HEADROOM} of the largest a snapshot name holds ({MAX_VERSION}); "
+                "no tournament saves that often, so this store is refused (a planted number "
+                "would hide every later save)"
+            )
+
     def _list(self, folder: str) -> list[str]:
         """A fresh listing: fsspec caches listings, and other processes write here."""
+        if self.is_local:
+            return sorted(self._scan_local(folder))
         path = self._fs_path(folder)
         self.fs.invalidate_cache(path)
         return self.fs.ls(path, detail=False)
@@ -295,6 +437,45 @@ class Store:
     def _newest_version(self) -> int:
         """Never reuse a snapshot name, even one a crashed writer left unpointed."""
         return max(self._versions(), default=0)
+
+    # ------------------------------------------------------------------ local safety
+    def _parts(self, *names: str) -> list[str]:
+        """Store-relative names as path parts; nothing may climb out or be empty."""
+        parts = [p for n in names for p in str(n).split("/")]
+        if not parts or any(p in ("", ".", "..") for p in parts):
+            raise StoreError(f"store {self.url!r}: {'/'.join(names)[:200]!r} is not a name in it")
+        return parts
+
+    def _scan_local(self, *parts: str) -> dict[str, os.stat_result]:
+        """A local folder's entries, ``{name: lstat}``; any entry that is not a regular
+        file or a folder is refused. Raises ``FileNotFoundError`` if it is missing."""
+        with self._guard():
+            entries = safe_files.list_dir(self.path(*parts), root=self.url)
+        for name, st in entries.items():
+            if not safe_files.is_plain(st.st_mode):
+                where = "/".join([*parts, name])
+                raise StoreError(self._refusal(where, safe_files.kind_of(st.st_mode)))
+        return entries
+
+    def _refusal(self, name: str, kind: str) -> str:
+        return (
+            f"store {self.url!r}: {name[:200]} is {kind}; a store must hold only regular "
+            "files and folders (refusing to follow it)"
+        )
+
+    def _too_large(self, name: str, limit: int, size: int | None = None) -> str:
+        size = "more than" if size is None else f"{size} bytes,"
+        return f"store {self.url!r}: {name[:200]} is {size} over its limit of {limit} bytes"
+
+    @contextlib.contextmanager
+    def _guard(self):
+        """Local safety refusals as :class:`StoreError` naming the store and the file."""
+        try:
+            yield
+        except safe_files.UnsafeFileError as exc:
+            if exc.limit is not None:
+                raise StoreFileTooLarge(self._too_large(exc.name, exc.limit, exc.size)) from None
+            raise StoreError(self._refusal(exc.name, exc.kind)) from None
 
 
 def needed_checkpoints(snapshot: dict[str, Any]) -> tuple[set[str], dict[str, int]]:
