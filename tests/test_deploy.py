@@ -379,3 +379,71 @@ def test_gateway_options_give_consistent_worker_pods():
     for config in (cpu, gpu):
         for name, spec in env_entries(config["worker_extra_container_config"]):
             assert "secretKeyRef" in spec["valueFrom"] and "value" not in spec, name
+
+
+LOCAL_ENV = {
+    "ELEGANTPOD_HUB_DIR": "/nonexistent/hub",
+    "ELEGANTPOD_HUB_PORT": "20001",
+    "ELEGANTPOD_HUB_API_PORT": "20002",
+    "ELEGANTPOD_PROXY_API_PORT": "20003",
+    "ELEGANTPOD_GATEWAY_PORT": "20004",
+    "ELEGANTPOD_GATEWAY_API_PORT": "20005",
+    "ELEGANTPOD_GATEWAY_TOKEN": "t" * 64,
+    "ELEGANTPOD_HUB_PASSWORD": "p",
+    "ELEGANTPOD_GATEWAY_GPUS": "1",
+}
+
+
+def _load_local_config(name: str, monkeypatch):
+    """A deploy/local config file as its server loads it (``get_config()``), no server."""
+    traitlets = pytest.importorskip("traitlets.config")
+    for key, value in LOCAL_ENV.items():
+        monkeypatch.setenv(key, value)
+    c = traitlets.Config()
+    path = DEPLOY / "local" / name
+    exec(compile(path.read_text(), str(path), "exec"), {"get_config": lambda: c})
+    return c
+
+
+def _urls(value) -> list[str]:
+    return re.findall(r"[a-z]+://[^/\s\"']+", str(value))
+
+
+def test_the_local_daskhub_binds_everything_to_loopback(monkeypatch):
+    """The local daskhub (deploy/local/) listens on 127.0.0.1 only: the gateway worker
+    once listened on 0.0.0.0 and [::] (``dask worker`` without ``--host``)."""
+    pytest.importorskip("dask_gateway_server")
+    from dask_gateway_server.backends.local import UnsafeLocalBackend
+
+    gw = _load_local_config("gateway_config.py", monkeypatch)
+    assert gw.DaskGateway.address.startswith("127.0.0.1:")
+    assert gw.Proxy.address.startswith("127.0.0.1:")
+    assert UnsafeLocalBackend.default_host == "127.0.0.1"  # the scheduler's --host
+
+    def binds_loopback(cmd):
+        return any(cmd[i : i + 2] == ["--host", "127.0.0.1"] for i in range(len(cmd)))
+
+    assert binds_loopback(gw.ClusterConfig.worker_cmd), gw.ClusterConfig.worker_cmd
+    opts = gw.Backend.cluster_options
+    gpu = opts.get_configuration(opts.parse_options({"worker_gpus": 1}), None)
+    assert binds_loopback(gpu["worker_cmd"]) and "GPU=1" in gpu["worker_cmd"]
+
+    hub = _load_local_config("jupyterhub_config.py", monkeypatch)
+    assert hub.JupyterHub.ip == hub.JupyterHub.hub_ip == hub.Spawner.ip == "127.0.0.1"
+    urls = _urls(hub.ConfigurableHTTPProxy.api_url) + _urls(hub.Spawner.environment)
+    urls += _urls([s["url"] for s in hub.JupyterHub.services if "url" in s])
+    assert urls and all(u.split("://")[1].startswith("127.0.0.1:") for u in urls), urls
+
+
+def test_the_local_daskhub_says_what_it_does_not_isolate():
+    """One Unix user for every user's server, a testing-only password, dashboards whose
+    name is the secret: said in deploy/README.md and printed by the launcher."""
+    from tests.servers import daskhub  # deploy/local/daskhub.py, loaded as the tests do
+
+    readme = " ".join((DEPLOY / "README.md").read_text().split())
+    notice = " ".join(daskhub.NOTICE.split())
+    for text in (readme, notice):
+        assert re.search(r"not isolated from each other", text, re.IGNORECASE), text
+        assert "/proc/<pid>/environ" in text and "capability URL" in text
+        assert re.search(r"--password.{0,80}for testing only", text), text
+    assert "print(NOTICE" in (DEPLOY / "local" / "daskhub.py").read_text()

@@ -169,9 +169,26 @@ def _tournament_on_the_gateway(page, hub):
         done.wait_for(timeout=180_000)
         status, failed, steps = done.inner_text().split("GWRESULT=", 1)[1].split()[:3]
         assert (status, failed) == ("finished", "0") and int(steps) > 0, done.inner_text()
+        _assert_clusters_listen_on_loopback(hub)
         _run_cell(page, "elegantpod.shutdown(gclient); print('GW' + 'SHUTDOWN')")
         page.locator(".jp-OutputArea-output", has_text="GWSHUTDOWN").last.wait_for(timeout=120_000)
         assert wait_until(lambda: alice.list_clusters() == [], timeout=60)
     finally:
         for gw in (alice, bob):
             close_gateway(gw)
+
+
+def _assert_clusters_listen_on_loopback(hub):
+    """The gateway's scheduler, workers and nannies listen on 127.0.0.1 only (a worker
+    without ``--host`` listened on 0.0.0.0 and [::])."""
+    import psutil
+
+    listening = set()
+    for proc in psutil.Process(hub.processes[1].pid).children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            conns = getattr(proc, "net_connections", None) or proc.connections
+            for conn in conns("inet"):
+                if conn.status == psutil.CONN_LISTEN:
+                    listening.add((" ".join(proc.cmdline()[1:3]), conn.laddr.ip))
+    assert any("worker" in cmd for cmd, _ in listening), listening
+    assert all(ip == "127.0.0.1" for _, ip in listening), listening

@@ -7,6 +7,8 @@ developers and for the tests (``tests/test_jupyterhub.py`` runs exactly these fi
 
 prints the hub's address and the password, and runs until Ctrl-C, which stops every
 process it started (the hub, the proxy, users' servers, the gateway and its clusters).
+Everything listens on 127.0.0.1. It is for trying the hub path, not for sharing a
+machine: see :data:`NOTICE` (all users' servers run as one Unix user).
 The configuration is in ``jupyterhub_config.py`` and ``gateway_config.py`` beside this
 file; ``deploy/README.md`` explains it for hub admins.
 """
@@ -29,6 +31,17 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
+NOTICE = """\
+This local daskhub is for trying the hub path on one machine; it does not isolate users:
+- every user's server and every gateway cluster runs as YOUR Unix user, so the users are
+  NOT isolated from each other: one user's code can read another's files and API token
+  (/proc/<pid>/environ) and with it reach their server and list their clusters;
+- the shared password (--password) is for testing only;
+- a cluster's dashboard (<hub>/services/dask-gateway/clusters/<name>/status) needs no
+  token: the cluster's random name is the secret (a capability URL), share it only with
+  those who may see that cluster.
+Everything listens on 127.0.0.1 only. For real users: deploy/README.md (daskhub)."""
+"""What the launcher says before anything else: what this hub does not protect."""
 
 
 _HANDED_OUT: set[int] = set()
@@ -253,9 +266,12 @@ def alive(seen: dict) -> list[int]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--users", default="alice,bob")
-    ap.add_argument("--password", default=None, help="the shared password (default: random)")
+    ap.add_argument(
+        "--password", default=None, help="the shared password, for testing only (default: random)"
+    )
     ap.add_argument("--folder", default=None, help="state folder (default: a temporary one)")
     args = ap.parse_args()
+    print(NOTICE, flush=True)
     with local_daskhub(args.folder, tuple(args.users.split(",")), args.password) as hub:
         print(f"JupyterHub at {hub.url}/hub/login: users {', '.join(hub.users)}, password")
         print(f"{hub.password}; Dask Gateway at {hub.gateway_url}. Ctrl-C stops it all.")

@@ -7,7 +7,14 @@ it, on 127.0.0.1:
   ``/services/dask-gateway`` that the hub's proxy forwards;
 - clusters are local processes (``UnsafeLocalBackend``: this machine has no Unix account
   per hub user, which the backend that switches users needs); the gateway still keeps
-  each user's clusters to that user;
+  each user's clusters to that user through its API, but every cluster runs as the
+  gateway's Unix user, so the processes are not isolated from each other;
+- schedulers, workers and their nannies listen on 127.0.0.1 only (the backend gives the
+  scheduler ``--host 127.0.0.1``; the worker command below adds it, without which a
+  worker listens on every interface);
+- a cluster's dashboard is served through the hub's address at
+  ``/services/dask-gateway/clusters/<name>/status`` without a token: the name (a random
+  UUID) is the only secret, a capability URL;
 - the cluster options are those of ``deploy/daskhub/values.yaml``: ``worker_cores``,
   ``worker_memory`` (GiB) and ``worker_gpus``, with one pod per worker thread and a
   ``GPU`` resource on GPU workers.
@@ -42,7 +49,8 @@ c.LocalBackend.cluster_working_dir = str(
     Path(env["ELEGANTPOD_HUB_DIR"]) / "clusters" / "{cluster_name}"
 )
 c.ClusterConfig.scheduler_cmd = [str(bin_dir / "dask"), "scheduler"]
-c.ClusterConfig.worker_cmd = [str(bin_dir / "dask"), "worker"]
+LOOPBACK = ["--host", "127.0.0.1"]  # worker and nanny: never 0.0.0.0 / [::]
+c.ClusterConfig.worker_cmd = [str(bin_dir / "dask"), "worker", *LOOPBACK]
 c.ClusterConfig.idle_timeout = 600
 c.ClusterConfig.environment = {"OMP_NUM_THREADS": "1"}
 
@@ -56,7 +64,8 @@ def options_handler(options):
     }
     if options.worker_gpus:
         config["worker_cmd"] = [
-            str(bin_dir / "dask"), "worker", "--resources", f"GPU={options.worker_gpus}"
+            str(bin_dir / "dask"), "worker", *LOOPBACK,
+            "--resources", f"GPU={options.worker_gpus}",
         ]  # fmt: skip
     return config
 

@@ -4,7 +4,11 @@ sets up on Kubernetes, on 127.0.0.1 with local processes.
 - users log in with one shared password (``SharedPasswordAuthenticator``); only the
   listed users may;
 - each user's server is a local ``jupyterhub-singleuser`` process of this Python, with
-  its home under the hub's folder (``SimpleLocalProcessSpawner``: no Unix accounts);
+  its home under the hub's folder (``SimpleLocalProcessSpawner``: no Unix accounts).
+  All servers run as the hub's Unix user, so users are NOT isolated from each other:
+  one user's code can read another's files and API token (``/proc/<pid>/environ``) and
+  with it reach that user's server and clusters. For trying the hub path, not for
+  people who must not trust each other;
 - Dask Gateway is an external JupyterHub service, reached through the hub's proxy at
   ``/services/dask-gateway/``, and each user's server finds it from its environment,
   the ``gateway.*`` Dask config that daskhub writes (``DASK_GATEWAY__*``);
@@ -35,6 +39,7 @@ c.JupyterHub.ip = "127.0.0.1"
 c.JupyterHub.port = int(env["ELEGANTPOD_HUB_PORT"])
 c.JupyterHub.hub_ip = "127.0.0.1"
 c.JupyterHub.hub_port = int(env["ELEGANTPOD_HUB_API_PORT"])
+c.Spawner.ip = "127.0.0.1"  # users' servers (JupyterHub's default, said here)
 c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{env['ELEGANTPOD_PROXY_API_PORT']}"
 # the Python implementation of configurable-http-proxy (PyPI), a drop-in for the npm one
 c.ConfigurableHTTPProxy.command = [str(bin_dir / "configurable-http-proxy")]
