@@ -89,6 +89,18 @@ def private_folder(
         absolute.mkdir(parents=True, exist_ok=True)
         info = absolute.stat()
         return absolute, (info.st_dev, info.st_ino)
+    try:
+        return _walk(absolute, create, refuse)
+    except FileNotFoundError:
+        if not create:
+            raise
+        raise refuse("a folder on the way vanished while it was being checked") from None
+    except OSError as exc:
+        raise refuse(f"cannot check {str(exc.filename)[:200]!r} ({exc.strerror})") from None
+
+
+def _walk(absolute: Path, create: bool, refuse) -> tuple[Path, tuple[int, int]]:
+    """The checks of :func:`private_folder`, component by component from the root."""
     uid = os.getuid()
     current = Path(absolute.anchor)
     todo = list(absolute.parts[1:])
