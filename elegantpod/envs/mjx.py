@@ -23,7 +23,10 @@ Settings made before JAX is first imported, each overridable by setting it yours
 - JAX's persistent compilation cache in ``$ELEGANTPOD_JAX_CACHE`` (default
   ``~/.cache/elegantpod/jax``), so that a tournament's workers, an evaluator and the next
   run load a compiled step instead of compiling it again (tens of seconds on a CPU). A
-  cache directory that others can write to is not used: a compiled program is code.
+  compiled program is code, so the cache must be safe from other users all the way
+  down from ``/`` (:func:`elegantpod.workspace.private_folder`: owners, modes, sticky
+  bits, no one else's symlinks); an unsafe ``$ELEGANTPOD_JAX_CACHE`` is an error, an
+  unsafe default location runs uncached with a warning.
 """
 
 from __future__ import annotations
