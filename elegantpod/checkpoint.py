@@ -319,3 +319,75 @@ def checked_rng_state(
             f"{where}: field {field!r} is not a random-number-generator state ({reason})"
         ) from None
     return state
+
+
+ORIGIN_FIELDS = ("tournament", "pod", "writer")
+"""What a tournament's checkpoint says of where it comes from (its field ``origin``)."""
+_ORIGIN_ID = re.compile(r"^[0-9a-f]{8,64}$")
+_ORIGIN_POD = re.compile(r"^p[0-9]{3,9}$")
+
+
+def origin_of(data: dict[str, Any], path) -> dict[str, str] | None:
+    """The tournament, pod and writer (lease token) that saved a store checkpoint.
+
+    ``None`` for a checkpoint saved outside a tournament, or by an elegantpod older than
+    this field. A malformed ``origin`` is a :class:`CheckpointError`: it comes from a
+    file, so it is checked like user input.
+    """
+    origin = data.get("origin")
+    if origin is None:
+        return None
+    if (
+        not isinstance(origin, dict)
+        or set(origin) != set(ORIGIN_FIELDS)
+        or not all(isinstance(origin[k], str) for k in ORIGIN_FIELDS)
+        or not _ORIGIN_ID.match(origin["tournament"])
+        or not _ORIGIN_POD.match(origin["pod"])
+        or not _ORIGIN_ID.match(origin["writer"])
+    ):
+        shown = repr(origin)
+        shown = shown if len(shown) <= 200 else shown[:200] + "..."
+        raise CheckpointError(
+            f"checkpoint {str(path)!r}: field 'origin' must be "
+            f"{{'tournament': hex, 'pod': 'p...', 'writer': hex}}, got {shown}"
+        )
+    return dict(origin)
+
+
+def check_origin(
+    data: dict[str, Any],
+    path,
+    *,
+    tournament: str,
+    env_id: str,
+    algo: str,
+    pod: str | None = None,
+) -> dict[str, str] | None:
+    """Raise :class:`CheckpointError` unless a store's checkpoint is what its record says.
+
+    A store can be tampered with: a leader's file swapped for another tournament's (a
+    Pendulum SAC agent in a CartPole PPO store) must never be returned as the best agent
+    nor trained on. The env and algorithm are checked for every checkpoint; the
+    tournament and the pod for every one that names them (a checkpoint written before
+    elegantpod recorded its origin names none). Returns the origin.
+    """
+    spec = spec_of(data, path)
+    where = f"checkpoint {str(path)!r}"
+    if spec.env_id != env_id or spec.algo != algo:
+        raise CheckpointError(
+            f"{where} holds a {spec.algo!r} agent for {spec.env_id!r}, but its record in "
+            f"the store says {algo!r} for {env_id!r}: refusing a swapped checkpoint"
+        )
+    origin = origin_of(data, path)
+    if origin is not None:
+        if origin["tournament"] != tournament:
+            raise CheckpointError(
+                f"{where} was written by tournament {origin['tournament']!r}, not by this "
+                f"store's tournament {tournament!r}: refusing a checkpoint from elsewhere"
+            )
+        if pod is not None and origin["pod"] != pod:
+            raise CheckpointError(
+                f"{where} was written by pod {origin['pod']!r}, not by {pod!r}: refusing "
+                "a swapped checkpoint"
+            )
+    return origin

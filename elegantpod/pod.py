@@ -36,6 +36,7 @@ from elegantpod.checkpoint import (
     CHECKPOINT_FILE,
     CheckpointError,
     check_devices,
+    check_origin,
     checked_rng_state,
     checkpoint_bytes,
     load_checkpoint,
@@ -490,7 +491,9 @@ class Pod:
             "eval_count": self.evaluator.count + int(evaluations_ahead),
         }
 
-    def load(self, path: str | Path, *, restore_rng: bool = True) -> None:
+    def load(
+        self, path: str | Path, *, restore_rng: bool = True, expect: dict[str, Any] | None = None
+    ) -> None:
         """Restore learner, step count and RNG state from a checkpoint of the same architecture.
 
         After ``load`` (or ``Pod(spec, out_dir, resume=True)``) the weights, optimizer
@@ -521,12 +524,19 @@ class Pod:
         own seed (its learners' generators are reseeded from its spec; its env generator
         and its evaluator's episode counter stay as they are).
 
+        ``expect``: keywords of :func:`~elegantpod.checkpoint.check_origin` (``tournament``,
+        ``env_id``, ``algo``, ``pod``): a store's checkpoint must say it is what its record
+        says before anything of it is used.
+
         Raises
         ------
         CheckpointError
             Naming the file and the field that is missing, malformed or does not fit.
         """
-        self._restore(load_checkpoint(path, map_location=self.spec.device), path, restore_rng)
+        data = load_checkpoint(path, map_location=self.spec.device)
+        if expect is not None:
+            check_origin(data, path, **expect)
+        self._restore(data, path, restore_rng)
 
     def _restore(self, data: dict[str, Any], path, restore_rng: bool = True) -> None:
         where = f"checkpoint {str(path)!r}"

@@ -392,7 +392,8 @@ class Engine:
             if force or now - self._pruned_at >= PRUNE_SECONDS:
                 self._pruned_at = now
                 keep, settled = needed_checkpoints(snapshot)
-                with contextlib.suppress(OSError):
+                # housekeeping; ValueError: a StoreError (something hostile under pods/)
+                with contextlib.suppress(OSError, ValueError):
                     _, self.store_bytes = self.store.prune(keep, settled)
 
     def _keep_lease(self) -> None:

@@ -51,6 +51,7 @@ import os
 import re
 import secrets
 import socket
+import threading
 import time
 from typing import Any
 
@@ -130,7 +131,14 @@ class Lease:
         self.stale_seconds = float(stale_seconds)
         self.settle_seconds = float(settle_seconds)
         self.token = secrets.token_hex(16)
+        """Also the fencing token: a tournament's segments carry it, and write nothing
+        once the store's lease holds another (see :func:`holder_token`)."""
         self.is_held = False
+        self.lost: LeaseLost | None = None
+        """Set by the background heartbeat (:meth:`keep_alive`) when another writer took
+        the lease over."""
+        self._beat_lock = threading.Lock()  # a heartbeat never lands after release
+        self._stop_beating: threading.Event | None = None
         self._acquired = 0.0
         self._last_heartbeat = 0.0
 
@@ -175,22 +183,50 @@ class Lease:
         else:
             self.check()
 
+    def keep_alive(self, every: float = HEARTBEAT_SECONDS / 2) -> None:
+        """Heartbeat from a background thread until :meth:`release`.
+
+        A writer busy elsewhere (waiting minutes at its end for a stopped worker, a long
+        save) must not look dead to the next writer. A lost lease stops the thread and is
+        kept in :attr:`lost`; a store error is retried at the next beat.
+        """
+        if self._stop_beating is not None:
+            return
+        stop = self._stop_beating = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(every):
+                with self._beat_lock:
+                    if stop.is_set() or not self.is_held:
+                        return
+                    try:
+                        self.heartbeat()
+                    except LeaseLost as exc:
+                        self.lost = exc
+                        return
+                    except (OSError, ValueError):
+                        continue  # the holder's own checks report a failing store
+
+        threading.Thread(target=beat, name="elegantpod-lease", daemon=True).start()
+
     def release(self) -> bool:
         """Delete the lease if it is still ours; return whether it was deleted.
 
         Another writer's lease is never deleted (after a takeover this is a no-op).
         """
+        if self._stop_beating is not None:
+            self._stop_beating.set()
+        with self._beat_lock:
+            return self._release()
+
+    def _release(self) -> bool:
         if not self.is_held:
             return False
         self.is_held = False
         current = self._read()
         if current is None or current.get("token") != self.token:
             return False
-        try:
-            self.store.fs.rm(self.store.path(NAME))
-        except FileNotFoundError:
-            return False
-        return True
+        return self.store.remove(NAME)  # never through a link
 
     def __enter__(self) -> Lease:
         if not self.is_held:
@@ -261,6 +297,16 @@ class Lease:
             "One writer per store: if that writer is gone, pass force=True (Python) or "
             "--force (CLI) to take the lease over"
         )
+
+
+def holder_token(store: Store) -> str | None:
+    """The token of the lease in ``store`` now (``None``: no valid lease): what a segment
+    compares with its own before it writes (fencing)."""
+    try:
+        data = store.read_bytes(NAME)
+    except FileNotFoundError:
+        return None
+    return parse(data)["token"]
 
 
 def parse(data: bytes) -> dict[str, Any]:

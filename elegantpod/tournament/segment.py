@@ -284,9 +284,12 @@ def _run(task: SegmentTask, spec: PodSpec, pod, rebuilt: bool, start_wall: float
     if rebuilt:
         # Idempotent: a re-run of a segment that already wrote its checkpoint reuses it,
         # if this writer wrote it (a writer whose lease was taken may have left one).
-        done_already = _is_own(task, task.checkpoint)
-        if done_already:
-            pod.load(task.checkpoint, expect=_expected(task, spec, task.pod_id))
+        if _is_own(task, task.checkpoint):
+            try:
+                pod.load(task.checkpoint, expect=_expected(task, spec, task.pod_id))
+                done_already = True
+            except CheckpointError:  # not this pod's shape (e.g. a structural change)
+                done_already = False
     if rebuilt and not done_already:
         if task.resume_from:
             pod.load(task.resume_from, expect=_expected(task, spec, task.pod_id))
@@ -458,7 +461,7 @@ def _write_fenced(task: SegmentTask, data: bytes) -> None:
 
         try:
             holder = holder_token(Store(task.store))
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # ValueError: a StoreError (a link, a FIFO)
             raise StoreUnwritable(
                 f"store {task.store!r}: reading its lease failed: {exc}"
             ) from None
