@@ -281,15 +281,14 @@ def _run_segment(task: SegmentTask) -> SegmentResult:
 
 def _run(task: SegmentTask, spec: PodSpec, pod, rebuilt: bool, start_wall: float):
     done_already = False
-    if rebuilt:
-        # Idempotent: a re-run of a segment that already wrote its checkpoint reuses it,
-        # if this writer wrote it (a writer whose lease was taken may have left one).
-        if _is_own(task, task.checkpoint):
-            try:
-                pod.load(task.checkpoint, expect=_expected(task, spec, task.pod_id))
-                done_already = True
-            except CheckpointError:  # not this pod's shape (e.g. a structural change)
-                done_already = False
+    # Idempotent: a re-run of a segment that already wrote its checkpoint reuses it, if
+    # this writer wrote it (a writer whose lease was taken may have left one).
+    if rebuilt and _is_own(task, task.checkpoint):
+        try:
+            pod.load(task.checkpoint, expect=_expected(task, spec, task.pod_id))
+            done_already = True
+        except CheckpointError:  # not this pod's shape (e.g. a structural change)
+            done_already = False
     if rebuilt and not done_already:
         if task.resume_from:
             pod.load(task.resume_from, expect=_expected(task, spec, task.pod_id))
