@@ -11,6 +11,7 @@ import dataclasses
 import http.server
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -122,10 +123,16 @@ def test_a_url_in_a_checkpoint_is_never_fetched(trading_checkpoint, server, mark
 
 
 def test_a_local_path_in_a_checkpoint_is_read_only_when_the_user_names_it(
-    trading_checkpoint, market
+    trading_checkpoint, market, tmp_path
 ):
+    # This user's own checkpoint naming this user's own table needs no flag (issue 29,
+    # item 14); one that came from someone else (another owner) does.
+    assert Pod.from_checkpoint(trading_checkpoint).spec.env_kwargs["data"] == str(market)
+    foreign = tmp_path / "checkpoint.pt"
+    shutil.copy(trading_checkpoint, foreign)
+    os.chown(foreign, 12345, 12345)
     with pytest.raises(CheckpointError, match="closes.csv' as spec.env_kwargs.data"):
-        Pod.from_checkpoint(trading_checkpoint)
+        Pod.from_checkpoint(foreign)
     mine = Pod.from_checkpoint(trading_checkpoint, env_kwargs={"data": str(market)})
     trusted = Pod.from_checkpoint(trading_checkpoint, allow_remote=True)
     assert mine.spec.env_kwargs == trusted.spec.env_kwargs
