@@ -8,17 +8,59 @@ itself, and a tournament records specs as lineage. Mutating a spec is
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
+import reprlib
 import types
 import typing
 from dataclasses import dataclass, field
 from typing import Any
 
+MAX_SHOWN = 200
+"""Characters of a value an error message repeats: a value from a store or a command line
+can be megabytes, and the message only has to say which one it was."""
+
+
+class _ShortRepr(reprlib.Repr):
+    """``repr`` cut short, and safe where ``repr`` is not: an integer past ``str``'s digit
+    limit (Python 3.11 raises ``ValueError`` for 4,300 digits) is described, not written."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel, self.maxlist, self.maxtuple, self.maxdict = 3, 12, 12, 12
+        self.maxset = self.maxfrozenset = self.maxdeque = self.maxarray = 12
+        self.maxstring = self.maxother = MAX_SHOWN
+        self.maxlong = 60
+
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 600:
+            return f"<an integer of about {int(x.bit_length() * math.log10(2)) + 1:,} digits>"
+        return super().repr_int(x, level)
+
+
+_SHORT = _ShortRepr()
+
+
+def short(value: Any, limit: int = MAX_SHOWN) -> str:
+    """``repr(value)`` for an error message: at most ``limit`` characters (then ``...``),
+    nested values cut at a few levels, and never an exception of its own."""
+    try:
+        text = _SHORT.repr(value)
+    except Exception:  # a hostile __repr__, a digit limit: say what it was
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+@functools.lru_cache(maxsize=256)
+def _type_hints(cls: type) -> dict[str, Any]:
+    # get_type_hints evaluates every annotation anew: cached, reading a store's history
+    # (a config check per row) is fast
+    return typing.get_type_hints(cls)
+
 
 def _field_type(cls: type, name: str) -> Any:
-    hints = typing.get_type_hints(cls)
-    return hints[name]
+    return _type_hints(cls)[name]
 
 
 def _coerce(value: Any, tp: Any, name: str) -> Any:
@@ -38,7 +80,7 @@ def _coerce(value: Any, tp: Any, name: str) -> Any:
                 return _coerce(value, arg, name)
             except ValueError as exc:
                 errors.append(str(exc))
-        raise ValueError(errors[0] if errors else f"bad value {value!r} for {name}")
+        raise ValueError(errors[0] if errors else f"bad value {short(value)} for {name}")
     if origin is tuple:
         (inner, *_rest) = typing.get_args(tp)
         if isinstance(value, str):
@@ -52,28 +94,30 @@ def _coerce(value: Any, tp: Any, name: str) -> Any:
             return True
         if isinstance(value, str) and value.lower() in ("false", "0", "no", "off"):
             return False
-        raise ValueError(f"{name} must be a boolean (true/false), got {value!r}")
+        raise ValueError(f"{name} must be a boolean (true/false), got {short(value)}")
     if tp is int:
         if isinstance(value, bool):
-            raise ValueError(f"{name} must be an integer, got {value!r}")
+            raise ValueError(f"{name} must be an integer, got {short(value)}")
         if isinstance(value, int):
             return value
         try:
             f = float(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name} must be an integer, got {value!r}") from None
+        except (TypeError, ValueError, OverflowError):
+            raise ValueError(f"{name} must be an integer, got {short(value)}") from None
         if not f.is_integer():
-            raise ValueError(f"{name} must be an integer, got {value!r}")
+            raise ValueError(f"{name} must be an integer, got {short(value)}")
         return int(f)
     if tp is float:
         if isinstance(value, bool):
-            raise ValueError(f"{name} must be a number, got {value!r}")
+            raise ValueError(f"{name} must be a number, got {short(value)}")
         try:
             f = float(value)
+        except OverflowError:  # an integer of hundreds of digits
+            raise ValueError(f"{name} must be a finite number, got {short(value)}") from None
         except (TypeError, ValueError):
-            raise ValueError(f"{name} must be a number, got {value!r}") from None
+            raise ValueError(f"{name} must be a number, got {short(value)}") from None
         if not math.isfinite(f):
-            raise ValueError(f"{name} must be a finite number, got {value!r}")
+            raise ValueError(f"{name} must be a finite number, got {short(value)}")
         return f
     if tp is str:
         return str(value)
@@ -93,7 +137,7 @@ def replace_checked(cfg: Any, overrides: dict[str, Any]) -> Any:
     for key, value in overrides.items():
         if key not in names:
             raise ValueError(
-                f"unknown hyperparameter {key!r} for {type(cfg).__name__}; "
+                f"unknown hyperparameter {short(key)} for {type(cfg).__name__}; "
                 f"valid keys: {', '.join(sorted(names))}"
             )
         changes[key] = _coerce(value, _field_type(type(cfg), key), key)
@@ -134,17 +178,17 @@ def positive(name: str, value: float | int | None, *, allow_none: bool = False) 
     if value is None and allow_none:
         return
     if value is None or isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{name} must be a number > 0, got {value!r}")
+        raise ValueError(f"{name} must be a number > 0, got {short(value)}")
     if not value > 0:
-        raise ValueError(f"{name} must be > 0, got {value!r}")
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value!r}")
+        raise ValueError(f"{name} must be > 0, got {short(value)}")
+    if isinstance(value, float) and not math.isfinite(value):  # math.isfinite(10**400) raises
+        raise ValueError(f"{name} must be finite, got {short(value)}")
 
 
 def in_range(name: str, value: float, low: float, high: float) -> None:
     """Raise ``ValueError`` naming ``name`` unless ``low <= value <= high``."""
     if not low <= value <= high:
-        raise ValueError(f"{name} must be in [{low}, {high}], got {value!r}")
+        raise ValueError(f"{name} must be in [{low}, {high}], got {short(value)}")
 
 
 MAX_LR = 1.0
@@ -170,6 +214,100 @@ MAX_EVAL_EPISODES = 10_000
 """Hard limit of deterministic episodes per evaluation (each one is a sub-env)."""
 
 
+MAX_LEARNERS = 1_024
+"""Hard limit of fused learners per pod (each needs its own sub-envs and networks)."""
+MAX_LOSS_WEIGHT = 100.0
+"""Hard limit of a loss term's weight (PPO's ``vf_coef``; published values: 0.25 to 1)."""
+MAX_ENT_COEF = 1.0
+"""Hard limit of PPO's entropy bonus (published values: 0 to 0.01)."""
+MAX_GRAD_NORM = 1e6
+"""Hard limit of gradient-norm clips (a larger one clips nothing anyway)."""
+LOG_STD_RANGE = (-20.0, 5.0)
+"""Hard range of the initial log standard deviation of Gaussian policies: from almost
+deterministic (2e-9) to a spread of about 150 action ranges, where nearly every action
+sits on the bound it is clipped to (``exp(1e308)`` is inf, and a NaN policy)."""
+MAX_ENTROPY = 10_000.0
+"""Hard limit of SAC's ``|target_entropy|`` (nats): a squashed Gaussian over ``d``
+action dimensions has at most ``d log 2``, so a larger magnitude is a typo or an attack."""
+MAX_TEMPERATURE = 1_000.0
+"""Hard limit of SAC's initial temperature ``alpha`` (published values: 0.05 to 1)."""
+MAX_NOISE = 10.0
+"""Hard limit of an exploration or smoothing noise's scale, in actions of ``[-1, 1]``."""
+MAX_DELAY = 1_000
+"""Hard limit of TD3's ``policy_delay`` (critic steps per actor step; published: 2)."""
+MAX_STEPS = 10**12
+"""Hard limit of step counts in a schedule (epsilon decay, target updates)."""
+
+
+@dataclass(frozen=True)
+class Limit:
+    """A hyperparameter's hard range: a config declares one per numeric field
+    (``limits``), and :func:`check_limits` refuses anything outside it.
+
+    The same check serves a user's value, a mutation and a value read from a store, so
+    a typo or a hostile file cannot set ``init_log_std=1e308`` or ``policy_delay=10**40``.
+    """
+
+    low: float
+    high: float
+    integer: bool = False
+    """Only integers (``bool`` is not one)."""
+    open_low: bool = False
+    """``low`` itself is refused too (a rate that must be > 0)."""
+    domain: bool = False
+    """The range is the quantity's own (a discount in [0, 1]): say it whole in errors
+    rather than calling its end a hard limit."""
+    optional: bool = False
+    """``None`` is allowed (it means "derive a default")."""
+
+
+def check_limit(name: str, value: Any, limit: Limit) -> None:
+    """Raise ``ValueError`` naming ``name`` and the value unless it lies in ``limit``."""
+    if value is None and limit.optional:
+        return
+    if limit.integer:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{name} must be an integer, got {short(value)}")
+    else:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"{name} must be a number, got {short(value)}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number, got {short(value)}")
+    # comparisons only (no float()): exact for integers of any size
+    above_low = value > limit.low if limit.open_low else value >= limit.low
+    if above_low and value <= limit.high:
+        return
+    if limit.domain:
+        ends = f"{'(' if limit.open_low else '['}{limit.low}, {limit.high}]"
+        raise ValueError(f"{name} must be in {ends}, got {short(value)}")
+    if not above_low:
+        sign = ">" if limit.open_low else ">="
+        raise ValueError(f"{name} must be {sign} {limit.low:g}, got {short(value)}")
+    raise ValueError(f"{name} must be <= {limit.high:,} (a hard limit), got {short(value)}")
+
+
+def check_limits(cfg: Any) -> None:
+    """Raise ``ValueError`` for the first field of ``cfg`` outside its declared
+    :class:`Limit` (``type(cfg).limits``)."""
+    for name, limit in getattr(type(cfg), "limits", {}).items():
+        check_limit(name, getattr(cfg, name), limit)
+
+
+def check_finite(name: str, value: Any, *, allow_none: bool = False) -> None:
+    """Raise ``ValueError`` naming ``name`` unless ``value`` is a finite number (``None``
+    too with ``allow_none``); an integer too large for a float is not finite here."""
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{name} must be a finite number, got {short(value)}")
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an integer of hundreds of digits
+        finite = False
+    if not finite:
+        raise ValueError(f"{name} must be a finite number, got {short(value)}")
+
+
 def bounded(name: str, value: Any, high: float, *, integer: bool = False) -> None:
     """Raise ``ValueError`` naming ``name`` unless ``0 < value <= high``.
 
@@ -178,26 +316,27 @@ def bounded(name: str, value: Any, high: float, *, integer: bool = False) -> Non
     its name, rather than deep inside torch.
     """
     if integer and (isinstance(value, bool) or not isinstance(value, int)):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
+        raise ValueError(f"{name} must be an integer, got {short(value)}")
     positive(name, value)
     if value > high:
-        raise ValueError(f"{name} must be <= {high:,} (a hard limit), got {value!r}")
+        raise ValueError(f"{name} must be <= {high:,} (a hard limit), got {short(value)}")
 
 
 def check_hidden(hidden: Any) -> None:
     """Raise ``ValueError`` unless ``hidden`` is 1 to :data:`MAX_LAYERS` layer sizes,
     each an integer in ``[1, MAX_LAYER_WIDTH]``."""
     if not isinstance(hidden, tuple | list) or not hidden:
-        raise ValueError(f"hidden must be positive layer sizes, got {hidden!r}")
+        raise ValueError(f"hidden must be positive layer sizes, got {short(hidden)}")
     if len(hidden) > MAX_LAYERS:
         raise ValueError(f"hidden has {len(hidden)} layers; at most {MAX_LAYERS} (a hard limit)")
     for h in hidden:
         if isinstance(h, bool) or not isinstance(h, int) or h < 1:
-            raise ValueError(f"hidden must be positive layer sizes, got {hidden!r}")
+            raise ValueError(f"hidden must be positive layer sizes, got {short(hidden)}")
         if h > MAX_LAYER_WIDTH:
+            size = f"{h:,}" if h.bit_length() < 64 else short(h)
             raise ValueError(
-                f"hidden layer size {h:,} exceeds {MAX_LAYER_WIDTH:,} (a hard limit), "
-                f"in hidden={tuple(hidden)!r}"
+                f"hidden layer size {size} exceeds {MAX_LAYER_WIDTH:,} (a hard limit), "
+                f"in hidden={short(tuple(hidden))}"
             )
 
 
@@ -221,7 +360,7 @@ episodes (higher is better for each)."""
 def check_fitness(fitness: Any) -> None:
     """Raise ``ValueError`` naming ``fitness`` unless it is one of :data:`FITNESSES`."""
     if fitness not in FITNESSES:
-        raise ValueError(f"unknown fitness {fitness!r}; choose one of {list(FITNESSES)}")
+        raise ValueError(f"unknown fitness {short(fitness)}; choose one of {list(FITNESSES)}")
 
 
 def check_json(name: str, value: Any) -> None:
@@ -311,7 +450,7 @@ class PodSpec:
             raise ValueError(f"seed must be an integer, got {self.seed!r}")
         if isinstance(self.learners, bool) or not isinstance(self.learners, int):
             raise ValueError(f"learners must be an integer, got {self.learners!r}")
-        positive("learners", self.learners)
+        bounded("learners", self.learners, MAX_LEARNERS, integer=True)
         if self.learner_devices and len(self.learner_devices) != self.learners:
             raise ValueError(
                 f"learner_devices names {len(self.learner_devices)} device(s) for "
@@ -329,8 +468,7 @@ class PodSpec:
         positive("max_seconds", self.max_seconds, allow_none=True)
         bounded("eval_episodes", self.eval_episodes, MAX_EVAL_EPISODES, integer=True)
         positive("eval_every_steps", self.eval_every_steps, allow_none=True)
-        if self.target_reward is not None and not math.isfinite(self.target_reward):
-            raise ValueError(f"target_reward must be a finite number, got {self.target_reward!r}")
+        check_finite("target_reward", self.target_reward, allow_none=True)
         if self.hparams is not None:
             self.hparams.validate()
             check_learners(self.learners, self.hparams.num_envs)

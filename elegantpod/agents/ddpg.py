@@ -28,6 +28,7 @@ from torch import nn
 from elegantpod.agents.nets import EnsembleQ, mlp
 from elegantpod.agents.offpolicy import OffPolicyConfig, OffPolicyLearner, polyak
 from elegantpod.agents.space import Bound
+from elegantpod.config import MAX_NOISE, Limit
 from elegantpod.types import Batch
 
 Tensor = torch.Tensor
@@ -40,11 +41,10 @@ class DDPGConfig(OffPolicyConfig):
     exploration_noise: float = 0.1
     """Standard deviation of the Gaussian noise added to actions in ``[-1, 1]``."""
 
-    def validate(self) -> None:
-        """Raise ``ValueError`` naming the first hyperparameter out of range."""
-        super().validate()
-        if not self.exploration_noise >= 0:
-            raise ValueError(f"exploration_noise must be >= 0, got {self.exploration_noise!r}")
+    limits: ClassVar[dict[str, Limit]] = {
+        **OffPolicyConfig.limits,
+        "exploration_noise": Limit(0.0, MAX_NOISE),
+    }
 
 
 class DeterministicActor(nn.Module):

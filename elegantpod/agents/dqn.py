@@ -31,7 +31,7 @@ from torch import nn
 from elegantpod.agents.nets import mlp
 from elegantpod.agents.offpolicy import OffPolicyConfig, OffPolicyLearner, polyak
 from elegantpod.agents.space import Bound
-from elegantpod.config import in_range, positive
+from elegantpod.config import MAX_GRAD_NORM, MAX_STEPS, Limit, in_range
 from elegantpod.types import Batch
 
 Tensor = torch.Tensor
@@ -71,12 +71,18 @@ class DQNConfig(OffPolicyConfig):
     max_grad_norm: float = 10.0
     """Global gradient-norm clip."""
 
+    limits: ClassVar[dict[str, Limit]] = {
+        **OffPolicyConfig.limits,
+        "target_update_every": Limit(1, MAX_STEPS, integer=True),
+        "epsilon_start": Limit(0.0, 1.0, domain=True),
+        "epsilon_end": Limit(0.0, 1.0, domain=True),
+        "epsilon_decay_steps": Limit(1, MAX_STEPS, integer=True),
+        "max_grad_norm": Limit(0.0, MAX_GRAD_NORM, open_low=True),
+    }
+
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first hyperparameter out of range."""
         super().validate()
-        for name in ("target_update_every", "epsilon_decay_steps", "max_grad_norm"):
-            positive(name, getattr(self, name))
-        in_range("epsilon_start", self.epsilon_start, 0.0, 1.0)
         in_range("epsilon_end", self.epsilon_end, 0.0, self.epsilon_start)
 
 

@@ -24,10 +24,9 @@ from elegantpod.config import (
     MAX_LR,
     MAX_NUM_ENVS,
     MAX_REPLAY_RATIO,
-    bounded,
+    Limit,
     check_hidden,
-    in_range,
-    positive,
+    check_limits,
 )
 from elegantpod.types import Batch
 
@@ -59,30 +58,28 @@ class OffPolicyConfig:
     hidden: tuple[int, ...] = (64, 64)
     """Hidden layer sizes of every network."""
 
+    limits: ClassVar[dict[str, Limit]] = {
+        "num_envs": Limit(1, MAX_NUM_ENVS, integer=True),
+        "horizon": Limit(1, MAX_HORIZON, integer=True),
+        "lr": Limit(0.0, MAX_LR, open_low=True),
+        "gamma": Limit(0.0, 1.0, domain=True),
+        "tau": Limit(0.0, 1.0, open_low=True, domain=True),
+        "batch_size": Limit(1, MAX_BATCH, integer=True),
+        "buffer_size": Limit(1, MAX_BUFFER, integer=True),
+        "learning_starts": Limit(0, MAX_BUFFER, integer=True),
+        "replay_ratio": Limit(0.0, MAX_REPLAY_RATIO, open_low=True),
+    }
+    """Hard range of every numeric hyperparameter (see :class:`~elegantpod.config.Limit`);
+    each algorithm adds its own."""
+
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first hyperparameter out of range.
 
-        Sizes and counts have hard limits (``elegantpod.config.MAX_*``), so that a typo
-        or a hostile mutation cannot allocate terabytes or start an endless update.
+        Every number has a hard range (:attr:`limits`, ``elegantpod.config.MAX_*``), so
+        that a typo, a hostile mutation or a store from someone else cannot allocate
+        terabytes or start an endless update.
         """
-        bounded("num_envs", self.num_envs, MAX_NUM_ENVS, integer=True)
-        bounded("horizon", self.horizon, MAX_HORIZON, integer=True)
-        bounded("batch_size", self.batch_size, MAX_BATCH, integer=True)
-        bounded("buffer_size", self.buffer_size, MAX_BUFFER, integer=True)
-        bounded("lr", self.lr, MAX_LR)
-        bounded("replay_ratio", self.replay_ratio, MAX_REPLAY_RATIO)
-        in_range("gamma", self.gamma, 0.0, 1.0)
-        positive("tau", self.tau)
-        in_range("tau", self.tau, 0.0, 1.0)
-        if isinstance(self.learning_starts, bool) or not isinstance(self.learning_starts, int):
-            raise ValueError(f"learning_starts must be an integer, got {self.learning_starts!r}")
-        if self.learning_starts < 0:
-            raise ValueError(f"learning_starts must be >= 0, got {self.learning_starts!r}")
-        if self.learning_starts > MAX_BUFFER:
-            raise ValueError(
-                f"learning_starts must be <= {MAX_BUFFER:,} (a hard limit), "
-                f"got {self.learning_starts!r}"
-            )
+        check_limits(self)
         check_hidden(self.hidden)
 
 

@@ -21,15 +21,18 @@ from elegantpod.agents.base import Learner
 from elegantpod.agents.nets import RunningNorm, mlp
 from elegantpod.agents.space import Bound
 from elegantpod.config import (
+    LOG_STD_RANGE,
     MAX_BATCH,
+    MAX_ENT_COEF,
     MAX_EPOCHS,
+    MAX_GRAD_NORM,
     MAX_HORIZON,
+    MAX_LOSS_WEIGHT,
     MAX_LR,
     MAX_NUM_ENVS,
-    bounded,
+    Limit,
     check_hidden,
-    in_range,
-    positive,
+    check_limits,
 )
 from elegantpod.types import Batch
 
@@ -71,24 +74,30 @@ class PPOConfig:
     init_log_std: float = 0.0
     """Initial log standard deviation of Gaussian policies (continuous actions)."""
 
+    limits: ClassVar[dict[str, Limit]] = {
+        "num_envs": Limit(1, MAX_NUM_ENVS, integer=True),
+        "horizon": Limit(1, MAX_HORIZON, integer=True),
+        "lr": Limit(0.0, MAX_LR, open_low=True),
+        "gamma": Limit(0.0, 1.0, domain=True),
+        "gae_lambda": Limit(0.0, 1.0, domain=True),
+        "clip_coef": Limit(0.0, 1.0, open_low=True),
+        "epochs": Limit(1, MAX_EPOCHS, integer=True),
+        "minibatch_size": Limit(1, MAX_BATCH, integer=True),
+        "ent_coef": Limit(0.0, MAX_ENT_COEF),
+        "vf_coef": Limit(0.0, MAX_LOSS_WEIGHT),
+        "max_grad_norm": Limit(0.0, MAX_GRAD_NORM, open_low=True),
+        "init_log_std": Limit(*LOG_STD_RANGE),
+    }
+    """Hard range of every numeric hyperparameter (see :class:`~elegantpod.config.Limit`)."""
+
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first hyperparameter out of range.
 
-        Sizes and counts have hard limits (``elegantpod.config.MAX_*``), so that a typo
-        or a hostile mutation cannot allocate terabytes or start an endless update.
+        Every number has a hard range (:attr:`limits`, ``elegantpod.config.MAX_*``), so
+        that a typo, a hostile mutation or a store from someone else cannot allocate
+        terabytes, start an endless update or train with a nonsensical loss.
         """
-        bounded("num_envs", self.num_envs, MAX_NUM_ENVS, integer=True)
-        bounded("horizon", self.horizon, MAX_HORIZON, integer=True)
-        bounded("epochs", self.epochs, MAX_EPOCHS, integer=True)
-        bounded("minibatch_size", self.minibatch_size, MAX_BATCH, integer=True)
-        bounded("lr", self.lr, MAX_LR)
-        positive("max_grad_norm", self.max_grad_norm)
-        in_range("gamma", self.gamma, 0.0, 1.0)
-        in_range("gae_lambda", self.gae_lambda, 0.0, 1.0)
-        bounded("clip_coef", self.clip_coef, 1.0)
-        for name in ("ent_coef", "vf_coef", "init_log_std"):
-            if not math.isfinite(getattr(self, name)):
-                raise ValueError(f"{name} must be a finite number, got {getattr(self, name)!r}")
+        check_limits(self)
         check_hidden(self.hidden)
 
 

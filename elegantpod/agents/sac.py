@@ -22,7 +22,7 @@ from torch import nn
 from elegantpod.agents.nets import EnsembleQ, mlp
 from elegantpod.agents.offpolicy import OffPolicyConfig, OffPolicyLearner
 from elegantpod.agents.space import Bound
-from elegantpod.config import positive
+from elegantpod.config import MAX_ENTROPY, MAX_TEMPERATURE, Limit
 from elegantpod.types import Batch
 
 Tensor = torch.Tensor
@@ -41,10 +41,11 @@ class SACConfig(OffPolicyConfig):
     target_entropy: float | None = None
     """Entropy target; ``None``: ``-action_dim``."""
 
-    def validate(self) -> None:
-        """Raise ``ValueError`` naming the first hyperparameter out of range."""
-        super().validate()
-        positive("init_alpha", self.init_alpha)
+    limits: ClassVar[dict[str, Limit]] = {
+        **OffPolicyConfig.limits,
+        "init_alpha": Limit(0.0, MAX_TEMPERATURE, open_low=True),
+        "target_entropy": Limit(-MAX_ENTROPY, MAX_ENTROPY, optional=True),
+    }
 
 
 class SquashedGaussianActor(nn.Module):

@@ -22,6 +22,7 @@ import torch
 
 from elegantpod.agents.ddpg import DDPG, DDPGConfig
 from elegantpod.agents.space import Bound
+from elegantpod.config import MAX_DELAY, MAX_NOISE, Limit
 
 Tensor = torch.Tensor
 
@@ -38,16 +39,12 @@ class TD3Config(DDPGConfig):
     policy_delay: int = 2
     """Critic steps per actor (and target) step."""
 
-    def validate(self) -> None:
-        """Raise ``ValueError`` naming the first hyperparameter out of range."""
-        super().validate()
-        for name in ("policy_noise", "noise_clip"):
-            if not getattr(self, name) >= 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
-        if isinstance(self.policy_delay, bool) or not isinstance(self.policy_delay, int):
-            raise ValueError(f"policy_delay must be an integer, got {self.policy_delay!r}")
-        if self.policy_delay < 1:
-            raise ValueError(f"policy_delay must be >= 1, got {self.policy_delay!r}")
+    limits: ClassVar[dict[str, Limit]] = {
+        **DDPGConfig.limits,
+        "policy_noise": Limit(0.0, MAX_NOISE),
+        "noise_clip": Limit(0.0, MAX_NOISE),
+        "policy_delay": Limit(1, MAX_DELAY, integer=True),
+    }
 
 
 class TD3(DDPG):

@@ -11,20 +11,28 @@ from typing import Any
 from elegantpod.agents import get_algo
 from elegantpod.config import (
     MAX_EVAL_EPISODES,
+    MAX_LEARNERS,
     PodSpec,
     bounded,
+    check_finite,
     check_fitness,
     check_json,
     check_learners,
     check_memory,
     positive,
     replace_checked,
+    short,
 )
 from elegantpod.envs import check_env_id, check_eval_env
+from elegantpod.tournament import state
 from elegantpod.tournament.generator import GeneratorConfig
 
 MAX_PODS = 10_000
 """Hard limit of a population's size (a typo or a hostile store, not a tournament)."""
+MAX_RETRIES = 1_000
+"""Hard limit of ``max_retries`` and of ``failed_replacements`` per pod slot."""
+MAX_NAME = 200
+"""Longest env id or device name (real ones are a few dozen characters)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,17 +90,21 @@ class TournamentSpec:
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first bad field, before any cluster work."""
+        _check_shapes({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
         bounded("pods", self.pods, MAX_PODS, integer=True)
         if isinstance(self.seed, int) and not -(2**32) <= self.seed <= 2**32:
-            raise ValueError(f"seed must be within +-2**32, got {self.seed!r}")
-        positive("learners", self.learners)
-        positive("leaderboard_size", self.leaderboard_size)
+            raise ValueError(f"seed must be within +-2**32, got {short(self.seed)}")
+        bounded("learners", self.learners, MAX_LEARNERS, integer=True)
+        bounded("leaderboard_size", self.leaderboard_size, MAX_PODS, integer=True)
         positive("eval_episodes", self.eval_episodes)
         bounded("eval_episodes", self.eval_episodes, MAX_EVAL_EPISODES, integer=True)
-        for name in ("max_seconds", "max_steps", "segment_steps", "segment_seconds"):
-            positive(name, getattr(self, name), allow_none=True)
-        if self.target_reward is not None and not math.isfinite(self.target_reward):
-            raise ValueError(f"target_reward must be a finite number, got {self.target_reward!r}")
+        for name in ("max_seconds", "segment_seconds"):
+            if getattr(self, name) is not None:
+                bounded(name, getattr(self, name), state.MAX_SECONDS)
+        for name in ("max_steps", "segment_steps"):
+            if getattr(self, name) is not None:
+                bounded(name, getattr(self, name), state.MAX_COUNT)
+        check_finite("target_reward", self.target_reward, allow_none=True)
         for name in (
             "pods",
             "leaderboard_size",
@@ -115,19 +127,24 @@ class TournamentSpec:
 
                 torch.device(self.device)
             except (RuntimeError, TypeError) as exc:
-                raise ValueError(f"unknown device {self.device!r}") from exc
+                raise ValueError(f"unknown device {short(self.device)}") from exc
         if self.pods_per_gpu is not None:
             n = self.pods_per_gpu
             if isinstance(n, bool) or not isinstance(n, int) or n < 1 or n & (n - 1) or n > 64:
                 raise ValueError(
                     f"pods_per_gpu must be a power of two from 1 to 64 (or None: automatic), "
-                    f"got {n!r}"
+                    f"got {short(n)}"
                 )
         if not self.algos:
             raise ValueError("algos must name at least one algorithm")
-        for name in ("max_retries", "failed_replacements"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        for name, high in (
+            ("max_retries", MAX_RETRIES),
+            ("failed_replacements", MAX_RETRIES * MAX_PODS),
+        ):
+            if not 0 <= getattr(self, name) <= high:
+                raise ValueError(
+                    f"{name} must be in [0, {high:,}], got {short(getattr(self, name))}"
+                )
         self.generator.validate()
         check_fitness(self.fitness)
         check_json("env_kwargs", self.env_kwargs)
@@ -141,7 +158,25 @@ class TournamentSpec:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TournamentSpec:
-        """Rebuild a spec from :meth:`to_dict` output (as saved in ``tournament.json``)."""
+        """Rebuild a spec from :meth:`to_dict` output (as saved in ``tournament.json``).
+
+        Raises
+        ------
+        ValueError
+            Naming the field whose value has the wrong shape (``hparams`` that is not
+            an object of objects, say): the file may come from someone else. Values are
+            checked by :meth:`validate` and :func:`check_spec`.
+        """
+        if not isinstance(d, dict):
+            raise ValueError(f"a tournament spec must be a JSON object, got {type(d).__name__}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = [k for k in d if k not in names]
+        if unknown:
+            raise ValueError(
+                f"unknown tournament spec key(s) {short(unknown)}; valid keys: "
+                f"{', '.join(sorted(names))}"
+            )
+        _check_shapes(d)
         d = dict(d)
         d["algos"] = tuple(d.get("algos", ("ppo",)))
         g = dict(d.get("generator") or {})
@@ -155,6 +190,26 @@ class TournamentSpec:
     def to_json(self) -> str:
         """The spec as JSON (``tournament.json``)."""
         return json.dumps(self.to_dict(), sort_keys=True)
+
+
+def _check_shapes(d: dict[str, Any]) -> None:
+    """``ValueError`` naming the first field of a spec dict whose JSON shape is wrong."""
+    state.check_depth(d, "the spec")
+    env_id = d.get("env_id")
+    if not isinstance(env_id, str) or not 0 < len(env_id) <= MAX_NAME:
+        raise ValueError(f"env_id must be an env id (a short string), got {short(env_id)}")
+    algos = d.get("algos", ["ppo"])
+    if not isinstance(algos, list | tuple) or not all(isinstance(a, str) for a in algos):
+        raise ValueError(f"algos must be a list of algorithm names, got {short(algos)}")
+    for name in ("generator", "env_kwargs", "eval_env_kwargs"):
+        if not isinstance(d.get(name, {}), dict | GeneratorConfig):
+            raise ValueError(f"{name} must be an object (a dict), got {short(d.get(name))}")
+    hparams = d.get("hparams", {})
+    if not isinstance(hparams, dict) or not all(isinstance(v, dict) for v in hparams.values()):
+        raise ValueError(
+            "hparams must be an object of objects, {algorithm: {name: value}} "
+            f"(e.g. {{'ppo': {{'lr': 0.001}}}}), got {short(hparams)}"
+        )
 
 
 @dataclass
@@ -328,7 +383,10 @@ def check_spec(spec: TournamentSpec) -> None:
     for algo in spec.algos:
         learner = get_algo(algo)
         learner.check_env(spec.env_id, spec.env_kwargs)
-        config = replace_checked(learner.config_cls(), spec.hparams.get(algo, {}))
+        try:
+            config = replace_checked(learner.config_cls(), spec.hparams.get(algo, {}))
+        except ValueError as exc:
+            raise ValueError(f"hparams[{algo!r}]: {exc}") from None
         check_learners(spec.learners, config.num_envs, algo)
         pod = PodSpec(
             env_id=spec.env_id,

@@ -14,19 +14,28 @@ is used before it passes here:
   (absolute paths written by older versions keep only their ``pods/<id>/seg-N.pt`` tail);
 - hyperparameters go through the learner's own checks (names, types, bounds);
 - counters and budgets are finite, non-negative and bounded;
-- mutation keys are hyperparameter names and lineage strings are bounded in length.
+- mutation keys are hyperparameter names, their values scalars or flat lists, and
+  lineage strings are bounded in length;
+- a pod keeps its newest :data:`MAX_HISTORY` segment rows, and the tournament's clock
+  (``elapsed_seconds``) is not behind any row's time.
 
-Every error is a :class:`StateError` (a ``ValueError``) naming the file and the field.
+Every error is a :class:`StateError` (a ``ValueError``) naming the file and the field,
+and repeats at most :data:`~elegantpod.config.MAX_SHOWN` characters of the bad value
+(:func:`~elegantpod.config.short`): a value can be megabytes, or an integer of
+thousands of digits that Python refuses to print. Numbers are compared as they are,
+never through ``float()``, so such an integer is refused, not an ``OverflowError``.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 import re
 from typing import Any
 
-from elegantpod.agents import get_algo
-from elegantpod.config import config_values, replace_checked
+from elegantpod.agents import ALGOS, get_algo
+from elegantpod.config import check_finite, config_values, replace_checked, short
 
 POD_ID = re.compile(r"^p[0-9]{3,9}$")
 """Pod ids the orchestrator makes (``p000``, ``p001``...): the only ones a store may name."""
@@ -51,7 +60,7 @@ class StateError(ValueError):
 def check_pod_id(value: Any, where: str) -> str:
     """``value`` if it is a pod id the orchestrator could have made, else ``StateError``."""
     if not isinstance(value, str) or not POD_ID.match(value):
-        raise StateError(f"{where}: pod id must match {POD_ID.pattern}, got {value!r}")
+        raise StateError(f"{where}: pod id must match {POD_ID.pattern}, got {short(value)}")
     return value
 
 
@@ -68,17 +77,19 @@ def checkpoint_name(value: Any, where: str) -> str:
             return tail
     raise StateError(
         f"{where}: checkpoint must be a store-relative name like pods/p000/seg-00001.pt, "
-        f"got {value!r}"
+        f"got {short(value)}"
     )
 
 
 def _number(value: Any, where: str, high: float, integer: bool) -> float | int:
     ok_type = isinstance(value, int) if integer else isinstance(value, int | float)
-    if isinstance(value, bool) or not ok_type or not math.isfinite(value):
+    # only floats can be NaN or infinite; math.isfinite(10**400) raises OverflowError
+    bad_float = isinstance(value, float) and not math.isfinite(value)
+    if isinstance(value, bool) or not ok_type or bad_float:
         kind = "an integer" if integer else "a finite number"
-        raise StateError(f"{where} must be {kind}, got {value!r}")
-    if not 0 <= value <= high:
-        raise StateError(f"{where} must be in [0, {high:g}], got {value!r}")
+        raise StateError(f"{where} must be {kind}, got {short(value)}")
+    if not 0 <= value <= high:  # exact for integers of any size
+        raise StateError(f"{where} must be in [0, {high:g}], got {short(value)}")
     return value
 
 
@@ -96,8 +107,10 @@ def score(value: Any, where: str, optional: bool = True) -> float | None:
     """A finite score, or ``None`` where a score may be missing."""
     if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise StateError(f"{where} must be a finite number, got {value!r}")
+    try:
+        check_finite(where, value)
+    except ValueError as exc:
+        raise StateError(str(exc)) from None
     return float(value)
 
 
@@ -114,23 +127,57 @@ def hparams(algo: str, value: Any, where: str) -> dict[str, Any]:
     """Hyperparameters checked by the learner's own config (names, types, bounds)."""
     if not isinstance(value, dict):
         raise StateError(f"{where} must be a dict, got {type(value).__name__}")
-    import dataclasses
-
     learner = get_algo(algo)
     try:
-        values = config_values(learner.config_cls, value, drop_unknown=True)
-        cfg = replace_checked(learner.config_cls(), values)
+        # a history repeats the same few settings thousands of times: each checked once
+        key = json.dumps(value, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):  # not JSON's: the check below says why
+        key = None
+    try:
+        if key is not None and len(key) <= _HPARAMS_KEY_CHARS:
+            return dict(_checked_hparams(learner, key))
+        return _check_hparams(learner, value)
     except (TypeError, ValueError) as exc:
         raise StateError(f"{where}: {exc}") from None
-    return dataclasses.asdict(cfg)
+
+
+_HPARAMS_KEY_CHARS = 20_000
+"""Longest hyperparameter dict (as JSON) that :func:`hparams` remembers having checked."""
+
+
+def _check_hparams(learner: type, value: dict[str, Any]) -> dict[str, Any]:
+    import dataclasses
+
+    values = config_values(learner.config_cls, value, drop_unknown=True)
+    cfg = replace_checked(learner.config_cls(), values)
+    # shallow: the values are numbers, strings and tuples (asdict's deep copy was most
+    # of the time a long history took to check)
+    return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+
+
+@functools.lru_cache(maxsize=1024)
+def _checked_hparams(learner: type, key: str) -> dict[str, Any]:
+    # keyed by the learner class too: a name registered again means another config
+    return _check_hparams(learner, json.loads(key))
+
+
+MAX_LIST = 64
+"""Longest list a mutation value may be (``hidden`` has at most 64 layers)."""
+
+
+def _scalar(v: Any) -> bool:
+    if isinstance(v, float):
+        return math.isfinite(v)
+    if isinstance(v, int):  # bool too; 10**400 is not a hyperparameter
+        return v.bit_length() <= 64
+    return v is None or isinstance(v, str) and len(v) <= 200
 
 
 def _scalar_or_list(v: Any) -> bool:
+    """A scalar or a flat list of scalars: nothing nested, so nothing to recurse into."""
     if isinstance(v, list | tuple):
-        return len(v) <= 64 and all(_scalar_or_list(x) for x in v)
-    if isinstance(v, float):
-        return math.isfinite(v)
-    return v is None or isinstance(v, str | int | bool) and len(str(v)) <= 200
+        return len(v) <= MAX_LIST and all(_scalar(x) for x in v)
+    return _scalar(v)
 
 
 def mutation(algo: str, value: Any, where: str) -> dict[str, list]:
@@ -143,21 +190,46 @@ def mutation(algo: str, value: Any, where: str) -> dict[str, list]:
     out = {}
     for key, change in value.items():
         if key not in names:
-            raise StateError(f"{where}: {key!r} is not a hyperparameter of {algo}")
-        if not (isinstance(change, list | tuple) and len(change) == 2 and _scalar_or_list(change)):
-            raise StateError(f"{where}[{key!r}] must be [old, new] values, got {change!r}")
+            raise StateError(f"{where}: {short(key)} is not a hyperparameter of {algo}")
+        pair = isinstance(change, list | tuple) and len(change) == 2
+        if not (pair and all(_scalar_or_list(v) for v in change)):
+            raise StateError(
+                f"{where}[{key!r}] must be [old, new] values, each a number, string or flat "
+                f"list, got {short(change)}"
+            )
         out[key] = [list(v) if isinstance(v, tuple) else v for v in change]
     return out
 
 
 def algo_name(value: Any, where: str) -> str:
     """A registered algorithm's name."""
-    if not isinstance(value, str):
-        raise StateError(f"{where} must be an algorithm name, got {value!r}")
-    try:
-        return get_algo(value).name
-    except ValueError as exc:
-        raise StateError(f"{where}: {exc}") from None
+    if not isinstance(value, str) or value.lower() not in ALGOS:
+        raise StateError(
+            f"{where}: unknown algorithm {short(value)}; choose one of {', '.join(sorted(ALGOS))}"
+        )
+    return get_algo(value).name
+
+
+MAX_DEPTH = 32
+"""Deepest nesting of lists and objects a value from a store may have (an env's keywords
+need three or four levels). Deeper values would exhaust Python's stack in whatever walks
+them (``json.dumps``, a check, a repr), so they are refused before anything does."""
+
+
+def check_depth(value: Any, where: str, limit: int = MAX_DEPTH) -> Any:
+    """``value`` if its lists and objects nest at most ``limit`` deep, else ``StateError``.
+
+    Walks with its own stack, never by recursion: the value it refuses is the one that
+    would break a recursive walk."""
+    stack = [(value, 0)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, dict | list | tuple):
+            if depth >= limit:
+                raise StateError(f"{where} nests lists or objects deeper than {limit} levels")
+            children = v.values() if isinstance(v, dict) else v
+            stack.extend((child, depth + 1) for child in children)
+    return value
 
 
 def mapping(value: Any, where: str) -> dict[str, Any]:
@@ -179,7 +251,7 @@ def counters(value: Any, where: str = "state") -> dict[str, Any]:
     d = mapping(value if value is not None else {}, where)
     solved = d.get("solved", False)
     if not isinstance(solved, bool):
-        raise StateError(f"{where}.solved must be true or false, got {solved!r}")
+        raise StateError(f"{where}.solved must be true or false, got {short(solved)}")
     return {
         "total_steps": count(d.get("total_steps", 0), f"{where}.total_steps", MAX_COUNT),
         "elapsed_seconds": seconds(d.get("elapsed_seconds", 0.0), f"{where}.elapsed_seconds"),
@@ -209,14 +281,14 @@ def record(d: Any, where: str):
     d, pod_id, where, algo = _identity(d, where)
     status = d.get("status", "queued")
     if status not in STATUSES:
-        raise StateError(f"{where}.status must be one of {list(STATUSES)}, got {status!r}")
+        raise StateError(f"{where}.status must be one of {list(STATUSES)}, got {short(status)}")
     parent = d.get("parent")
     seed = d.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int) or abs(seed) > 2**62:
-        raise StateError(f"{where}.seed must be an integer, got {seed!r}")
+        raise StateError(f"{where}.seed must be an integer within +-2**62, got {short(seed)}")
     stop = d.get("stop_requested", False)
     if not isinstance(stop, bool):
-        raise StateError(f"{where}.stop_requested must be true or false, got {stop!r}")
+        raise StateError(f"{where}.stop_requested must be true or false, got {short(stop)}")
 
     def ckpt(key: str) -> str | None:
         v = d.get(key)
@@ -250,7 +322,8 @@ def record(d: Any, where: str):
 
 
 MAX_HISTORY = 10_000
-"""Segment rows kept per pod (the newest)."""
+"""Segment rows kept per pod (the newest): what a store can make a resume check, hold
+and plot is bounded, however long its file."""
 
 
 def history(algo: str, value: Any, where: str) -> list[dict[str, Any]]:
@@ -283,7 +356,7 @@ def entry(d: Any, where: str):
     parent = d.get("parent")
     usable = d.get("usable", True)
     if not isinstance(usable, bool):
-        raise StateError(f"{where}.usable must be true or false, got {usable!r}")
+        raise StateError(f"{where}.usable must be true or false, got {short(usable)}")
     std = d.get("score_std")
     return Entry(
         pod_id=pod_id,
@@ -315,7 +388,18 @@ def load(raw: Any, where: str) -> tuple[dict, list, dict[str, Any]]:
         entry(d, f"{where}: leaderboard[{i}]")
         for i, d in enumerate(items(raw.get("leaderboard", []), f"{where}: leaderboard"))
     ]
-    return records, entries, counters(raw.get("state"), f"{where}: state")
+    clock = counters(raw.get("state"), f"{where}: state")
+    # Refused rather than moved forward: the clock that stamps each history row is the
+    # one a snapshot saves, taken later and under the same lock, so an honest writer never
+    # saves a clock behind its rows. A store that does was edited; resuming it would draw
+    # curves going back in time and judge max_seconds by a clock no one can trust.
+    latest = max((h["time"] for r in records.values() for h in r.history), default=0.0)
+    if latest > clock["elapsed_seconds"]:
+        raise StateError(
+            f"{where}: state.elapsed_seconds ({clock['elapsed_seconds']:g}) is behind the "
+            f"history it saved (a segment at {latest:g} s): the file was edited or corrupted"
+        )
+    return records, entries, clock
 
 
 def learner_config(algo: str, hparams: dict[str, Any]):

@@ -383,7 +383,16 @@ class Store:
             data = self.read_bytes(name)
             if hashlib.sha256(data).hexdigest() != pointer["sha256"]:
                 raise ValueError("checksum mismatch")
-            loaded = json.loads(data)
+            try:
+                loaded = json.loads(data)
+            except (ValueError, RecursionError) as exc:
+                # It verifies, so it is what a writer saved, not a torn write: falling
+                # back to an older snapshot would silently undo every later save.
+                raise StoreError(
+                    f"{self.path(*name.split('/'))!r} matches the pointer's checksum but is "
+                    f"not readable JSON ({type(exc).__name__}, nested too deep?); refused "
+                    "rather than replaced by an older snapshot"
+                ) from None
             self.loaded_from = self.path(*name.split("/"))
             return loaded
         except StoreError:

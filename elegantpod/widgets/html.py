@@ -25,6 +25,30 @@ KEY_HPARAMS = {
     "dqn": ("lr", "target_update_every", "batch_size"),
 }
 """The hyperparameters worth a glance in the table, per algorithm (others: just lr)."""
+MAX_ROWS = 500
+"""Rows a table view renders; the rest are counted in a last line. A store from someone
+else can hold ten thousand pods with long histories: the page must stay small."""
+MAX_CELL = 200
+"""Characters of escaped HTML one cell holds (an error, a mutation); longer text is cut."""
+
+
+def _cap(escaped: str, limit: int = MAX_CELL) -> str:
+    """Escaped cell text cut to at most ``limit`` characters, never inside an entity
+    such as ``&amp;`` (so escaping still holds)."""
+    if len(escaped) <= limit:
+        return escaped
+    cut = escaped[:limit]
+    amp = cut.rfind("&")
+    if amp != -1 and ";" not in cut[amp:]:
+        cut = cut[:amp]
+    return cut + "…"
+
+
+def _more(hidden: int, columns: int, what: str) -> str:
+    """The last row of a cut table: how many rows it does not show, and where they are."""
+    if hidden <= 0:
+        return ""
+    return f'<tr><td colspan="{columns}"><i>{hidden:,} more {what} not shown</i></td></tr>'
 
 
 def key_hparams(algo: str, hparams: dict | None) -> str:
@@ -87,11 +111,12 @@ def leaderboard_html(board, title: str = "Leaderboard", footer: str = "") -> str
     ``footer`` is trusted HTML placed under the table (e.g. :func:`baselines_html`)."""
     head = "".join(f"<th>{c}</th>" for c in COLUMNS)
     body = []
-    for i, row in enumerate(leaderboard_rows(board)):
+    for i, row in enumerate(leaderboard_rows(board.head(MAX_ROWS))):
         style = ' style="background:#e8f5e9;font-weight:bold"' if i == 0 else ""
-        body.append(f"<tr{style}>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>")
+        body.append(f"<tr{style}>" + "".join(f"<td>{_cap(c)}</td>" for c in row) + "</tr>")
     if not body:
         body.append(f'<tr><td colspan="{len(COLUMNS)}">no finished segment yet</td></tr>')
+    body.append(_more(len(board) - MAX_ROWS, len(COLUMNS), "entries"))
     return (
         f"<div><b>{html.escape(title)}</b><table>"
         f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{footer}</div>"
@@ -135,21 +160,25 @@ def lineage_html(edges: list[dict[str, Any]]) -> str:
     """The lineage table (``Tournament.lineage()`` rows): parent, pod, mutation, status.
 
     Every string may come from a store someone else wrote, and this HTML runs in the
-    user's notebook page: each one is escaped, mutation names included.
+    user's notebook page: each one is escaped, mutation names included. The newest
+    :data:`MAX_ROWS` pods are shown, each cell at most :data:`MAX_CELL` characters.
     """
     rows = []
-    for edge in edges:
+    for edge in edges[-MAX_ROWS:]:
         mutation = ", ".join(
             f"{fmt(k)}: {fmt(v[0])} → {fmt(v[1])}" for k, v in (edge["mutation"] or {}).items()
         )
         rows.append(
             f"<tr><td>{fmt(edge['parent'])}</td><td>→ {fmt(edge['pod'])}</td>"
-            f"<td>{fmt(edge['algo'])}</td><td>{mutation}</td>"
-            f"<td>{fmt(edge.get('status'))}</td><td>{fmt(edge.get('error'))}</td></tr>"
+            f"<td>{fmt(edge['algo'])}</td><td>{_cap(mutation)}</td>"
+            f"<td>{fmt(edge.get('status'))}</td><td>{_cap(fmt(edge.get('error')))}</td></tr>"
         )
     return (
         "<table><tr><th>parent</th><th>pod</th><th>algo</th>"
-        "<th>mutation</th><th>status</th><th>why it failed</th></tr>" + "".join(rows) + "</table>"
+        "<th>mutation</th><th>status</th><th>why it failed</th></tr>"
+        + _more(len(edges) - MAX_ROWS, 6, "older pods")
+        + "".join(rows)
+        + "</table>"
     )
 
 
@@ -160,21 +189,23 @@ def schedule_html(phases: list[dict[str, Any]], title: str = "Best pod's schedul
     if not phases:
         return f"<p><b>{html.escape(title)}</b>: no finished segment yet</p>"
     rows = []
-    for ph in phases:
+    for ph in phases[-MAX_ROWS:]:  # the newest: the phases that shaped the winner last
         changes = ", ".join(
             f"{fmt(k)}: {fmt(v[0])} → {fmt(v[1])}" for k, v in (ph.get("changes") or {}).items()
         )
+        changes = _cap(changes) or ("start" if ph is phases[0] else "copied, unchanged")
         rows.append(
             f"<tr><td>{fmt(ph['from_steps'])}–{fmt(ph['to_steps'])}</td>"
             f"<td>{fmt(ph['from_time'])}–{fmt(ph['to_time'])} s</td><td>{fmt(ph['pod'])}</td>"
             f"<td>{fmt(ph['segments'])}</td><td>{fmt(ph['score'])}</td>"
-            f"<td>{changes or ('start' if ph is phases[0] else 'copied, unchanged')}</td></tr>"
+            f"<td>{changes}</td></tr>"
         )
     changed = sum(1 for ph in phases if ph.get("changes"))
     return (
         f"<div><b>{html.escape(title)}</b> ({changed} change{'s' * (changed != 1)} of "
         "hyperparameters on the way)<table><tr><th>env steps</th><th>time</th><th>pod</th>"
         "<th>segments</th><th>fitness at end</th><th>what changed</th></tr>"
+        + _more(len(phases) - MAX_ROWS, 6, "earlier phases")
         + "".join(rows)
         + "</table></div>"
     )

@@ -1,0 +1,65 @@
+"""What a view renders is bounded (issue 29, minor items): a store with thousands of
+pods, long errors and long histories still gives pages of a few hundred kilobytes."""
+
+from types import SimpleNamespace
+
+import pandas as pd
+
+from elegantpod.agents import PPOConfig
+from elegantpod.tournament import state, views
+from elegantpod.widgets.html import MAX_ROWS, leaderboard_html, lineage_html, schedule_html
+
+LIMIT = 400_000
+"""Bytes a rendered table may take (the review saw a 13 MB lineage widget)."""
+
+
+def hostile_population(pods: int, rows: int):
+    hp = [dict(vars(PPOConfig()), lr=lr, hidden=[64, 64]) for lr in (1e-3, 2e-3)]
+    long = ["x" * 200] * 64  # the longest mutation value a store may hold
+    records = [
+        {
+            "pod_id": f"p{i:04d}",
+            "algo": "ppo",
+            "hparams": {},
+            "seed": i,
+            "status": "failed",
+            "error": "<b>E</b>" * 500,
+            "mutation": {name: [long, long] for name in ("lr", "gamma", "clip_coef", "epochs")},
+            "history": [
+                {"segment": j + 1, "env_steps": j, "score": 0.0, "time": 0.0, "hparams": hp[j % 2]}
+                for j in range(rows if i == 0 else 0)
+            ],
+        }
+        for i in range(pods)
+    ]
+    loaded, _, _ = state.load({"pods": records}, "state/00000001.json")
+    return SimpleNamespace(records=loaded)
+
+
+def test_the_lineage_view_shows_the_newest_pods_and_counts_the_rest():
+    population = hostile_population(pods=3000, rows=0)
+    page = lineage_html(views.lineage(population))
+    assert len(page) < LIMIT, len(page)
+    assert f"{3000 - MAX_ROWS:,} more older pods not shown" in page
+    assert "p2999" in page and "p0000" not in page
+    assert "<b>E</b>" not in page  # still escaped after cutting
+
+
+def test_a_schedule_of_ten_thousand_phases_renders_its_newest():
+    population = hostile_population(pods=1, rows=state.MAX_HISTORY)
+    phases = views.schedule(population, "p0000")
+    assert len(phases) == state.MAX_HISTORY  # every row changed the hyperparameters
+    page = schedule_html(phases)
+    assert len(page) < LIMIT, len(page)
+    assert f"{state.MAX_HISTORY - MAX_ROWS:,} more earlier phases not shown" in page
+
+
+def test_the_leaderboard_view_is_bounded():
+    rows = [
+        {c: None for c in views.LEADERBOARD_COLUMNS}
+        | {"rank": i, "pod": f"p{i:04d}", "algo": "ppo", "score_mean": 1.0, "status": "x" * 4000}
+        for i in range(1, 2001)
+    ]
+    page = leaderboard_html(pd.DataFrame(rows, columns=views.LEADERBOARD_COLUMNS))
+    assert len(page) < LIMIT, len(page)
+    assert f"{2000 - MAX_ROWS:,} more entries not shown" in page
