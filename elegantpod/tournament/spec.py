@@ -116,11 +116,11 @@ class TournamentSpec:
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"{name} must be an integer, got {value!r}")
+                raise ValueError(f"{name} must be an integer, got {short(value)}")
         for name in ("max_steps", "segment_steps"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-                raise ValueError(f"{name} must be an integer, got {value!r}")
+                raise ValueError(f"{name} must be an integer, got {short(value)}")
         if self.device != "auto":
             try:
                 import torch
@@ -297,8 +297,8 @@ def resume_changes(spec: TournamentSpec, overrides: dict[str, Any], where: str) 
             continue
         if key not in RESUME_CHANGEABLE:
             raise ValueError(
-                f"{where} holds a tournament with {key}={old!r}; a resume cannot "
-                f"change it to {value!r} (start a new store for that)"
+                f"{where} holds a tournament with {key}={short(old)}; a resume cannot "
+                f"change it to {short(value)} (start a new store for that)"
             )
         changes[key] = [old, value]
     return changes
@@ -319,8 +319,8 @@ def check_sources(where: str, spec: TournamentSpec, overrides: dict, allow: bool
         if unconfirmed and not allow:
             raise ValueError(
                 f"{where!r} names data to read in {name}: "
-                f"{unconfirmed!r}; a store from someone else must not make this process "
-                f"read files or fetch URLs. Pass {name}={unconfirmed!r} to resume (or "
+                f"{short(unconfirmed)}; a store from someone else must not make this process "
+                f"read files or fetch URLs. Pass {name}={short(unconfirmed)} to resume (or "
                 "allow_remote=True) if you trust it"
             )
 
@@ -340,7 +340,7 @@ def unknown_option(key: str) -> str:
     names = [f.name for f in dataclasses.fields(TournamentSpec)]
     close = difflib.get_close_matches(key, names, n=3)
     hint = f"; did you mean {', '.join(close)}?" if close else f"; options: {', '.join(names)}"
-    return f"unknown tournament option {key!r}{hint}"
+    return f"unknown tournament option {short(key)}{hint}"
 
 
 def make_spec(**options: Any) -> TournamentSpec:
@@ -364,7 +364,7 @@ def make_spec(**options: Any) -> TournamentSpec:
             learner = get_algo(algo)
             if not isinstance(given, dict):
                 raise ValueError(
-                    f"hparams[{algo!r}] must be a dict of hyperparameters, got {given!r}"
+                    f"hparams[{algo!r}] must be a dict of hyperparameters, got {short(given)}"
                 )
             # values in their field's type ("3e-4" from a command line is 0.0003)
             config = replace_checked(learner.config_cls(), given)

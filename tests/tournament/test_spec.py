@@ -83,7 +83,7 @@ def test_values_nested_past_reason_are_refused_before_anything_walks_them(tmp_pa
     resume_refused(tmp_path / "s", "nests lists or objects deeper than 32 levels")
 
 
-@pytest.mark.parametrize("field", ["env_id", "device", "fitness", "zzz"])
+@pytest.mark.parametrize("field", ["env_id", "device", "fitness", "max_retries", "zzz"])
 def test_errors_repeat_at_most_a_few_hundred_characters_of_a_hostile_value(tmp_path, field):
     hostile = "<script>" + "A" * 100_000
     if field == "zzz":  # an unknown key: its name is the hostile value
