@@ -41,6 +41,10 @@ POD_ID = re.compile(r"^p[0-9]{3,9}$")
 """Pod ids the orchestrator makes (``p000``, ``p001``...): the only ones a store may name."""
 CHECKPOINT_NAME = re.compile(r"^pods/(p[0-9]{3,9})/seg-([0-9]{5,9})\.pt$")
 """A checkpoint's name relative to the store root."""
+TOURNAMENT_UID = re.compile(r"^[0-9a-f]{32}$")
+"""A tournament's identity, made once and saved in its state: every checkpoint it writes
+names it, so a checkpoint from another tournament is refused (see
+:func:`elegantpod.checkpoint.check_origin`)."""
 STATUSES = ("queued", "running", "paused", "idle", "stopped", "replaced", "failed")
 MAX_COUNT = 10**15
 """Upper bound of env-step counters (a thousand years at 30 M steps/s)."""
@@ -252,6 +256,11 @@ def counters(value: Any, where: str = "state") -> dict[str, Any]:
     solved = d.get("solved", False)
     if not isinstance(solved, bool):
         raise StateError(f"{where}.solved must be true or false, got {short(solved)}")
+    uid = d.get("tournament_uid")  # stores saved before it was recorded have none
+    if uid is not None and not (isinstance(uid, str) and TOURNAMENT_UID.match(uid)):
+        raise StateError(
+            f"{where}.tournament_uid must match {TOURNAMENT_UID.pattern}, got {short(uid)}"
+        )
     return {
         "total_steps": count(d.get("total_steps", 0), f"{where}.total_steps", MAX_COUNT),
         "elapsed_seconds": seconds(d.get("elapsed_seconds", 0.0), f"{where}.elapsed_seconds"),
@@ -261,6 +270,7 @@ def counters(value: Any, where: str = "state") -> dict[str, Any]:
         "next_index": count(d.get("next_index", 0), f"{where}.next_index"),
         "failures_replaced": count(d.get("failures_replaced", 0), f"{where}.failures_replaced"),
         "solved": solved,
+        "tournament_uid": uid,
     }
 
 

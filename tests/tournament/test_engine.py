@@ -168,9 +168,7 @@ def fill(folder):
 
 
 @pytest.mark.slow
-def test_a_full_store_stops_the_tournament_as_failed_and_a_resume_continues(
-    client, small_disk
-):
+def test_a_full_store_stops_the_tournament_as_failed_and_a_resume_continues(client, small_disk):
     store = small_disk / "s"
     t = tiny(store, client, pods=2, max_seconds=60)
     t.start()

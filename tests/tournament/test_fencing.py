@@ -146,3 +146,17 @@ def test_best_refuses_a_checkpoint_of_another_tournament(tmp_path):
     t = Tournament.resume(path)
     with pytest.raises(ValueError, match="written by tournament 'e{32}'"):
         t.best()
+
+
+@pytest.mark.parametrize("uid", ["../x", "F" * 32, 7, "a" * 31, "<script>"])
+def test_a_hostile_tournament_uid_is_refused_on_resume(tmp_path, uid):
+    from elegantpod.tournament.state import StateError
+
+    make_store(tmp_path / "s", state={"elapsed_seconds": 1.0, "tournament_uid": uid})
+    with pytest.raises(StateError, match="tournament_uid must match"):
+        Tournament.resume(tmp_path / "s")
+
+
+def test_a_resume_keeps_the_tournaments_uid(tmp_path):
+    make_store(tmp_path / "s", state={"elapsed_seconds": 1.0, "tournament_uid": UID})
+    assert Tournament.resume(tmp_path / "s").uid == UID
