@@ -358,7 +358,7 @@ def check_origin(
     data: dict[str, Any],
     path,
     *,
-    tournament: str,
+    tournament: str | None,
     env_id: str,
     algo: str,
     pod: str | None = None,
@@ -369,7 +369,8 @@ def check_origin(
     Pendulum SAC agent in a CartPole PPO store) must never be returned as the best agent
     nor trained on. The env and algorithm are checked for every checkpoint; the
     tournament and the pod for every one that names them (a checkpoint written before
-    elegantpod recorded its origin names none). Returns the origin.
+    elegantpod recorded its origin names none; a store saved before it recorded its
+    tournament's identity passes ``tournament=None``). Returns the origin.
     """
     spec = spec_of(data, path)
     where = f"checkpoint {str(path)!r}"
@@ -380,7 +381,7 @@ def check_origin(
         )
     origin = origin_of(data, path)
     if origin is not None:
-        if origin["tournament"] != tournament:
+        if tournament is not None and origin["tournament"] != tournament:
             raise CheckpointError(
                 f"{where} was written by tournament {origin['tournament']!r}, not by this "
                 f"store's tournament {tournament!r}: refusing a checkpoint from elsewhere"

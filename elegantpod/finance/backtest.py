@@ -239,29 +239,29 @@ def backtest(
         check_name(name, "agent name")
     info: dict[str, Any] = {}
     trained_spec = None
-    expected: dict[str, Any] = {}
     if hasattr(agent, "best") and hasattr(agent, "lineage"):
         info.update(_tournament_info(agent))
         agent = agent.best(device=device)
     elif isinstance(agent, str | Path):
-        from elegantpod.checkpoint import checkpoint_spec, resolve_checkpoint
+        from elegantpod.checkpoint import (
+            check_origin,
+            checkpoint_spec,
+            load_checkpoint,
+            resolve_checkpoint,
+        )
         from elegantpod.finance.store_selection import best_of_store, is_store, of_checkpoint
 
         if is_store(agent):
             info.update(best_of_store(agent))  # the store's best agent
-            expected = info.pop("expected")
             agent = info["checkpoint"]
         else:
             agent = resolve_checkpoint(agent)  # a run folder: its best.pt
             info.update(of_checkpoint(agent))  # {} unless it lies in a store
             info["checkpoint"] = str(agent)
+        expected = info.pop("expected", None)
+        if expected is not None:  # a store's checkpoint: what its record says it is
+            check_origin(load_checkpoint(agent), agent, **expected)
         trained_spec = checkpoint_spec(agent)  # its own dates, even when data stands in
-        for key, want in expected.items():
-            if getattr(trained_spec, key) != want:
-                raise ValueError(
-                    f"checkpoint {str(agent)!r} holds a {key} {getattr(trained_spec, key)!r} "
-                    f"agent, not the {want!r} its store's leaderboard records"
-                )
         agent = _from_checkpoint(agent, data, device, allow_remote)
     if not isinstance(agent, Pod):
         raise TypeError(

@@ -47,15 +47,22 @@ def store_of_checkpoint(path: str | os.PathLike) -> str | None:
 
 
 def _read(root: str):
-    """``(store, spec dict, records, leaderboard entries)``, all checked; read only."""
+    """``(store, spec dict, records, leaderboard entries, tournament uid)``, all checked;
+    read only."""
     from elegantpod.tournament import state as checked
     from elegantpod.tournament.store import Store
 
     store = Store(root)
     spec = checked.mapping(store.read_json(SPEC, default={}), store.path(SPEC))
     raw = store.load_state()
-    records, entries, _ = checked.load(raw or {}, store.loaded_from or store.path("state"))
-    return store, spec, records, entries
+    records, entries, counters = checked.load(raw or {}, store.loaded_from or store.path("state"))
+    return store, spec, records, entries, counters["tournament_uid"]
+
+
+def _expected(spec: dict, uid: str | None, algo: str, pod: str) -> dict[str, Any]:
+    """What the checkpoint of ``pod`` must say of itself: keywords of
+    :func:`~elegantpod.checkpoint.check_origin`."""
+    return {"tournament": uid, "env_id": spec.get("env_id"), "algo": algo, "pod": pod}
 
 
 def _selection(store, spec: dict, records: dict) -> dict[str, Any]:
@@ -77,16 +84,21 @@ def _selection(store, spec: dict, records: dict) -> dict[str, Any]:
 
 
 def of_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
-    """The selection of the store that ``path`` lies in; ``{}`` for a checkpoint in none."""
+    """The selection of the store that ``path`` lies in; ``{}`` for a checkpoint in none.
+
+    ``expected`` (when the store records the pod): what the checkpoint must say of itself.
+    """
     root = store_of_checkpoint(path)
     if root is None:
         return {}
-    store, spec, records, _ = _read(root)
+    store, spec, records, _, uid = _read(root)
     out = _selection(store, spec, records)
     pod = os.fspath(path).replace("\\", "/").rsplit("/", 2)[-2]
     rec = records.get(pod)
     if rec is not None:
-        out.update(pod=pod, name=f"{rec.algo.upper()} {pod}")
+        out.update(
+            pod=pod, name=f"{rec.algo.upper()} {pod}", expected=_expected(spec, uid, rec.algo, pod)
+        )
     return out
 
 
@@ -95,7 +107,7 @@ def best_of_store(root: str | os.PathLike) -> dict[str, Any]:
     ``expected``: the env and algorithm its checkpoint must hold."""
     from elegantpod.tournament import leaderboard as lb
 
-    store, spec, records, entries = _read(os.fspath(root))
+    store, spec, records, entries, uid = _read(os.fspath(root))
     usable = lb.rank([e for e in entries if e.usable])
     if not usable:
         raise ValueError(
@@ -114,6 +126,6 @@ def best_of_store(root: str | os.PathLike) -> dict[str, Any]:
         score=best.score_mean,
         checkpoint=store.resolve(best.checkpoint),
         lineage=chain,
-        expected={"algo": best.algo, "env_id": spec.get("env_id")},
+        expected=_expected(spec, uid, best.algo, best.pod_id),
     )
     return out

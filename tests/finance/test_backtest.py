@@ -322,8 +322,12 @@ def test_a_store_checkpoint_that_is_not_the_recorded_agent_is_refused(store, tmp
     kwargs = {"data": "sp500", "tickers": ["AAPL"], "end": "2018-12-31"}
     other = Pod(PodSpec(env_id="StockTrading-v0", algo="sac", max_steps=64, env_kwargs=kwargs))
     ckpt.write_bytes(Path(other.save(tmp_path / "sac.pt")).read_bytes())
-    with pytest.raises(ValueError, match="not the 'ppo' its store's leaderboard records"):
+    with pytest.raises(
+        ValueError, match="holds a 'sac' agent .* its record in the store says 'ppo'"
+    ):
         backtest(root)
+    with pytest.raises(ValueError, match="its record in the store says 'ppo'"):
+        backtest(ckpt)  # the checkpoint itself, inside its store, is checked too
 
 
 def test_the_users_own_store_resumes_without_a_flag(store):
