@@ -18,9 +18,11 @@ from typing import Any
 import torch
 
 from elegantpod.config import AUTO_DEVICE, PodSpec, check_json
-from elegantpod.safe_files import UnsafeFileError, atomic_write_bytes, open_file
 
-__all__ = ["atomic_write_bytes"]  # re-exported: reports and runs write through it too
+# atomic_write_bytes is re-exported: reports and runs write through it too (a module-level
+# __all__ would hide the rest of this module from the API reference)
+from elegantpod.safe_files import UnsafeFileError, open_file
+from elegantpod.safe_files import atomic_write_bytes as atomic_write_bytes
 
 FORMAT = "elegantpod-checkpoint"
 VERSION = 1
