@@ -609,7 +609,11 @@ def step_tournament(args, record) -> dict[str, Any]:
     else:
         pods, n, horizon, lone_s, warmup, window = 2, 16, 4, 0.3, 1.0, 1.5
     hparams = {"num_envs": n, "horizon": horizon}
+    # 8 iterations per segment: PPO's default segment (32,768 steps) is less than one
+    # iteration at this size, and a segment of one iteration is never captured
+    segment = 8 * n * horizon
     out: dict[str, Any] = {"pods": pods, "num_envs": n, "horizon": horizon}
+    out["segment_steps"] = segment
     out["lone_steps_per_second"] = lone_pod(hparams, "cuda" if on_gpu else "cpu", lone_s)
     record.update(out)
     write(args.out, _finite(record))
@@ -630,6 +634,7 @@ def step_tournament(args, record) -> dict[str, Any]:
             store=tempfile.mkdtemp(prefix="gpu-check-tournament-"), client=client,
             max_seconds=warmup + window + 60, hparams={"ppo": hparams},
             generator=GeneratorConfig(ready_segments=10**6), eval_episodes=2,
+            segment_steps=segment,
         )  # fmt: skip
         t.start()
         time.sleep(warmup)
