@@ -62,11 +62,11 @@ steps=(versions gpu_tests probe pods frontier tournament mjx)
 run_step() { # index name budget
     local json="$out_dir/$(($1 + 1))_$2.json" log="$out_dir/$(($1 + 1))_$2.log" rc
     timeout -k 10 "$3" "$py" benchmarks/gpu_check_steps.py "$2" --out "$json" \
-        --budget "$3" "${flag[@]}" >"$log" 2>&1
+        --budget "$3" ${flag[@]+"${flag[@]}"} >"$log" 2>&1
     rc=$?
     tail -n 3 "$log"
     "$py" benchmarks/gpu_check_steps.py fallback --out "$json" --rc "$rc" --log "$log" \
-        "${flag[@]}" || echo "gpu_check.sh: could not write $json" >&2
+        ${flag[@]+"${flag[@]}"} || echo "gpu_check.sh: could not write $json" >&2
 }
 for i in "${!steps[@]}"; do
     name="${steps[$i]}"
@@ -75,7 +75,7 @@ for i in "${!steps[@]}"; do
     ((budget > left)) && budget=$left
     if ((budget < 10)); then # out of time (MJX comes last: "if time is left")
         "$py" benchmarks/gpu_check_steps.py fallback --out "$out_dir/$((i + 1))_$name.json" \
-            --rc 124 --status "skipped: no time left" "${flag[@]}"
+            --rc 124 --status "skipped: no time left" ${flag[@]+"${flag[@]}"}
         echo "$name: skipped, $left s left"
         continue
     fi
