@@ -12,9 +12,9 @@ Python and took 174 ms, while end-to-end-compiled JAX PPO did the same work in 1
   the buffer writes, then copies of the env's and worker's carried tensors back into
   the tensors the graph reads, so that each replay continues where the last one ended;
 - **update**: GAE, every epoch's permutation and minibatch gradient steps (loss,
-  backward, gradient clipping, Adam with ``capturable=True``) and the observation
-  normalizer's update, summing the statistics into a device tensor that is read once
-  per iteration.
+  backward, gradient clipping, Adam with ``capturable=True`` reading a tensor learning
+  rate) and the observation normalizer's update, summing the statistics into a device
+  tensor that is read once per iteration.
 
 Both record the very functions the eager path runs (:meth:`Worker.rollout
 <elegantpod.pod.Worker.rollout>`, :meth:`PPO.update_static
@@ -22,21 +22,30 @@ Both record the very functions the eager path runs (:meth:`Worker.rollout
 iteration computes from the same state, including the random draws: the learner's and
 the env's generators are registered with each graph and advance as they would eagerly.
 
-A graph holds the addresses of every tensor it touches. Anything that replaces one of
-them (a checkpoint load, a hyperparameter change baked into the kernels such as a new
-learning rate, a rebuilt optimizer) is noticed through :meth:`IterationGraphs.fingerprint`
-before the next replay and the graphs are captured again. Tensors the pod reassigns as
-it runs (the env's state after a reset, the worker's observation) are copied into the
-graph's own before a replay instead.
+A graph holds the addresses of every tensor it touches and the Python constants of
+its kernels. Anything that replaces one of those tensors (a checkpoint load, a rebuilt
+optimizer) or changes a constant (a new clipping range, discount or entropy weight) is
+noticed through :meth:`IterationGraphs.fingerprint` before the next replay and the graphs
+are captured again. The learning rate is no constant: Adam reads it from a device tensor
+that a new ``lr`` changes in place. Tensors the pod reassigns as it runs (the env's
+state after a reset, the worker's observation) are copied into the graph's own before a
+replay instead, so a restart of the pod's episodes keeps its graphs.
 
 The first iteration after a (re)capture runs eagerly on a side stream: it warms up
 lazily initialised CUDA state (cuBLAS handles, compiled kernels) as CUDA graphs
-require, and trains like any other iteration. If capturing fails, the pod warns once
-and stays eager.
+require, and trains like any other iteration. A capture is paid for by the replays that
+follow it, so it is made only when at least :data:`MIN_CAPTURE_ITERATIONS` iterations
+remain (:func:`should_capture`). If capturing fails, the pod warns once and stays eager.
+
+Every iteration on this path, eager or captured, hands the env's compiled step carried
+tensors of one kind, inference tensors: dynamo compiles plain and inference tensors
+apart, and a rollout of one step (``horizon=1``) would otherwise meet the inference
+variant first inside the capture, where a compile fails.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import warnings
 from typing import Any
@@ -49,6 +58,21 @@ Tensor = torch.Tensor
 
 ENV_CARRY = ("state", "elapsed", "episode_return", "_draws", "_reset_key")
 """A native env's tensors that one step replaces and the next step reads."""
+
+MIN_CAPTURE_ITERATIONS = 2
+"""Iterations that must remain for a capture to pay: the warm-up iteration that precedes
+it, and at least one replay of what it captured."""
+
+
+def should_capture(iterations_left: int | None, minimum: int = MIN_CAPTURE_ITERATIONS) -> bool:
+    """Whether to warm up and capture now, with ``iterations_left`` iterations (this one
+    included) left in the run; ``None``: unknown (a time budget), capture.
+
+    A capture costs about one eager iteration and replays nothing by itself; a segment
+    of one iteration would pay for it and never use it.
+    """
+    return iterations_left is None or iterations_left >= minimum
+
 
 _capture_lock = threading.Lock()
 _streams: dict[str, tuple[Any, Any]] = {}
@@ -108,27 +132,35 @@ class IterationGraphs:
         self.captures = 0
         """How many times the graphs were captured (a new capture follows any change of
         the tensors or constants they hold)."""
-        self._fingerprint: tuple | None = None
+        self.replays = 0
+        """How many iterations replayed captured graphs."""
+        self._fingerprint: Fingerprint | None = None
         self._static: dict[tuple[str, str], Tensor] = {}
+        learner.use_static_update(capture)
 
     # -- running --------------------------------------------------------------------------
-    def run(self) -> dict[str, float]:
+    def run(self, iterations_left: int | None = None) -> dict[str, float]:
         """One iteration (rollout and update); returns the update's statistics.
 
-        The only host synchronisation is reading those statistics at the end.
+        ``iterations_left``: iterations left in the run, this one included (``None``:
+        unknown). Valid graphs are replayed whatever it says; new ones are captured only
+        where :func:`should_capture` says the capture pays, else the iteration runs
+        eagerly. The only host synchronisation is reading the statistics at the end.
         """
-        if not self.capture:
-            self._eager_iteration()
-        elif self.graphs is None or self._fingerprint != self.fingerprint():
-            self._warm_up_and_capture()
-        else:
+        if self.capture and self.graphs is not None and self._fingerprint == self.fingerprint():
             self._sync_in()
             rollout, update = self.graphs
             rollout.replay()
             update.replay()
+            self.replays += 1
+        elif self.capture and should_capture(iterations_left):
+            self._warm_up_and_capture()
+        else:
+            self._eager_iteration()
         return dict(zip(PPO.STAT_KEYS, (self.sums / max(self.steps, 1)).tolist(), strict=True))
 
     def _eager_iteration(self) -> None:
+        self._as_inference()
         batch = self.worker.rollout()
         self.steps = self.learner.update_static(batch, self.sums)
 
@@ -138,26 +170,47 @@ class IterationGraphs:
         self._fingerprint = None
 
     # -- what a graph depends on -----------------------------------------------------------
-    def fingerprint(self) -> tuple:
-        """Identities of every tensor and constant the graphs hold, but the carried ones.
+    def fingerprint(self) -> Fingerprint:
+        """What the graphs hold, but the carried tensors: equal fingerprints, valid graphs.
 
-        Parameters, gradients' owners, optimizer moments, the rollout buffer, the
-        normalizer's statistics and the config object (whose floats, such as the
-        learning rate and clipping range, are baked into captured kernels).
+        By value: the learner's config (its floats, such as the clipping range and the
+        discount, are baked into captured kernels; those the update reads from tensors,
+        the learning rate, are left out) and the optimizers' per-group settings. By
+        identity and address (held here, so that no new object can take a freed one's
+        place): parameters, optimizer moments and step clocks, the learning-rate tensor,
+        the rollout buffer, the normalizer's statistics, the episode counters and the
+        random generators.
         """
         learner, worker = self.learner, self.worker
-        ids: list[int] = [id(learner.config), id(worker.buffer), id(learner.generator)]
-        ids += [id(p) for p in learner.params]
+        skip = set(getattr(learner, "tensor_hparams", ()))
+        config = dataclasses.asdict(learner.config)
+        values: list[Any] = [sorted((k, repr(v)) for k, v in config.items() if k not in skip)]
+        held: list[Any] = [worker.buffer, learner.generator, worker.env.generator]
+        held += [v for v in vars(worker.buffer).values() if isinstance(v, Tensor)]
+        held += list(learner.params)
         for opt in learner.optimizers.values():
             for state in opt.state.values():
-                ids += [id(v) for v in state.values() if isinstance(v, Tensor)]
-            ids += [hash(repr(sorted(g.items(), key=str))) for g in _group_scalars(opt)]
-        ids += [id(b) for b in learner.obs_norm.buffers()]
-        ids += [id(worker.return_sum), id(worker.episodes), id(worker.env.generator)]
-        return tuple(ids)
+                held += [v for v in state.values() if isinstance(v, Tensor)]
+            for group in _group_scalars(opt):
+                held += [v for v in group.values() if isinstance(v, Tensor)]
+                values.append(
+                    sorted((k, repr(v)) for k, v in group.items() if not isinstance(v, Tensor))
+                )
+        held += list(learner.obs_norm.buffers())
+        held += [worker.return_sum, worker.episodes]
+        return Fingerprint(values, held)
 
     def _carried(self) -> list[tuple[Any, str]]:
         return [(self.worker.env, name) for name in ENV_CARRY] + [(self.worker, "obs")]
+
+    def _as_inference(self) -> None:
+        """Make the carried tensors inference tensors (a reset makes plain ones), so the
+        env's compiled step meets one variant on this path, the one a rollout makes."""
+        with torch.inference_mode():
+            for owner, name in self._carried():
+                current = getattr(owner, name)
+                if not current.is_inference():
+                    setattr(owner, name, current.clone())
 
     def _sync_in(self) -> None:
         """Copy tensors the pod reassigned since the last replay into the graph's own."""
@@ -172,26 +225,50 @@ class IterationGraphs:
     # -- capturing -------------------------------------------------------------------------
     def _warm_up_and_capture(self) -> None:
         self.graphs = None
-        side = _pod_streams(self.learner.device)[0]
-        side.wait_stream(torch.cuda.current_stream(self.learner.device))
+        self._as_inference()
+        try:
+            side = _pod_streams(self.learner.device)[0]
+        except Exception as exc:  # no CUDA here after all
+            self._give_up(exc)
+            self._eager_iteration()
+            return
+        current = torch.cuda.current_stream(self.learner.device)
+        side.wait_stream(current)
         with torch.cuda.stream(side):
             self._eager_iteration()  # a real iteration, which also warms CUDA up
-        torch.cuda.current_stream(self.learner.device).wait_stream(side)
+        current.wait_stream(side)
+        # what the warm-up allocated on the side stream and the default stream reads
+        # next: the allocator must not hand it out again before that reading is done
+        for tensor in self._side_allocated():
+            tensor.record_stream(current)
         try:
             with _capture_lock:
                 self.graphs = (self._capture_rollout(), self._capture_update())
         except Exception as exc:  # a capture that fails must not end the run
-            warnings.warn(
-                f"capturing the pod's iterations failed ({type(exc).__name__}: {exc}); "
-                "training on eagerly",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-            self.capture = False
-            self.graphs = None
+            self._give_up(exc)
             return
         self._fingerprint = self.fingerprint()
         self.captures += 1
+
+    def _give_up(self, exc: Exception) -> None:
+        warnings.warn(
+            f"capturing the pod's iterations failed ({type(exc).__name__}: {exc}); "
+            "training on eagerly",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+        self.capture = False
+        self.graphs = None
+        self.learner.use_static_update(False)  # an eager optimizer from now on
+
+    def _side_allocated(self) -> list[Tensor]:
+        """Tensors a warm-up may have made on its side stream: the carried ones and the
+        optimizer's lazily created moments."""
+        out = [getattr(owner, name) for owner, name in self._carried()]
+        for opt in self.learner.optimizers.values():
+            for state in opt.state.values():
+                out += [v for v in state.values() if isinstance(v, Tensor) and v.is_cuda]
+        return [t for t in out if t.is_cuda]
 
     def _graph(self, graph: Any) -> Any:
         stream = _pod_streams(self.learner.device)[1]
@@ -230,6 +307,34 @@ class IterationGraphs:
         with torch.cuda.device(self.learner.device), self._graph(graph):
             self.steps = self.learner.update_static(batch, self.sums)
         return graph
+
+
+class Fingerprint:
+    """Values compared by equality, objects by identity and (tensors) by address.
+
+    It holds its objects, so that none of them is freed and its ``id`` reused while the
+    fingerprint lives: comparing bare ``id()``s of configs let a new config take a freed
+    one's address and keep stale constants in a graph.
+    """
+
+    __slots__ = ("held", "pointers", "values")
+
+    def __init__(self, values: list[Any], held: list[Any]) -> None:
+        self.values = values
+        self.held = tuple(held)
+        self.pointers = tuple(x.data_ptr() if isinstance(x, Tensor) else 0 for x in held)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Fingerprint):
+            return NotImplemented
+        return (
+            self.values == other.values
+            and self.pointers == other.pointers
+            and len(self.held) == len(other.held)
+            and all(a is b for a, b in zip(self.held, other.held, strict=True))
+        )
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 def _group_scalars(opt: torch.optim.Optimizer) -> list[dict[str, Any]]:

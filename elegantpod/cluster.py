@@ -26,9 +26,25 @@ def _gpu_count() -> int:
         return 0
 
 
-GPU_THREADS = 4
-"""Threads (pods at once) of a local GPU worker by default: one small pod leaves an H200
-mostly idle (measured: 17% utilisation), so a tournament packs several onto it."""
+GPU_THREADS = 1
+"""Threads of a local GPU worker process: one pod per process (see
+:mod:`elegantpod.gpu_layout`); a GPU is shared by ``pods_per_gpu`` processes instead."""
+
+
+def _visible_gpus() -> tuple[list[str], list[int | None]]:
+    """This machine's GPUs as ``CUDA_VISIBLE_DEVICES`` names them, and their memory."""
+    import torch
+
+    count = torch.cuda.device_count()
+    names = [g.strip() for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")]
+    names = names[:count] if len(names) >= count and all(names) else [str(i) for i in range(count)]
+    memory: list[int | None] = []
+    for i in range(count):
+        try:
+            memory.append(int(torch.cuda.get_device_properties(i).total_memory))
+        except Exception:
+            memory.append(None)
+    return names, memory
 
 
 def cluster(
@@ -43,12 +59,15 @@ def cluster(
     timeout: float = 10.0,
     start_timeout: float = 60.0,
     security=None,
+    pods_per_gpu: int | None = None,
+    pod_bytes: int | None = None,
     **kwargs,
 ) -> Client:
     """Return a ``distributed.Client`` for running pods.
 
-    Three modes: an embedded ``LocalCluster`` (the default; a ``LocalCUDACluster`` on a
-    GPU node), an existing scheduler ``address``, or a Dask Gateway cluster
+    Three modes: an embedded ``LocalCluster`` (the default; on a GPU node ``pods_per_gpu``
+    single-thread worker processes per GPU, see :mod:`elegantpod.gpu_layout`), an
+    existing scheduler ``address``, or a Dask Gateway cluster
     (``gateway=``), the JupyterHub way. See :func:`gateway_cluster` for the gateway's
     own options (cluster options, adaptive scaling, reconnecting by name).
 
@@ -63,16 +82,23 @@ def cluster(
         config, as JupyterHub's daskhub sets it). Other keyword arguments go to
         :func:`gateway_cluster` then.
     n_workers
-        Local worker processes; ``None``: one per CPU core (or per GPU). With a gateway:
-        workers to scale to.
+        Local worker processes; ``None``: one per CPU core. On a GPU node: how many of
+        its GPUs to use (``None``: all). With a gateway: workers to scale to.
     threads_per_worker
-        Threads per local worker: one pod runs per thread. ``None``: 1 on CPU workers
-        (torch uses one thread per pod), :data:`GPU_THREADS` on GPU workers, so that
-        several pods share a GPU (a tournament packs up to that many per GPU).
+        Threads per local CPU worker: one pod runs per thread. ``None``: 1 (torch uses
+        one thread per pod). GPU workers always have one thread: one pod per process.
     gpu
-        ``"auto"``: a ``dask_cuda.LocalCUDACluster`` (one worker per GPU, each with a
-        ``GPU`` resource) when GPUs and ``dask-cuda`` are present, else CPU workers.
-        ``True`` requires it; ``False`` never uses it.
+        ``"auto"``: GPU workers when torch sees CUDA devices (``pods_per_gpu`` processes
+        per GPU, each pinned to it by ``CUDA_VISIBLE_DEVICES`` and holding a ``GPU``
+        resource of ``1 / pods_per_gpu``), else CPU workers. ``True`` requires them;
+        ``False`` never uses them.
+    pods_per_gpu
+        Worker processes per GPU (a power of two). ``None``: as many as the smallest
+        GPU's memory holds for pods of ``pod_bytes`` (each also pays its process's CUDA
+        context, about 0.5 GiB), at most 8, and at most the CPU cores per GPU.
+    pod_bytes
+        A pod's estimated size for that choice (``None``: 1 GiB); a tournament passes
+        the size of its largest pod (:func:`elegantpod.config.estimate_pod_bytes`).
     dashboard_address
         Where the Dask dashboard listens; loopback by default. ``None``: no dashboard.
     memory_limit, timeout, **kwargs
@@ -125,64 +151,93 @@ def cluster(
         kwargs["security"] = security
     n_gpus = _gpu_count() if gpu else 0
     if n_gpus:
-        try:
-            from dask_cuda import LocalCUDACluster
+        from elegantpod.gpu_layout import DEFAULT_POD_BYTES, GPUCluster, gpu_layout
 
-            with _start_deadline(float(start_timeout)):
-                lc = LocalCUDACluster(
-                    n_workers=n_workers,
-                    threads_per_worker=int(threads_per_worker or GPU_THREADS),
-                    resources={"GPU": 1},
-                    dashboard_address=dashboard_address or ":0",
-                    ip="127.0.0.1",
-                    **kwargs,
-                )
+        try:
+            names, memory = _visible_gpus()
+            use = min(len(names), int(n_workers)) if n_workers is not None else len(names)
+            layout = gpu_layout(
+                names[:use],
+                memory[:use],
+                pod_bytes=int(pod_bytes or DEFAULT_POD_BYTES),
+                pods_per_gpu=pods_per_gpu,
+                cpus=os.cpu_count(),
+            )
+            with _start_deadline(float(start_timeout)) as expired:
+                try:
+                    lc = GPUCluster(
+                        layout,
+                        host="127.0.0.1",
+                        dashboard_address=dashboard_address,
+                        memory_limit=memory_limit,
+                        **_dashboard_off(dashboard_address, kwargs),
+                    )
+                except (RuntimeError, TimeoutError) as exc:
+                    raise RuntimeError(
+                        _start_failure(exc, start_timeout if expired else None)
+                    ) from exc
             return Client(lc)
-        except Exception as exc:  # ImportError, NVMLError on a machine without drivers
+        except Exception as exc:  # workers that died starting, a driver that fails
             if gpu is True:
-                raise ValueError(f"gpu=True but no LocalCUDACluster could start: {exc}") from exc
+                raise ValueError(f"gpu=True but no GPU workers could start: {exc}") from exc
             warnings.warn(f"falling back to CPU workers: {exc}", stacklevel=2)
     elif gpu is True:
         raise ValueError("gpu=True but torch sees no CUDA device")
     n = int(n_workers) if n_workers is not None else max(1, os.cpu_count() or 1)
-    if dashboard_address is None:
-        # distributed would still serve its HTTP endpoints on :8787 on every interface;
-        # keep them on loopback and switch the dashboard off.
-        kwargs["scheduler_kwargs"] = {
-            "dashboard": False,
-            "dashboard_address": "127.0.0.1:0",
-            **kwargs.get("scheduler_kwargs", {}),
-        }
-    # distributed's nanny starts workers with MALLOC_TRIM_THRESHOLD_=64 KiB so that freed
-    # memory goes back to the OS at once; for a pod that allocates and frees the same
-    # tensors every iteration that means page faults all the time (about 20% of its
-    # steps/s, see benchmarks/dask_overhead.py). Pods keep their memory instead.
-    # And setting any malloc threshold switches glibc's dynamic mmap threshold off, so
-    # every allocation over 128 KiB (a minibatch, an activation) became an mmap, a
-    # munmap and fresh page faults: a pod ran at 0.77x its in-process speed in a worker
-    # (benchmarks/dask_overhead.py). Up to 32 MiB now comes from the reused heap (1.02x).
-    environ = {
-        **dask.config.get("distributed.nanny.pre-spawn-environ", {}),
-        "MALLOC_TRIM_THRESHOLD_": TRIM_THRESHOLD,
-        "MALLOC_MMAP_THRESHOLD_": MMAP_THRESHOLD,
-    }
-    # The worker's statistical profiler samples every thread's stack every 10 ms, which
-    # costs a Python-heavy pod real steps/s; the tournament's own events say where time
-    # goes instead.
-    settings = {
-        "distributed.nanny.pre-spawn-environ": environ,
-        "distributed.worker.profile.enabled": False,
-    }
-    # A pod on a CPU env may step it in worker processes of its own (gymnasium's async
-    # vector env, MuJoCo): daemonic Dask workers could not start them. The nanny reads
-    # this when it (re)starts a worker, so it is set for the process, not just here.
-    dask.config.set({"distributed.worker.daemon": False})
+    kwargs = _dashboard_off(dashboard_address, kwargs)
+    dask.config.set({"distributed.worker.daemon": False})  # see worker_settings()
+    settings = worker_settings()
     with dask.config.set(settings), _start_deadline(float(start_timeout)) as expired:
         try:
             lc = _local_cluster(n, threads_per_worker or 1, dashboard_address, memory_limit, kwargs)
         except (RuntimeError, TimeoutError) as exc:
             raise RuntimeError(_start_failure(exc, start_timeout if expired else None)) from exc
     return Client(lc)
+
+
+def worker_settings() -> dict:
+    """Dask config for local worker processes, CPU and GPU alike (set while they start).
+
+    distributed's nanny starts workers with MALLOC_TRIM_THRESHOLD_=64 KiB so that freed
+    memory goes back to the OS at once; for a pod that allocates and frees the same
+    tensors every iteration that means page faults all the time (about 20% of its
+    steps/s, see benchmarks/dask_overhead.py). Pods keep their memory instead.
+    And setting any malloc threshold switches glibc's dynamic mmap threshold off, so
+    every allocation over 128 KiB (a minibatch, an activation) became an mmap, a
+    munmap and fresh page faults: a pod ran at 0.77x its in-process speed in a worker
+    (benchmarks/dask_overhead.py). Up to 32 MiB now comes from the reused heap (1.02x).
+
+    The worker's statistical profiler samples every thread's stack every 10 ms, which
+    costs a Python-heavy pod real steps/s; the tournament's own events say where time
+    goes instead.
+
+    Callers also set ``distributed.worker.daemon`` to ``False`` for the process: a pod on
+    a CPU env may step it in worker processes of its own (gymnasium's async vector env,
+    MuJoCo), which daemonic Dask workers could not start, and the nanny reads it when it
+    (re)starts a worker, so it is set for the process, not just while workers start.
+    """
+    environ = {
+        **dask.config.get("distributed.nanny.pre-spawn-environ", {}),
+        "MALLOC_TRIM_THRESHOLD_": TRIM_THRESHOLD,
+        "MALLOC_MMAP_THRESHOLD_": MMAP_THRESHOLD,
+    }
+    return {
+        "distributed.nanny.pre-spawn-environ": environ,
+        "distributed.worker.profile.enabled": False,
+    }
+
+
+def _dashboard_off(dashboard_address: str | None, kwargs: dict) -> dict:
+    """``kwargs`` with the scheduler's HTTP endpoints on loopback when there is no
+    dashboard: distributed would still serve them on :8787 on every interface."""
+    if dashboard_address is not None:
+        return kwargs
+    scheduler_kwargs = {
+        "dashboard": False,
+        "dashboard_address": "127.0.0.1:0",
+        **kwargs.get("scheduler_kwargs", {}),
+    }
+    return {**kwargs, "scheduler_kwargs": scheduler_kwargs}
 
 
 @contextlib.contextmanager

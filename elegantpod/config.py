@@ -630,8 +630,9 @@ def estimate_pod_bytes(spec: PodSpec, obs_dim: int = 1, act_dim: int = 1) -> int
     estimate counts rollout and replay storage (float32, two observations per
     transition), the state of the training and evaluation envs, the networks with their
     gradients and Adam moments, and the largest activations of an update, per fused
-    learner. With the default dimensions of 1 it is a lower bound, usable before an env
-    exists to tell them.
+    learner, and the worlds a simulator outside torch keeps per sub-env (MJX's, see
+    :func:`~elegantpod.envs.mjx_tasks.bytes_per_world`). With the default dimensions of 1
+    it is a lower bound, usable before an env exists to tell them.
     """
     hp = spec.hparams if spec.hparams is not None else _default_hparams(spec.algo)
     num_envs, horizon = int(getattr(hp, "num_envs", 1)), int(getattr(hp, "horizon", 1))
@@ -639,7 +640,7 @@ def estimate_pod_bytes(spec: PodSpec, obs_dim: int = 1, act_dim: int = 1) -> int
     buffer_size = int(getattr(hp, "buffer_size", 0) or 0)
     transition = 4 * (2 * obs_dim + act_dim + 3)
     rollout = horizon * num_envs * transition
-    envs = (num_envs + int(spec.eval_episodes)) * 16 * obs_dim  # state, obs, final obs...
+    envs = (num_envs + int(spec.eval_episodes)) * (16 * obs_dim + _world_bytes(spec))
     widths = (obs_dim, *hidden, act_dim)
     params = sum(a * b + b for a, b in zip(widths, widths[1:], strict=False))
     if buffer_size:  # off-policy: actor, twin critics and target copies
@@ -650,6 +651,24 @@ def estimate_pod_bytes(spec: PodSpec, obs_dim: int = 1, act_dim: int = 1) -> int
         whole = 8 * horizon * num_envs * max(widths)
         learner = rollout + whole + 2 * (16 * params + 8 * rows * sum(widths))
     return rollout + envs + int(spec.learners) * learner
+
+
+def _world_bytes(spec: PodSpec) -> int:
+    """Bytes per sub-env of a simulator that keeps its worlds beside torch (MJX), else 0."""
+    kwargs = spec.env_kwargs or {}
+    if kwargs.get("backend") != "mjx":
+        return 0
+    try:
+        from elegantpod.envs.mjx_tasks import PHYSICS, TASKS, bytes_per_world
+    except ImportError:  # no MuJoCo: the pod cannot be built either
+        return 0
+    if spec.env_id not in TASKS:
+        return 0
+    physics = kwargs.get("physics")
+    if physics in PHYSICS:
+        return bytes_per_world(spec.env_id, physics)
+    # None: "fast" on a GPU, "exact" on a CPU, decided where the pod is built
+    return max(bytes_per_world(spec.env_id, p) for p in PHYSICS)
 
 
 def available_bytes(device: Any) -> int | None:

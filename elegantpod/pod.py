@@ -276,7 +276,8 @@ class Pod:
         try:
             while True:
                 if self.graphs is not None and self.graphs.capture:
-                    stats = self.graphs.run() or stats
+                    left = _iterations_left(max_steps, self.env_steps, per_rollout)
+                    stats = self.graphs.run(iterations_left=left) or stats
                 else:
                     batch = self.worker.rollout()
                     stats = learner.update(batch) or stats
@@ -383,7 +384,8 @@ class Pod:
         self.worker.restart()
         if kept is not None:
             generator.set_state(kept)
-        self._invalidate_graphs()
+        # Graphs stay: the env's and worker's new tensors are copied into the graphs'
+        # own before the next replay, the episode counters were zeroed in place.
         self.curve = []
         self.last_eval = None
         self.stop_event.clear()
@@ -426,12 +428,15 @@ class Pod:
                 "cannot take them; build a new pod"
             )
         if changes:
+            # Graphs stay unless they must go: their fingerprint sees a changed constant
+            # (a clipping range, say) before the next replay; a new learning rate is
+            # written into the tensor a captured Adam reads.
             self.learner.set_hparams(**changes)
-            self._invalidate_graphs()
         self.spec = dataclasses.replace(self.spec, hparams=hparams)
 
     def _invalidate_graphs(self) -> None:
-        """Captured kernels hold constants and generator states: capture them again."""
+        """Capture again before the next replay: a load replaced tensors and generator
+        states the graphs hold (a fingerprint would see most of it; this is certain)."""
         if self.graphs is not None:
             self.graphs.invalidate()
 
@@ -744,6 +749,12 @@ def _check_learner_rng(state: dict[str, Any], learner, where: str) -> None:
             holder, field = extras[i - 1], f"learner.fused[{i - 1}].generator"
         if holder.get("generator") is not None:
             checked_rng_state(holder["generator"], target.generator, where, field)
+
+
+def _iterations_left(max_steps: int | None, env_steps: int, per_rollout: int) -> int | None:
+    """Iterations a run has left (this one included) before its step budget; ``None``:
+    no step budget (a time budget)."""
+    return None if max_steps is None else -(-(max_steps - env_steps) // per_rollout)
 
 
 def _iteration_graphs(worker: Worker, learner: Learner, spec: PodSpec):

@@ -329,3 +329,33 @@ def test_a_model_file_that_a_checkpoint_names_is_never_read_nor_quoted(tmp_path)
     assert pod.spec.env_kwargs == {"xml_file": str(valid)}
     # gymnasium's own model, by its bare name, needs nothing from the user
     assert Pod.from_checkpoint(_hopper_checkpoint(tmp_path, xml_file="hopper.xml")).env_steps == 0
+
+
+def test_a_restarted_static_path_pod_continues_as_one_rebuilt_from_its_checkpoint(tmp_path):
+    """The path a captured pod runs (its graphs kept across ``restart_episodes``, the
+    learning rate a tensor), eagerly on a CPU: a resident segment's next iterations are
+    those of a pod rebuilt from the checkpoint, bit for bit."""
+    from elegantpod.agents import PPOConfig
+    from elegantpod.capture import IterationGraphs
+
+    hp = PPOConfig(num_envs=8, horizon=16, minibatch_size=64, epochs=2)
+    spec = PodSpec(env_id="CartPole-v1", algo="ppo", hparams=hp, seed=3, capture=False)
+
+    def static_pod() -> Pod:
+        pod = Pod(spec)
+        pod.graphs = IterationGraphs(pod.worker, pod.learner, capture=False)
+        return pod
+
+    kept = static_pod()
+    for _ in range(2):
+        kept.graphs.run()
+    kept.save(tmp_path / "ckpt.pt")
+    rebuilt = static_pod()
+    rebuilt.load(tmp_path / "ckpt.pt")
+    kept.restart_episodes()
+    for pod in (kept, rebuilt):
+        pod.apply_hparams(dataclasses.replace(hp, lr=1e-3, ent_coef=0.01))
+    for _ in range(3):
+        assert kept.graphs.run() == rebuilt.graphs.run()
+    a, b = _weights(kept), _weights(rebuilt)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

@@ -128,6 +128,32 @@ def gae(
     return advantage, advantage + value
 
 
+def adam_options(device: str | torch.device, capture: bool) -> dict[str, bool]:
+    """How a PPO learner's Adam runs on ``device``.
+
+    ``capture`` (its update is recorded in a CUDA graph): ``capturable``, which keeps the
+    step count on the device and reads a tensor learning rate there. Otherwise on CUDA:
+    ``fused``, one kernel for all parameters, without capturable's extra launches and
+    the warning it gives outside a capture. Elsewhere (CPU): torch's default.
+    """
+    if capture:
+        return {"capturable": True}
+    if torch.device(device).type == "cuda":
+        return {"fused": True}
+    return {}
+
+
+def make_adam(
+    params: list[Tensor],
+    lr: float | Tensor,
+    device: str | torch.device,
+    *,
+    capture: bool = False,
+) -> torch.optim.Adam:
+    """PPO's Adam (``eps=1e-5``) with the :func:`adam_options` of ``device``."""
+    return torch.optim.Adam(params, lr=lr, eps=1e-5, **adam_options(device, capture))
+
+
 class PPO(Learner):
     """PPO for discrete (categorical) and continuous (diagonal Gaussian) actions."""
 
@@ -170,10 +196,55 @@ class PPO(Learner):
             self.modules["log_std"] = _ParamHolder(self.log_std)
             params.append(self.log_std)
         self.params = params
-        # capturable: Adam keeps its step count on the device, so that its update can be
-        # captured in a CUDA graph (elegantpod.capture); no effect on a CPU
-        adam = torch.optim.Adam(params, lr=c.lr, eps=1e-5, capturable=dev.type == "cuda")
-        self.optimizers = {"ppo": adam}
+        self.optimizers = {"ppo": make_adam(params, c.lr, dev)}
+        self.lr_tensor: Tensor | None = None
+        """The learning rate as a device tensor that Adam reads, once
+        :meth:`use_static_update` made one (``None``: a float, as in any optimizer)."""
+
+    def use_static_update(self, capture: bool) -> None:
+        """Prepare the optimizer for :meth:`update_static` (called by
+        :class:`~elegantpod.capture.IterationGraphs`), keeping its state.
+
+        The learning rate becomes :attr:`lr_tensor`, a device tensor that Adam reads and
+        that :meth:`set_hparams` changes in place, so a captured update follows a new
+        ``lr`` without being captured again. ``capture``: the update will be recorded in
+        a CUDA graph, so Adam is made capturable (see :func:`adam_options`).
+        """
+        old = self.optimizers["ppo"]
+        saved = old.state_dict() if old.state else None
+        # float64 on a CPU, where Adam reads it back as a Python float: the very numbers
+        # of a float learning rate; float32 on CUDA, where capturable Adam computes with it
+        dtype = torch.float64 if self.device.type == "cpu" else torch.float32
+        self.lr_tensor = torch.tensor(float(self.config.lr), device=self.device, dtype=dtype)
+        self.optimizers["ppo"] = make_adam(
+            self.params, self.lr_tensor, self.device, capture=capture
+        )
+        if saved is not None:  # the moments and step clocks carry over
+            modules = {k: m.state_dict() for k, m in self.modules.items()}
+            self.load_state_dict({"modules": modules, "optimizers": {"ppo": saved}})
+        self._apply_lr()
+
+    @property
+    def tensor_hparams(self) -> tuple[str, ...]:
+        """Hyperparameters the update reads from device tensors rather than as Python
+        constants: a captured update follows their changes without a new capture."""
+        return ("lr",) if self.lr_tensor is not None else ()
+
+    def _apply_lr(self) -> None:
+        if self.lr_tensor is None:
+            super()._apply_lr()
+            return
+        with torch.no_grad():
+            self.lr_tensor.fill_(float(self.config.lr))  # in place: graphs read it
+        for group in self.optimizers["ppo"].param_groups:
+            group["lr"] = self.lr_tensor
+
+    def state_dict(self) -> dict:
+        state = super().state_dict()
+        if self.lr_tensor is not None:  # a checkpoint holds plain numbers
+            for group in state["optimizers"]["ppo"]["param_groups"]:
+                group["lr"] = float(self.config.lr)
+        return state
 
     def default_eval_every(self) -> int:
         """Env steps between evaluations: two rollouts or more, so each sees new updates."""

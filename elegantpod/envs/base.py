@@ -16,8 +16,8 @@ evaluators and buffers never special-case where an env came from:
 
 from __future__ import annotations
 
-import collections
 import threading
+import types
 import warnings
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
@@ -293,7 +293,10 @@ class TorchVecEnv:
         try:
             return self._step_fn(*args)
         except Exception as exc:  # compile-time failures surface on the first call
-            if self._step_fn is whole_step(type(self)):
+            # Inside a CUDA-graph capture a (re)compile fails for reasons of the capture
+            # (Inductor synchronizes, allocates, autotunes), not of this env: the
+            # capture fails and its caller trains on eagerly; the compiled step stays.
+            if self._step_fn is whole_step(type(self)) or _is_capturing():
                 raise
             warnings.warn(
                 f"{self.env_id}: torch.compile failed ({type(exc).__name__}: {exc}); "
@@ -317,11 +320,28 @@ CPU_COMPILE_MIN_ENVS = 512
 
 ENTRIES_PER_SIZE = 2
 """Compiled graphs one env size may need: a step runs with plain tensors (the state after
-``reset``) and with inference tensors (in a rollout), and dynamo compiles each apart."""
+``reset``) and with inference tensors (in a rollout), and dynamo compiles each apart.
+Each class, size and device has a code object of its own (see :func:`compiled_step`),
+so these stay well under dynamo's default ``recompile_limit`` of 8 per code object."""
+
+COMPILE_BACKEND = "inductor"
+"""The ``torch.compile`` backend of compiled steps built from now on. ``"eager"`` or
+``"aot_eager"`` run dynamo's tracing, guards and caching without Inductor's code
+generation: what CPU tests use to check when a step compiles, in milliseconds."""
 
 _compiled: dict[tuple[type, int, str], Callable | None] = {}
+_step_functions: dict[tuple[type, int, str], Callable] = {}
 _whole_steps: dict[type, Callable] = {}
 _compiled_lock = threading.Lock()
+
+
+def _is_capturing() -> bool:
+    """Whether a CUDA-graph capture is underway on the current stream (False on a build
+    without CUDA, where torch's query raises)."""
+    try:
+        return bool(torch.cuda.is_current_stream_capturing())
+    except Exception:
+        return False
 
 
 def whole_step(cls: type[TorchVecEnv]) -> Callable:
@@ -425,32 +445,39 @@ def compiled_step(cls: type[TorchVecEnv], num_envs: int, device: str) -> Callabl
     so that rebuilding a pod (a tournament segment) reuses it instead of compiling again.
     ``None`` once compiling it failed here: such envs run the step uncompiled.
 
-    Dynamo keeps every compiled graph of one function under one code object and, past
-    ``torch._dynamo.config.recompile_limit`` (8) graphs, runs new shapes eagerly (with
-    one warning). Pods of several sizes in one process (training envs, evaluators of other
-    episode counts) pass that, so the limit is raised here to fit each size and device
-    this process asked for, :data:`ENTRIES_PER_SIZE` graphs each, and never lowered.
+    Dynamo keeps the compiled graphs of one function under its code object, and past
+    ``torch._dynamo.config.recompile_limit`` (8) graphs of one code object runs new
+    ones eagerly. Raising that limit does not hold: from torch 2.12 dynamo's config is
+    per thread and per ``contextvars`` context, and Dask runs each task in a copied
+    context, so a limit raised in one task is gone in the next and in other threads.
+    Instead each class, size and device compiles its own copy of the step function (see
+    :func:`step_function`): it holds the :data:`ENTRIES_PER_SIZE` graphs of its one
+    size, under torch's default limits, in any thread and context.
     """
     key = (cls, int(num_envs), str(device))
-    step = whole_step(cls)
+    fn = step_function(cls, num_envs, device)
     with _compiled_lock:
         if key not in _compiled:
-            _compiled[key] = torch.compile(step, dynamic=False)
-            _raise_recompile_limits()
+            _compiled[key] = torch.compile(fn, dynamic=False, backend=COMPILE_BACKEND)
         return _compiled[key]
 
 
-def _raise_recompile_limits() -> None:
-    import torch._dynamo.config as dynamo
-
-    per_class = collections.Counter(cls for cls, _, _ in _compiled)
-    need = ENTRIES_PER_SIZE * max(per_class.values()) + 8  # 8: torch's own default
-    total = ENTRIES_PER_SIZE * len(_compiled) + 256  # 256: torch's own default
-    # torch < 2.7 spells the limits cache_size_limit and accumulated_cache_size_limit
-    old = not hasattr(dynamo, "recompile_limit")
-    for name, value in (("recompile_limit", need), ("accumulated_recompile_limit", total)):
-        name = name.replace("recompile", "cache_size") if old else name
-        setattr(dynamo, name, max(getattr(dynamo, name), value))
+def step_function(cls: type[TorchVecEnv], num_envs: int, device: str) -> Callable:
+    """The uncompiled function that :func:`compiled_step` compiles for this class, size
+    and device: :func:`whole_step` of ``cls`` under a code object of its own, where
+    dynamo keeps that size's compiled graphs (its cache entries count them)."""
+    key = (cls, int(num_envs), str(device))
+    step = whole_step(cls)
+    with _compiled_lock:
+        if key not in _step_functions:
+            label = f"{cls.__name__}_step_{int(num_envs)}_{str(device).replace(':', '_')}"
+            code = step.__code__.replace(co_name=label)  # a new code object: its own cache
+            fn = types.FunctionType(
+                code, step.__globals__, label, step.__defaults__, step.__closure__
+            )
+            fn.__qualname__ = f"{cls.__qualname__}.whole_step[{int(num_envs)}, {device}]"
+            _step_functions[key] = fn
+        return _step_functions[key]
 
 
 def _mark_failed(key: tuple[type, int, str]) -> None:

@@ -12,11 +12,23 @@ limit, statistics, and the reset of finished worlds) is one jitted XLA program p
 size; torch and JAX exchange tensors through DLPack, which on a GPU shares the memory
 (no copy) and orders the two libraries' streams.
 
-Settings made before JAX is first imported, each overridable by setting it yourself:
+Settings made before JAX starts its backends (its first computation; importing jax
+alone does not start them), each overridable by setting it yourself:
 
 - ``XLA_PYTHON_CLIENT_PREALLOCATE=false``: by default JAX reserves 75% of a GPU's memory
   at start, leaving torch's networks and buffers (and other pods packed on that GPU)
-  too little. Without preallocation JAX's allocator grows as the worlds need.
+  too little. Without preallocation JAX's allocator grows as the worlds need. JAX reads
+  the variable only when it starts its GPU backend: if that already happened in this
+  process with preallocation on, building the worlds raises ``RuntimeError`` naming the
+  variable (:func:`preallocation_problem`) rather than run beside torch in a quarter of
+  the GPU.
+- ``XLA_FLAGS=--xla_gpu_enable_command_buffer=`` on CUDA hosts: XLA records parts of a
+  program as CUDA graphs ("command buffers") lazily, on their first runs, and torch's
+  work in the same process (its synchronisations, frees and graph captures) invalidates
+  them. The MJX programs themselves are compiled with command buffers off in any case
+  (jit's ``compiler_options``, :data:`NO_COMMAND_BUFFERS`), so a JAX that started its
+  backend with them on is no reason to refuse; the flag covers the process's other JAX
+  programs when elegantpod is first.
 - ``XLA_FLAGS=--xla_cpu_multi_thread_eigen=false`` on CPU hosts only: a pod on the CPU uses
   one thread (elegantpod's rule: pods share a machine's cores; two threads each made a
   busy 2-core box 10x slower).
@@ -77,20 +89,84 @@ def check_installed() -> None:
         raise ImportError(f"{MJX_HELP} (missing: {', '.join(missing)})")
 
 
-def _setup_jax():
-    """Import jax and mjx with elegantpod's defaults (see the module docstring)."""
-    if "jax" not in sys.modules:
-        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+PREALLOCATE = "XLA_PYTHON_CLIENT_PREALLOCATE"
+
+NO_COMMAND_BUFFERS = {"xla_gpu_enable_command_buffer": ""}
+"""XLA's compile options for MJX programs on CUDA: no command buffers (see the module
+docstring), whatever ``XLA_FLAGS`` said when JAX started."""
+
+
+def backend_started() -> bool:
+    """Whether JAX has started its backends in this process (importing nothing)."""
+    bridge = sys.modules.get("jax._src.xla_bridge")
+    if bridge is None:  # jax not imported, or not that far
+        return False
+    probe = getattr(bridge, "backends_are_initialized", None)
+    if probe is not None:
+        return bool(probe())
+    return bool(getattr(bridge, "_backends", None))
+
+
+def preallocation_problem(environ, started: bool, platforms) -> str | None:
+    """Why JAX's GPU memory is preallocated in this process, or ``None`` when it is not.
+
+    ``environ`` is the environment JAX read when it started its backends (when
+    ``started``), ``platforms`` the platforms it started (``"cuda"``, ``"cpu"``...).
+    JAX preallocates unless ``XLA_PYTHON_CLIENT_PREALLOCATE`` is ``false`` or ``0`` or its
+    allocator is ``platform``; only GPU backends preallocate.
+    """
+    if not started or not {"cuda", "gpu", "rocm"} & {str(p).lower() for p in platforms}:
+        return None
+    if environ.get(PREALLOCATE, "") in ("false", "False", "0"):
+        return None
+    if environ.get("XLA_PYTHON_CLIENT_ALLOCATOR", "default").lower() == "platform":
+        return None
+    return (
+        f"JAX started its GPU backend in this process with {PREALLOCATE} "
+        f"{environ.get(PREALLOCATE, 'unset')!r}, so it holds 75% of the GPU's memory and "
+        "torch's networks and buffers (and other pods on this GPU) would run out: set "
+        f"{PREALLOCATE}=false in the environment before anything in the process uses JAX "
+        "(elegantpod sets it when it is first)"
+    )
+
+
+def _setup_jax(device: torch.device | None = None):
+    """Import jax and mjx with elegantpod's defaults (see the module docstring).
+
+    For a CUDA ``device``, raise ``RuntimeError`` when something else in the process
+    started JAX's GPU backend with preallocation on (a setting of the user's own made
+    before elegantpod started JAX is theirs to keep).
+    """
+    started_before = backend_started()
+    if not started_before:  # JAX reads these when it starts its backends
+        os.environ.setdefault(PREALLOCATE, "false")
         flags = os.environ.get("XLA_FLAGS", "")
-        if not torch.cuda.is_available() and "xla_cpu_multi_thread_eigen" not in flags:
-            os.environ["XLA_FLAGS"] = f"{flags} --xla_cpu_multi_thread_eigen=false".strip()
+        if torch.cuda.is_available():
+            if "xla_gpu_enable_command_buffer" not in flags:
+                flags = f"{flags} --xla_gpu_enable_command_buffer=".strip()
+        elif "xla_cpu_multi_thread_eigen" not in flags:
+            flags = f"{flags} --xla_cpu_multi_thread_eigen=false".strip()
+        if flags:
+            os.environ["XLA_FLAGS"] = flags
     try:
         import jax
         from mujoco import mjx
     except ImportError as exc:
         raise ImportError(f"{MJX_HELP}: {exc}") from None
+    if started_before and device is not None and device.type == "cuda":
+        platforms = {"cuda"} if _has_gpu(jax) else set()
+        problem = preallocation_problem(os.environ, True, platforms)
+        if problem is not None:
+            raise RuntimeError(problem)
     _use_compilation_cache(jax)
     return jax, mjx
+
+
+def _has_gpu(jax) -> bool:
+    try:
+        return bool(jax.devices("cuda"))
+    except RuntimeError:
+        return False
 
 
 def cache_dir() -> Path:
@@ -247,6 +323,7 @@ class MjxVecEnv:
         self._seed = 0 if seed is None else seed
         self._state: Run | None = None  # made by reset()
         self._program = None  # built on first reset: a probe env compiles nothing
+        self._shared = False  # whether torch tensors may share the state's qpos/qvel
 
     # -- the protocol -----------------------------------------------------------------
     def reset(self, seed: int | None = None) -> Tensor:
@@ -263,6 +340,7 @@ class MjxVecEnv:
                 key = jax.random.PRNGKey(self._seed)
         qpos, qvel, key = program.noise(program.model, key, self.num_envs)
         self._state, obs = program.start(program.model, qpos, qvel, key)
+        self._shared = False
         return self._to_torch(obs)
 
     @torch.no_grad()
@@ -277,10 +355,11 @@ class MjxVecEnv:
                 f"{self.env_id}: actions of shape {tuple(action.shape)}, expected "
                 f"{(self.num_envs, *self.action_space.shape)}"
             )
-        limit = np.int32(self.max_episode_steps)
+        state = self._unshared() if self._shared else self._state
         self._state, out = program.step(
-            program.model, self._state, self._to_jax(action.contiguous()), limit
+            program.model, state, self._to_jax(action.contiguous()), program.limit(self)
         )
+        self._shared = False
         obs, final_obs, reward, terminated, truncated, ret, length = map(self._to_torch, out)
         info = {"final_obs": final_obs, "episode_return": ret, "episode_length": length.long()}
         return obs, reward, terminated, truncated, info
@@ -305,11 +384,15 @@ class MjxVecEnv:
             self.reset()
         key = self._state.key
         self._state, obs = program.start(program.model, arrays["qpos"], arrays["qvel"], key)
+        self._shared = True  # the worlds may hold the very buffers of qpos and qvel
         return self._to_torch(obs)
 
     @property
     def qpos(self) -> Tensor:
-        """Every world's joint positions, ``(num_envs, nq)`` (a view of JAX's memory)."""
+        """Every world's joint positions, ``(num_envs, nq)``: a view of JAX's memory, no
+        copy. It holds the state of when it was read: a later step leaves it unchanged
+        and valid (the step then computes from a copy, since JAX may not donate memory
+        that torch still holds)."""
         return self._field("qpos")
 
     @property
@@ -320,7 +403,18 @@ class MjxVecEnv:
     def _field(self, name: str) -> Tensor:
         if self._state is None:
             raise RuntimeError(f"{self.env_id}: call reset() first")
+        self._shared = True
         return self._to_torch(getattr(self._state.worlds, name))
+
+    def _unshared(self) -> Run:
+        """The state with fresh copies of ``qpos`` and ``qvel`` (on the device), which the
+        step may donate: the originals may be held by torch tensors (:attr:`qpos`,
+        :meth:`set_state`'s inputs), and donating a buffer with such an external
+        reference is refused on GPUs (and silently copied on the CPU)."""
+        worlds = self._state.worlds
+        jnp = self._program.jax.numpy
+        worlds = worlds.replace(qpos=jnp.copy(worlds.qpos), qvel=jnp.copy(worlds.qvel))
+        return self._state._replace(worlds=worlds)
 
     def close(self) -> None:
         """Drop the worlds (the compiled program stays cached for the next env)."""
@@ -419,11 +513,22 @@ class _Program:
     """
 
     def __init__(self, task: Task, physics: str, params: dict, device: torch.device, model) -> None:
-        jax, mjx = _setup_jax()
+        jax, mjx = _setup_jax(device)
         self.jax = jax
         self.device = jax_device(jax, device)
         self.model = mjx.put_model(model, device=self.device)
-        self.noise, self.step, self.start = _make_functions(jax, mjx, task, params, model)
+        options = NO_COMMAND_BUFFERS if device.type == "cuda" else None
+        self.noise, self.step, self.start = _make_functions(jax, mjx, task, params, model, options)
+        self._limits: dict[int, Any] = {}
+
+    def limit(self, env: MjxVecEnv):
+        """``env.max_episode_steps`` as an int32 already on the device, made once per
+        value: a host number passed to ``step`` would be copied to the device at every
+        step."""
+        value = int(env.max_episode_steps)
+        if value not in self._limits:
+            self._limits[value] = self.jax.device_put(np.int32(value), self.device)
+        return self._limits[value]
 
 
 _programs: dict[tuple, _Program] = {}
@@ -440,9 +545,9 @@ def _program(task: Task, physics: str, params: dict, device: torch.device, model
         return _programs[key]
 
 
-def _make_functions(jax, mjx, task: Task, params: dict, model):
+def _make_functions(jax, mjx, task: Task, params: dict, model, options: dict | None = None):
     """``noise(m, key, n)``, ``step(m, state, action, limit)`` and ``start(m, qpos, qvel,
-    key)``, jitted.
+    key)``, jitted (with XLA's compile ``options``).
 
     ``state`` is a :class:`Run`. ``step`` returns the
     next state and ``(obs, final_obs, reward, terminated, truncated, episode_return,
@@ -526,7 +631,7 @@ def _make_functions(jax, mjx, task: Task, params: dict, model):
 
     # the state is donated: XLA updates the worlds in place rather than copying them
     return (
-        jax.jit(noise, static_argnums=2),
-        jax.jit(step, donate_argnums=1),
-        jax.jit(start),
+        jax.jit(noise, static_argnums=2, compiler_options=options),
+        jax.jit(step, donate_argnums=1, compiler_options=options),
+        jax.jit(start, compiler_options=options),
     )

@@ -442,15 +442,17 @@ class Tournament(Engine):
                 self.warning = f"leaderboard entry of pod {best.pod_id} is unusable: {exc}"
 
     def cluster_info(self) -> dict[str, Any]:
-        """Workers, threads, memory, GPUs, pods per GPU, pod slots, pods in flight and the
-        Dask dashboard link."""
+        """Workers, threads, memory, GPUs, their worker processes, pods per GPU, whether
+        CUDA MPS runs, pod slots, pods in flight and the Dask dashboard link."""
         info = {"workers": 0, "threads": 0, "memory_bytes": 0, "gpus": 0, "dashboard": None}
-        info["can_scale"] = False
+        info.update({"gpu_processes": 0, "mps": None, "can_scale": False})
         if self.client is not None:
             info.update(cluster_info(self.client))
         info["pods_in_flight"] = self.pods_in_flight
         runner = self._runner
         info["pods_per_gpu"] = runner.pods_per_gpu if runner is not None and info["gpus"] else 0
+        if runner is not None and runner.mps is not None:
+            info["mps"] = runner.mps  # asked on the GPU workers' own machines
         info["slots"] = runner.capacity()[0] if runner is not None else None
         return info
 

@@ -98,6 +98,11 @@ class Population(Breeding):
         self.segments_resident = 0
         """Segments whose pod was resident on its worker (not rebuilt), this run."""
         self.segments_run = 0
+        self.captures = 0
+        """CUDA-graph captures of pods' iterations in this run's segments."""
+        self.replays = 0
+        """Iterations that replayed captured graphs, this run: many per capture, or the
+        captures did not pay."""
 
     # ------------------------------------------------------------------ lookups
     def record(self, pod: str) -> PodRecord:
@@ -207,6 +212,8 @@ class Population(Breeding):
         self.eval_seconds += res.eval_seconds
         self.segments_run += 1
         self.segments_resident += not res.rebuilt
+        self.captures += getattr(res, "captures", 0)
+        self.replays += getattr(res, "replays", 0)
         row = {
             "segment": res.segment,
             "env_steps": res.env_steps,

@@ -22,6 +22,15 @@ from typing import Any
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from elegantpod.agents import get_algo
+from elegantpod.gpu_layout import (  # noqa: F401  (packing constants, re-exported)
+    CUDA_CONTEXT,
+    CUDA_OVERHEAD,
+    MAX_PODS_PER_GPU,
+    gpu_worker_info,
+    mps_running_cached,
+    pods_per_gpu,
+    resident_slots,
+)
 from elegantpod.tournament.segment import (
     ParentCheckpointError,
     SegmentFailure,
@@ -32,38 +41,57 @@ from elegantpod.tournament.spec import PodRecord
 
 CAPACITY_SECONDS = 1.0
 """How long a capacity reading is reused (one ``scheduler_info`` call a second at most)."""
-MAX_PODS_PER_GPU = 8
-"""Automatic packing stops here: past it, small pods contend for the GPU's streams."""
-CUDA_OVERHEAD = 512 * 2**20
-"""Memory a pod takes on a GPU beyond its tensors (allocator slack, kernels, workspace)."""
 
 
-def pods_per_gpu(given: int | None, gpu_bytes: int | None, pod_bytes: int, threads: int) -> int:
-    """How many pods share one GPU: ``given``, or as many as its memory holds.
+@dataclass(frozen=True)
+class GpuPlan:
+    """How a tournament uses GPU worker processes (see :func:`plan_gpus`)."""
 
-    A pod is counted at twice its estimated tensors plus :data:`CUDA_OVERHEAD`, within
-    80% of the GPU's memory, at most :data:`MAX_PODS_PER_GPU` and at most the GPU
-    worker's threads (one pod runs per thread). The result is a power of two, so the
-    fractional ``GPU`` resource each pod asks for (``1 / n``) adds up exactly.
+    pods_per_gpu: int
+    resident_slots: int
+    share: float
+    """The ``GPU`` resource a segment asks for: the smallest process's own share."""
+    workers: list[str] | None
+    """The processes segments go to (``pods_per_gpu`` of each GPU); ``None``: all."""
+    mps: bool
+    gpu_bytes: int | None
+
+
+def plan_gpus(
+    workers: dict[str, dict],
+    found: dict[str, dict],
+    given: int | None,
+    pod_bytes: int,
+    gpu_bytes: int | None = None,
+) -> GpuPlan:
+    """Plan one pod per GPU worker process from the scheduler's ``workers`` (those with a
+    ``GPU`` resource) and what each said of its GPU (``found``, from
+    :func:`~elegantpod.gpu_layout.gpu_worker_info`); ``gpu_bytes``: a GPU's memory if
+    already known.
+
+    A GPU's processes (same host and ``CUDA_VISIBLE_DEVICES``) run at most
+    ``pods_per_gpu`` pods at once: when fewer fit its memory (or ``given``) than it has
+    processes, segments go to that many of them. Each keeps as many pods resident as its
+    share of the GPU's memory holds (:func:`~elegantpod.gpu_layout.resident_slots`).
     """
-    if given is not None:
-        n = given
-    elif gpu_bytes:
-        n = int(0.8 * gpu_bytes // (2 * max(pod_bytes, 1) + CUDA_OVERHEAD))
-        n = min(n, MAX_PODS_PER_GPU)
-    else:
-        n = 1
-    n = max(1, min(n, max(1, threads)))
-    return 1 << (n.bit_length() - 1)
-
-
-def _gpu_memory() -> int | None:
-    """On a worker: total memory of the GPU it sees (``None`` without CUDA)."""
-    import torch
-
-    if not torch.cuda.is_available():
-        return None
-    return int(torch.cuda.get_device_properties(0).total_memory)
+    if gpu_bytes is None:
+        gpu_bytes = min((i["bytes"] for i in found.values() if i.get("bytes")), default=None)
+    gpus: dict[str, list[str]] = {}
+    for address in sorted(found):
+        gpus.setdefault(found[address]["gpu"], []).append(address)
+    n = pods_per_gpu(given, gpu_bytes, pod_bytes, min(map(len, gpus.values()), default=1))
+    chosen = None
+    if any(len(a) > n for a in gpus.values()):
+        # by name where it is one: a restarted worker keeps its name, not its address
+        chosen = [_worker_ref(a, workers[a]) for group in gpus.values() for a in group[:n]]
+    return GpuPlan(
+        pods_per_gpu=n,
+        resident_slots=resident_slots(gpu_bytes, pod_bytes, n),
+        share=min(float(w["resources"]["GPU"]) for w in workers.values()),
+        workers=chosen,
+        mps=any(i.get("mps") for i in found.values()),
+        gpu_bytes=gpu_bytes,
+    )
 
 
 @dataclass(frozen=True)
@@ -126,12 +154,21 @@ class Runner:
         self._shipped: set[str] = set()
         self._capacity = (-float("inf"), 0, False)
         self.pods_per_gpu = 1
-        """Pods packed per GPU (see :func:`pods_per_gpu`); set by :meth:`plan_gpus`."""
+        """Pods running at once per GPU, one per worker process (see :func:`pods_per_gpu`);
+        set by :meth:`plan`."""
         self.wants_gpu = True
         self.all_gpu = False
         """False for a tournament told to train on the CPU: GPUs are then not asked for."""
         self.resident_slots = 8
         """Pods a worker process keeps resident (see :mod:`.resident`); set by :meth:`plan`."""
+        self.gpu_share = 1.0
+        """The ``GPU`` resource a segment asks for: one GPU worker process's own share, so
+        a process runs one pod at a time; set by :meth:`plan`."""
+        self.gpu_workers: list[str] | None = None
+        """GPU worker processes segments go to when fewer pods fit a GPU than it has
+        processes (``pods_per_gpu`` of each); ``None``: all."""
+        self.mps: bool | None = None
+        """Whether CUDA MPS runs on the GPU workers' machines (``None``: not asked)."""
         self._gpu_bytes: int | None = None
         self._lock = threading.Lock()  # futures and flying: the loop and the done callbacks
 
@@ -171,19 +208,23 @@ class Runner:
 
     # ------------------------------------------------------------------ capacity
     def plan(self, device: str, given: int | None, pod_bytes: int) -> None:
-        """Decide GPU packing and residency from the workers (their GPUs' memory asked
-        once): ``pod_bytes`` is a pod's estimated size, ``given`` the spec's
-        ``pods_per_gpu``."""
+        """Decide GPU packing and residency from the workers (their GPUs asked once):
+        ``pod_bytes`` is a pod's estimated size, ``given`` the spec's ``pods_per_gpu``.
+
+        GPU workers run one pod per process: a segment asks for one process's ``GPU``
+        share (see :func:`plan_gpus`).
+        """
         workers = self.client.scheduler_info(n_workers=-1).get("workers", {})
         self.wants_gpu = device != "cpu"
         gpu_workers = {a: w for a, w in workers.items() if w.get("resources", {}).get("GPU")}
+        self.gpu_workers = None
         if gpu_workers and self.wants_gpu:
-            if given is None and self._gpu_bytes is None:
-                sizes = self.client.run(_gpu_memory, workers=list(gpu_workers))
-                self._gpu_bytes = min((b for b in sizes.values() if b), default=None)
-            threads = min(int(w.get("nthreads", 1)) for w in gpu_workers.values())
-            self.pods_per_gpu = pods_per_gpu(given, self._gpu_bytes, pod_bytes, threads)
-            self.resident_slots = self.pods_per_gpu  # what the GPU's memory was planned for
+            found = self.client.run(gpu_worker_info, workers=list(gpu_workers), on_error="return")
+            found = {a: i for a, i in found.items() if isinstance(i, dict)}  # not the dead
+            plan = plan_gpus(gpu_workers, found, given, pod_bytes, self._gpu_bytes)
+            self._gpu_bytes = plan.gpu_bytes
+            self.pods_per_gpu, self.resident_slots = plan.pods_per_gpu, plan.resident_slots
+            self.gpu_share, self.gpu_workers, self.mps = plan.share, plan.workers, plan.mps
         else:
             self.pods_per_gpu = 1
             memory = min((int(w.get("memory_limit") or 0) for w in workers.values()), default=0)
@@ -192,21 +233,23 @@ class Runner:
         self._capacity = (-float("inf"), 0, False)
 
     def capacity(self) -> tuple[int, bool]:
-        """Pod slots and whether they are GPU shares.
+        """Pod slots and whether they are GPU processes.
 
-        On GPU workers: ``pods_per_gpu`` per GPU, at most the worker's threads; else
-        one per worker thread.
+        On GPU workers: one per GPU worker process (those of :attr:`gpu_workers` when
+        set); else one per worker thread.
         """
         t, n, gpu = self._capacity
         if time.monotonic() - t < CAPACITY_SECONDS:
             return n, gpu
         workers = self.client.scheduler_info(n_workers=-1).get("workers", {})
         gpu_slots = 0
-        for w in workers.values():
-            # One GPU per worker process, as dask-cuda starts them: "auto" trains on the
-            # process's first GPU, so a worker declaring more still packs one.
-            if w.get("resources", {}).get("GPU") and self.wants_gpu:
-                gpu_slots += min(int(w.get("nthreads", 1)), self.pods_per_gpu)
+        chosen = set(self.gpu_workers) if self.gpu_workers is not None else None
+        for address, w in workers.items():
+            # One pod per GPU worker process, whatever its threads: pods that share a
+            # process break each other's CUDA-graph captures (see elegantpod.gpu_layout).
+            is_gpu = bool(w.get("resources", {}).get("GPU")) and self.wants_gpu
+            if is_gpu and (chosen is None or _worker_ref(address, w) in chosen):
+                gpu_slots += 1
         n = gpu_slots or sum(int(w.get("nthreads", 1)) for w in workers.values())
         # Dask may place a loosely pinned task on any worker, resources or not: pin GPU
         # segments to their resident worker only where every worker has a GPU.
@@ -236,6 +279,12 @@ class Runner:
         """
         if uses_gpu and not self.all_gpu:
             worker = None
+        workers = [worker] if worker else None
+        if uses_gpu and not worker and self.gpu_workers is not None:
+            # Loose, so that a segment never waits for workers that were restarted under
+            # new addresses; Dask's work stealing would move a queued one to any idle
+            # process, but the capacity (one segment per chosen process) queues none.
+            workers = self.gpu_workers
         try:
             for name, register, args in ship:
                 if name not in self._shipped:
@@ -247,9 +296,9 @@ class Runner:
                 task,
                 key=key,
                 pure=False,
-                resources={"GPU": 1 / self.pods_per_gpu} if uses_gpu else None,
-                workers=[worker] if worker else None,
-                allow_other_workers=bool(worker),
+                resources={"GPU": self.gpu_share} if uses_gpu else None,
+                workers=workers,
+                allow_other_workers=bool(workers),
             )
         except Exception as exc:  # a plugin failed, the scheduler went away: retried, bounded
             self.done.put(Outcome(pod_id, "unsubmitted", error=f"{type(exc).__name__}: {exc}"))
@@ -398,16 +447,33 @@ _SCHEDULER_EVENTS = _FanOut()
 
 
 def cluster_info(client) -> dict[str, Any]:
-    """Workers, threads, memory, GPUs, the Dask dashboard link and whether it scales."""
+    """Workers, threads, memory, GPUs and their worker processes, the Dask dashboard link,
+    whether it scales, and whether CUDA MPS runs (``None``: unknown, a remote cluster or
+    no GPUs; see :meth:`Runner.plan` for a tournament's own reading)."""
+    from distributed import LocalCluster
+
     workers = client.scheduler_info(n_workers=-1).get("workers", {})
+    shares = [float(w.get("resources", {}).get("GPU", 0)) for w in workers.values()]
+    gpus = round(sum(shares))  # a GPU's processes hold 1/n each
+    processes = sum(1 for s in shares if s)
+    local = isinstance(getattr(client, "cluster", None), LocalCluster)
     return {
         "workers": len(workers),
         "threads": sum(int(w.get("nthreads", 0)) for w in workers.values()),
         "memory_bytes": sum(int(w.get("memory_limit") or 0) for w in workers.values()),
-        "gpus": sum(int(w.get("resources", {}).get("GPU", 0)) for w in workers.values()),
+        "gpus": gpus,
+        "gpu_processes": processes,
+        "pods_per_gpu": processes // gpus if gpus else 0,
+        "mps": mps_running_cached() if gpus and local else None,
         "dashboard": getattr(client, "dashboard_link", None),
         "can_scale": hasattr(getattr(client, "cluster", None), "scale"),
     }
+
+
+def _worker_ref(address: str, worker: dict) -> str:
+    """How a submission names a worker: its name where that is a string, else its address."""
+    name = worker.get("name")
+    return name if isinstance(name, str) and name else address
 
 
 class _Register(WorkerPlugin):

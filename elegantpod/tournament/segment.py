@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -110,6 +111,11 @@ class SegmentResult:
     """Wall seconds of this segment spent evaluating (its share of ``wall_seconds``)."""
     rebuilt: bool = True
     """Whether the pod was built for this segment (False: it was resident)."""
+    captures: int = 0
+    """CUDA-graph captures of the pod's iterations in this segment (0: eager)."""
+    replays: int = 0
+    """Iterations of this segment that replayed captured graphs: a capture pays only
+    when many follow it."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -137,48 +143,64 @@ class Fenced(RuntimeError):
 
 
 class _Control:
-    """Reads a pod's control Variable; returns what the pod should do now."""
+    """A pod's control Variable, read by a background thread; the training thread only
+    reads what that thread last fetched.
+
+    Why a thread: ``Variable.get`` is a round trip to the scheduler, and waits up to its
+    timeout when the scheduler is slow or the variable unset. On the thread that
+    launches a pod's CUDA work every such wait leaves the GPU idle; here it costs the
+    pod nothing, and a command still arrives within about ``POLL_SECONDS`` plus a round
+    trip.
+    """
 
     def __init__(self, name: str | None):
-        # The orchestrator knew the pod's state when it submitted this segment, so the
-        # first poll can wait POLL_SECONDS: a short segment then costs no round trip.
-        self.name, self.var, self.last_poll, self.version = name, None, time.monotonic(), -1
-        self.unread: dict | None = None  # fetched by stop_requested(), not yet acted on
+        self.name, self.var = name, None
+        self.latest: dict | None = None
+        """The newest message fetched (``None``: none yet, or no control)."""
+        self.fetches = 0
+        """Messages the poller has fetched so far."""
+        self._closed = threading.Event()
+        self._thread: threading.Thread | None = None
         if name is not None:
             from distributed import Variable
 
             self.var = Variable(name)
+            # the client is found from this task's thread: the poller has no worker context
+            _ = self.var.client
+            self._thread = threading.Thread(
+                target=self._poll_until_closed, name=f"elegantpod-control-{name}", daemon=True
+            )
+            self._thread.start()
+
+    def _poll_until_closed(self) -> None:
+        while not self._closed.is_set():
+            try:
+                msg = self.var.get(timeout=1)
+            except Exception:  # unset, or scheduler briefly unreachable: keep the last
+                msg = None
+            if msg is not None:
+                self.latest = msg
+                self.fetches += 1
+            self._closed.wait(POLL_SECONDS)
+
+    def close(self) -> None:
+        """Stop the poller (it ends within a round trip; it is a daemon meanwhile)."""
+        self._closed.set()
 
     def poll(self, force: bool = False) -> dict | None:
-        if self.var is None:
-            return None
-        now = time.monotonic()
-        if not force and now - self.last_poll < POLL_SECONDS:
-            return None
-        self.last_poll = now
-        try:
-            msg = self.var.get(timeout=1)
-        except Exception:  # unset, or scheduler briefly unreachable: keep running
-            return None
-        self.unread = None
-        return msg
+        """The newest command fetched: a local read, never a round trip (``force`` is
+        kept for callers that waited for a new one)."""
+        return self.latest
 
     def next(self) -> dict | None:
-        """The newest command not yet acted on (a poll, or what ``stop_requested`` read)."""
-        msg = self.poll()
-        if msg is None:
-            msg, self.unread = self.unread, None
-        return msg
+        """The newest command, to act on between iterations."""
+        return self.latest
 
     def stop_requested(self) -> bool:
-        """Polled inside a learner's update: stop now if the pod or tournament stopped.
-
-        A command read here that is not a stop is kept for the next iteration.
-        """
-        msg = self.poll()
+        """Polled inside a learner's update: stop now if the pod or tournament stopped."""
+        msg = self.latest
         if msg is None:
             return False
-        self.unread = msg
         return msg.get("state") == "stopped" or msg.get("tournament") == "stopped"
 
 
@@ -255,6 +277,7 @@ def _run_segment(task: SegmentTask) -> SegmentResult:
         resident.release(pod)
         pod, taken = None, False
     rebuilt = pod is None
+    control = _Control(task.control)
     try:
         if pod is None:
             pod = Pod(spec)
@@ -266,20 +289,22 @@ def _run_segment(task: SegmentTask) -> SegmentResult:
                 f"segment {task.segment} of pod {task.pod_id} holds a GPU but trains on "
                 f"{pod.spec.device!r}: torch on this worker sees no CUDA device"
             )
-        result = _run(task, spec, pod, rebuilt, start_wall)
+        result = _run(task, spec, pod, rebuilt, start_wall, control)
     except BaseException:
         if taken:
             resident.release(pod)
         elif pod is not None:
             pod.close()  # a failed pod is rebuilt from its checkpoint next time
         raise
+    finally:
+        control.close()
     resident.keep(
         task.tournament_id, task.pod_id, pod, task.checkpoint, spec, task.resident_slots, taken
     )
     return result
 
 
-def _run(task: SegmentTask, spec: PodSpec, pod, rebuilt: bool, start_wall: float):
+def _run(task: SegmentTask, spec: PodSpec, pod, rebuilt: bool, start_wall: float, control):
     done_already = False
     # Idempotent: a re-run of a segment that already wrote its checkpoint reuses it, if
     # this writer wrote it (a writer whose lease was taken may have left one).
@@ -305,7 +330,6 @@ def _run(task: SegmentTask, spec: PodSpec, pod, rebuilt: bool, start_wall: float
     # are in force; the checkpoint only brought weights, optimizer moments and step count.
     hp = dataclasses.asdict(pod.learner.config)
     start_steps = pod.env_steps
-    control = _Control(task.control)
     events = _Events(task.topic, task.pod_id, task.segment)
     stopped = False
     applied_version = -1
@@ -342,6 +366,7 @@ def _run(task: SegmentTask, spec: PodSpec, pod, rebuilt: bool, start_wall: float
         return None
 
     eval_before = getattr(pod.evaluator, "seconds", 0.0)
+    captures_before, replays_before = _graph_counts(pod)
     if not done_already:
         budget_steps = start_steps + task.segment_steps if task.segment_steps else None
         # One evaluation, at the end: a tournament scores segments, and evaluations in
@@ -386,6 +411,7 @@ def _run(task: SegmentTask, spec: PodSpec, pod, rebuilt: bool, start_wall: float
         pod.evaluator.count -= 1
         ev = pod.evaluate()
     hp = dataclasses.asdict(pod.learner.config)  # live mutations included
+    captures, replays = _graph_counts(pod)
     wall = time.perf_counter() - start_wall
     target = spec.target_reward
     score_mean, score_std = ev.score(spec.fitness)
@@ -416,7 +442,15 @@ def _run(task: SegmentTask, spec: PodSpec, pod, rebuilt: bool, start_wall: float
         worker=worker_name,
         eval_seconds=getattr(pod.evaluator, "seconds", 0.0) - eval_before,
         rebuilt=rebuilt,
+        captures=captures - captures_before,
+        replays=replays - replays_before,
     )
+
+
+def _graph_counts(pod) -> tuple[int, int]:
+    """Captures and replays of the pod's iteration graphs so far (0, 0: eager)."""
+    graphs = getattr(pod, "graphs", None)
+    return (graphs.captures, graphs.replays) if graphs is not None else (0, 0)
 
 
 def _expected(task: SegmentTask, spec: PodSpec, pod_id: str | None) -> dict[str, Any] | None:

@@ -89,6 +89,7 @@ def largest_pod_bytes(spec: TournamentSpec, base_hparams) -> int:
                 hparams=learner_config(algo, base_hparams(algo)),
                 eval_episodes=spec.eval_episodes,
                 learners=spec.learners,
+                env_kwargs=spec.env_kwargs,  # MJX worlds count (estimate_pod_bytes)
             )
         )
         for algo in spec.algos

@@ -197,5 +197,7 @@ def summary(population, resolve, **extra: Any) -> dict[str, Any]:
             if population.segments_run
             else None
         ),
+        "captures": population.captures,
+        "replays": population.replays,
         **extra,
     }

@@ -10,6 +10,7 @@ from elegantpod.envs.base import (
     CPU_COMPILE_MIN_ENVS,
     ENTRIES_PER_SIZE,
     compiled_step,
+    step_function,
     uniform_noise,
     whole_step,
 )
@@ -229,13 +230,12 @@ def test_envs_of_one_class_size_and_device_share_one_compiled_step():
     assert CartPole(num_envs=8, compile=False)._step_fn is whole_step(CartPole)  # eager
 
 
-def test_the_recompile_limit_fits_every_size_a_process_compiles():
-    import torch._dynamo.config as dynamo
-
+def test_each_size_compiles_under_a_code_object_of_its_own():
+    """No raised recompile limit is needed (it would not hold: see the next test)."""
     sizes = range(5001, 5013)  # more sizes than torch's default limit of 8 allows
-    for n in sizes:
-        MountainCarContinuous(num_envs=n, compile=True)
-    assert dynamo.recompile_limit >= ENTRIES_PER_SIZE * len(sizes)
+    codes = {step_function(MountainCarContinuous, n, "cpu").__code__ for n in sizes}
+    assert len(codes) == len(sizes)
+    assert whole_step(MountainCarContinuous).__code__ not in codes
 
 
 def test_a_rebuilt_env_reuses_the_compiled_step():
@@ -243,7 +243,7 @@ def test_a_rebuilt_env_reuses_the_compiled_step():
     from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
     def graphs() -> int:
-        return len(_debug_get_cache_entry_list(whole_step(CartPole).__code__))
+        return len(_debug_get_cache_entry_list(step_function(CartPole, 24, "cpu").__code__))
 
     def steps(env) -> None:
         env.reset(seed=0)
@@ -257,3 +257,73 @@ def test_a_rebuilt_env_reuses_the_compiled_step():
     assert start < first <= start + ENTRIES_PER_SIZE
     steps(CartPole(num_envs=24, compile=True))
     assert graphs() == first
+
+
+# -- compiles where Dask runs them: copied contexts, other threads (issue 30) -------------
+def _step_both_variants(env) -> None:
+    env.reset(seed=0)
+    with torch.inference_mode():  # as in a rollout: plain tensors after the reset, then
+        for _ in range(3):  # inference tensors
+            env.step(torch.zeros(env.num_envs, dtype=torch.int64))
+
+
+def test_compiles_in_a_copied_context_and_another_thread_keep_their_limits(monkeypatch):
+    """From torch 2.12 dynamo's config is per thread and per ``contextvars`` context, and
+    Dask runs each task in a copied context: a limit raised in one task is gone in the
+    next. Five sizes of one class, built in one task and stepped in others, make ten
+    graphs, past the default limit of 8 per code object; each must still compile."""
+    import contextvars
+    import threading
+
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+    from torch._dynamo.utils import counters
+
+    from elegantpod.envs import base
+
+    monkeypatch.setattr(base, "COMPILE_BACKEND", "eager")  # dynamo's caching, no Inductor
+    sizes = list(range(7001, 7006))
+    envs = contextvars.copy_context().run(
+        lambda: [CartPole(num_envs=n, compile=True) for n in sizes]
+    )
+    graphs_before = counters["stats"]["unique_graphs"]
+    for env in envs[:2]:  # in tasks of their own
+        contextvars.copy_context().run(_step_both_variants, env)
+    errors = []
+
+    def in_a_thread():
+        try:
+            for env in envs[2:]:
+                _step_both_variants(env)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    thread = threading.Thread(target=in_a_thread)
+    thread.start()
+    thread.join()
+    assert errors == []
+    assert counters["stats"]["unique_graphs"] - graphs_before == ENTRIES_PER_SIZE * len(sizes)
+    for env, n in zip(envs, sizes, strict=True):
+        code = step_function(CartPole, n, "cpu").__code__
+        assert len(_debug_get_cache_entry_list(code)) == ENTRIES_PER_SIZE
+        assert env._step_fn is compiled_step(CartPole, n, "cpu")
+
+
+def test_a_failure_inside_a_capture_is_not_a_failed_compile(monkeypatch):
+    """Inside a CUDA-graph capture (simulated: torch's query says so) a step that fails
+    raises to the capture, which then fails on its own; the compiled step stays for
+    this process. Outside one, the same failure marks the compile failed."""
+    from elegantpod.envs import base
+
+    monkeypatch.setattr(base, "COMPILE_BACKEND", "eager")
+    env = CartPole(num_envs=13, compile=True)
+    env.reset(seed=0)
+    compiled = env._step_fn
+    wrong = torch.zeros(5, dtype=torch.int64)  # five actions for thirteen sub-envs
+    with monkeypatch.context() as m:
+        m.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+        with pytest.raises(Exception, match="size"):
+            env.step(wrong)
+    assert env._step_fn is compiled is compiled_step(CartPole, 13, "cpu")
+    with pytest.warns(RuntimeWarning, match="torch.compile failed"), pytest.raises(RuntimeError):
+        env.step(wrong)  # not capturing: marked failed, then the eager step raises too
+    assert env._step_fn is whole_step(CartPole) and compiled_step(CartPole, 13, "cpu") is None

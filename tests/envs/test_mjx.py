@@ -408,3 +408,89 @@ def test_bad_numbers_fail_before_anything_compiles(kwargs, message, monkeypatch)
     monkeypatch.setattr(mjx_module, "_memory_bytes", lambda device: 2**30)  # a 1 GiB device
     with pytest.raises(ValueError, match=message):
         make_env("Ant-v5", backend="mjx", **{"num_envs": 2, **kwargs})
+
+
+def test_a_torch_view_held_across_steps_stays_valid_and_steps_copy_nothing_from_the_host():
+    """``env.qpos``/``qvel`` are views of JAX's memory, and the step donates its state:
+    a view held across a step must not be donated (GPUs refuse that) or change under
+    the holder; and no step copies a host value (the time limit) to the device."""
+    import jax
+
+    env = mjx_env("Hopper-v5")
+    env.reset(seed=4)
+    action = torch.full((N, 3), 0.5)
+    env.step(action)  # the limit goes to the device once, outside the guard
+    qpos, qvel = env.qpos, env.qvel
+    assert qpos.data_ptr() == env._state.worlds.qpos.unsafe_buffer_pointer()  # no copy
+    held_q, held_v = qpos.clone(), qvel.clone()
+    with jax.transfer_guard_host_to_device("disallow"):
+        for _ in range(3):
+            env.step(action)
+    assert torch.equal(qpos, held_q) and torch.equal(qvel, held_v)  # valid, unchanged
+    # with no view taken since, the state is donated (updated in place), not copied
+    carried = env._state
+    env.step(action)
+    assert carried.worlds.qpos.is_deleted() and carried.worlds.qvel.is_deleted()
+    assert not torch.equal(env.qpos, held_q)  # the worlds moved on
+    # a state put in from torch tensors is not donated from under them either
+    start_q, start_v = held_q.clone(), held_v.clone()
+    env.set_state(start_q, start_v)
+    env.step(action)
+    assert torch.equal(start_q, held_q) and torch.equal(start_v, held_v)
+
+
+def test_jax_settings_hold_when_jax_was_imported_first_and_preallocation_is_refused():
+    """Preallocation off and (on CUDA) command buffers off are set before JAX starts its
+    backend even when jax was imported first; a GPU backend started with preallocation
+    on is refused by name; the command-buffer compile option is one XLA accepts."""
+    from elegantpod.envs.mjx import NO_COMMAND_BUFFERS, PREALLOCATE, preallocation_problem
+
+    code = (
+        "import os, sys, torch\n"
+        "os.environ.pop('XLA_PYTHON_CLIENT_PREALLOCATE', None)\n"
+        "import jax\n"
+        "from elegantpod.envs.mjx import _setup_jax, backend_started\n"
+        "assert not backend_started()\n"
+        "jax_, _ = _setup_jax(torch.device('cpu'))\n"
+        "print(os.environ['XLA_PYTHON_CLIENT_PREALLOCATE'], os.environ.get('XLA_FLAGS'))\n"
+        f"f = jax.jit(lambda x: x * 2, compiler_options={NO_COMMAND_BUFFERS!r})\n"
+        "print(float(f(jax.numpy.ones(2)).sum()), backend_started())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    first, second = out.stdout.splitlines()[-2:]
+    flag = "xla_gpu_enable_command_buffer=" if torch.cuda.is_available() else "eigen=false"
+    assert first.split()[0] == "false" and flag in first
+    assert second == "4.0 True"
+    # what a process whose GPU backend already started gets
+    message = preallocation_problem({}, True, {"cuda", "cpu"})
+    assert message is not None and PREALLOCATE in message and "false" in message
+    assert preallocation_problem({PREALLOCATE: "false"}, True, {"cuda"}) is None
+    assert (
+        preallocation_problem({"XLA_PYTHON_CLIENT_ALLOCATOR": "platform"}, True, {"cuda"}) is None
+    )
+    assert preallocation_problem({}, False, {"cuda"}) is None  # not started: still settable
+    assert preallocation_problem({}, True, {"cpu"}) is None  # CPUs do not preallocate
+
+
+def test_the_pod_size_estimate_counts_mjx_worlds():
+    """Packing pods on a GPU counts MJX's worlds, which grow with ``num_envs``."""
+    from elegantpod.agents import PPOConfig
+    from elegantpod.config import PodSpec, estimate_pod_bytes
+    from elegantpod.envs.mjx_tasks import bytes_per_world
+
+    def size(num_envs: int, **env_kwargs) -> int:
+        hp = PPOConfig(num_envs=num_envs, horizon=8, minibatch_size=64)
+        spec = PodSpec(env_id="Ant-v5", algo="ppo", hparams=hp, env_kwargs=env_kwargs)
+        return estimate_pod_bytes(spec, obs_dim=105, act_dim=8)
+
+    world = bytes_per_world("Ant-v5", "fast")
+    assert 10_000 < world < 10_000_000  # tens of kilobytes: MjData, contacts, rows
+    assert bytes_per_world("Ant-v5", "exact") > world  # more contacts collide
+    small, large = (
+        size(64, backend="mjx", physics="fast"),
+        size(4096, backend="mjx", physics="fast"),
+    )
+    assert large - small >= (4096 - 64) * world  # every world counted
+    assert large - size(4096) >= 4096 * world  # torch's own envs keep no worlds
+    assert size(4096, backend="mjx") >= size(4096, backend="mjx", physics="exact")

@@ -133,14 +133,15 @@ def test_resident_pods_per_process_are_bounded(tmp_path):
 
 
 def test_pods_per_gpu_packing_arithmetic():
+    # one pod per process: each also pays its CUDA context (see tests/test_gpu_layout.py)
     gib = 2**30
-    assert pods_per_gpu(None, None, 10**6, threads=4) == 1  # memory unknown: one
-    assert pods_per_gpu(None, 141 * gib, 100 * 2**20, threads=4) == 4  # threads bound it
-    assert pods_per_gpu(None, 141 * gib, 100 * 2**20, threads=16) == 8  # the automatic cap
-    assert pods_per_gpu(None, 8 * gib, 2 * gib, threads=8) == 1  # memory bounds it
-    assert pods_per_gpu(None, 24 * gib, 2 * gib, threads=8) == 4  # 4.3 fit: a power of two
-    assert pods_per_gpu(3, 141 * gib, 1, threads=8) == 2  # given: still a power of two
-    assert pods_per_gpu(16, 141 * gib, 1, threads=4) == 4  # never more than threads
+    assert pods_per_gpu(None, None, 10**6, processes=4) == 1  # memory unknown: one
+    assert pods_per_gpu(None, 141 * gib, 100 * 2**20, processes=4) == 4  # processes bound it
+    assert pods_per_gpu(None, 141 * gib, 100 * 2**20, processes=16) == 8  # the automatic cap
+    assert pods_per_gpu(None, 8 * gib, 2 * gib, processes=8) == 1  # memory bounds it
+    assert pods_per_gpu(None, 24 * gib, 2 * gib, processes=8) == 2  # 3.8 fit: a power of two
+    assert pods_per_gpu(3, 141 * gib, 1, processes=8) == 2  # given: still a power of two
+    assert pods_per_gpu(16, 141 * gib, 1, processes=4) == 4  # never more than processes
 
 
 @pytest.mark.slow

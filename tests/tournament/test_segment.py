@@ -115,3 +115,62 @@ def test_an_off_policy_pod_keeps_its_replay_only_in_its_newest_checkpoint(tmp_pa
     third = run_segment(sac_task(3, resume_from=second.checkpoint))  # resumes with its replay
     assert third.env_steps > second.env_steps > first.env_steps
     assert "replay" not in load_checkpoint(second.checkpoint)["learner"]
+
+
+# -- issue 30: captures and replays reported; control reads off the training thread -------
+def test_a_segment_reports_its_captures_and_replays_and_the_summary_sums_them(tmp_path):
+    import dataclasses
+
+    from elegantpod.tournament import views
+    from elegantpod.tournament.population import Population
+    from elegantpod.tournament.spec import TournamentSpec
+
+    store = Store(tmp_path)
+    store.ensure()
+    res = run_segment(task(store, 1))
+    assert (res.captures, res.replays) == (0, 0)  # a CPU pod trains eagerly
+    population = Population(TournamentSpec(env_id="CartPole-v1", algos=("ppo",), pods=1))
+    (rec,) = population.fill()
+    population.submitted(rec)
+    on_a_gpu = dataclasses.replace(res, pod_id=rec.pod_id, captures=1, replays=7)
+    population.on_result(on_a_gpu, ending=False, stopping=False)
+    population.on_result(dataclasses.replace(on_a_gpu, segment=2), ending=False, stopping=False)
+    out = views.summary(population, str)
+    assert (out["captures"], out["replays"]) == (2, 14)
+
+
+def _control_reads(name: str) -> tuple[float, float, bool, int]:
+    """As a segment does: the slowest of 200 control reads on this (the training) thread,
+    seconds until the poller saw a newer message, whether it saw it, and its fetches."""
+    import time
+
+    from distributed import Variable
+
+    from elegantpod.tournament.segment import _Control
+
+    var = Variable(name)
+    var.set({"state": "running", "version": 1})
+    control = _Control(name)
+    try:
+        slowest = 0.0
+        for _ in range(200):  # half a second or more of reads: the poller's round trips
+            start = time.perf_counter()  # run meanwhile, on their own thread
+            control.next()
+            control.stop_requested()
+            slowest = max(slowest, time.perf_counter() - start)
+            time.sleep(0.0025)
+        var.set({"state": "stopped", "version": 2})
+        sent = time.perf_counter()
+        while not control.stop_requested() and time.perf_counter() - sent < 10:
+            time.sleep(0.005)
+        return slowest, time.perf_counter() - sent, control.stop_requested(), control.fetches
+    finally:
+        control.close()
+
+
+def test_control_reads_never_wait_on_the_scheduler(client):
+    # in this process (torch is imported here already), through the real scheduler
+    slowest, picked_up, stopped, fetches = _control_reads("elegantpod-test-control")
+    assert slowest < 0.005  # a local read: no round trip on the training thread
+    assert fetches >= 2  # while the poller kept fetching in the background
+    assert stopped and picked_up < 1.5  # a new command arrives within about a second
