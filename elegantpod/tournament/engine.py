@@ -105,7 +105,11 @@ class Engine:
             if self.client is None:
                 from elegantpod.cluster import cluster
 
-                self.client = cluster()
+                # on a GPU node the processes per GPU are planned for this tournament's pods
+                self.client = cluster(
+                    pods_per_gpu=self.spec.pods_per_gpu,
+                    pod_bytes=largest_pod_bytes(self.spec, self.population.base_hparams),
+                )
             with self._lock:
                 self.population.fill()
                 self._lease = lease
