@@ -249,10 +249,14 @@ class Engine:
                     new = self.population.on_unsubmitted(o.pod_id, o.error, ending)
                 elif o.kind in ("store", "fenced"):
                     # Not the pod's failure: it continues from its last checkpoint when
-                    # the store takes writes again (a resume). The tournament stops.
+                    # the store takes writes again (a resume), or under the writer that
+                    # holds the store now. The tournament stops.
                     self.population.on_lost(o.pod_id)
                     self._stop_requested = True
-                    self._store_failure = self._store_failure or o.error
+                    if o.kind == "fenced":
+                        self._status, self._error = "failed", self._error or o.error
+                    else:
+                        self._store_failure = self._store_failure or o.error
                     new = []
                 else:
                     self.population.on_lost(o.pod_id)

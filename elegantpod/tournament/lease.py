@@ -132,7 +132,7 @@ class Lease:
         self.settle_seconds = float(settle_seconds)
         self.token = secrets.token_hex(16)
         """Also the fencing token: a tournament's segments carry it, and write nothing
-        once the store's lease holds another (see :func:`holder_token`)."""
+        once the store's lease holds another (see :func:`holder`)."""
         self.is_held = False
         self.lost: LeaseLost | None = None
         """Set by the background heartbeat (:meth:`keep_alive`) when another writer took
@@ -270,13 +270,7 @@ class Lease:
         over :data:`_MAX_BYTES` too (unread: ``force`` replaces it). A link or special
         file as ``lease.json`` is a :class:`~elegantpod.tournament.store.StoreError`.
         """
-        try:
-            data = self.store.read_bytes(NAME, limit=_MAX_BYTES)
-        except FileNotFoundError:
-            return None
-        except StoreFileTooLarge:
-            return _malformed()
-        return parse(data)
+        return holder(self.store)
 
     def _held_message(self, current: dict[str, Any]) -> str:
         heartbeat = current["heartbeat"]
@@ -299,14 +293,16 @@ class Lease:
         )
 
 
-def holder_token(store: Store) -> str | None:
-    """The token of the lease in ``store`` now (``None``: no valid lease): what a segment
-    compares with its own before it writes (fencing)."""
+def holder(store: Store) -> dict[str, Any] | None:
+    """The lease in ``store`` now, validated (``None``: there is none): what a segment
+    compares with its own token before it writes (fencing)."""
     try:
-        data = store.read_bytes(NAME)
+        data = store.read_bytes(NAME, limit=_MAX_BYTES)
     except FileNotFoundError:
         return None
-    return parse(data)["token"]
+    except StoreFileTooLarge:
+        return _malformed()
+    return parse(data)
 
 
 def parse(data: bytes) -> dict[str, Any]:

@@ -489,18 +489,19 @@ def _write_fenced(task: SegmentTask, data: bytes) -> None:
     its own segment overwrites it.
     """
     if task.writer is not None and task.store is not None:
-        from elegantpod.tournament.lease import holder_token
+        from elegantpod.tournament.lease import holder
         from elegantpod.tournament.store import Store
 
         try:
-            holder = holder_token(Store(task.store))
+            lease = holder(Store(task.store))
         except (OSError, ValueError) as exc:  # ValueError: a StoreError (a link, a FIFO)
             raise StoreUnwritable(
                 f"store {task.store!r}: reading its lease failed: {exc}"
             ) from None
-        if holder != task.writer:
+        if lease is None or lease["token"] != task.writer:
+            who = "nobody (lease.json was deleted)" if lease is None else lease["owner"]
             raise Fenced(
-                f"store {task.store!r}: its lease is held by another writer now; segment "
+                f"store {task.store!r}: lease lost, now held by {who}: segment "
                 f"{task.segment} of pod {task.pod_id} wrote nothing"
             )
     try:

@@ -56,7 +56,7 @@ def test_a_writer_whose_lease_was_taken_writes_no_checkpoint(store, tmp_path):
     lease(store).acquire(force=True)  # `--resume --force` elsewhere
     out = run_segment(task(store, 1, first))
     assert isinstance(out, SegmentFailure) and out.kind == "fenced"
-    assert "held by another writer" in out.error
+    assert "lease lost, now held by" in out.error
     assert not (tmp_path / "s/pods/p000/seg-00001.pt").exists()
 
 
