@@ -30,7 +30,7 @@ PRUNE_SECONDS = 2.0
 """Checkpoints nobody needs any more are deleted at most this often: one listing each (a
 LIST request on object stores), and between two of them at most a few segments land."""
 LEASE_SECONDS = 2.0
-"""How often the loop checks (and now and then heartbeats) the lease, saves or not."""
+"""How often the loop checks the lease (one read), saves or not; the lease heartbeats itself."""
 MAX_TRANSIENT_FAILURES = 20
 """Consecutive scheduler errors after which a tournament gives up."""
 STORE_GIVE_UP_SECONDS = 120.0
@@ -363,7 +363,7 @@ class Engine:
                 self._dirty, self._saved_at = False, now
                 lease = self._lease
             try:
-                lease.renew()
+                lease.check()  # the background thread heartbeats (start() keeps it alive)
                 self.store.save_state(snapshot)
             except LeaseLost as exc:
                 # Another writer took the store over: write nothing more, end, failed.
@@ -405,15 +405,16 @@ class Engine:
                     _, self.store_bytes = self.store.prune(keep, settled)
 
     def _keep_lease(self) -> None:
-        """Heartbeat the lease even when nothing changes (all pods paused, long segments):
-        a silent holder would look dead to the next writer. ``LeaseLost`` ends the run."""
+        """Check the lease even when nothing is saved (all pods paused, long segments):
+        ``LeaseLost`` ends the run. The heartbeat itself is the lease's own background
+        thread (:meth:`~elegantpod.tournament.lease.Lease.keep_alive`)."""
         lease = self._lease
         if lease is None:
             return
         try:
             if lease.lost is not None:  # the background heartbeat saw the takeover
                 raise lease.lost
-            lease.renew()  # a read, and a write once per HEARTBEAT_SECONDS
+            lease.check()  # one read
         except LeaseLost as exc:
             self._lease, self._stop_requested = None, True
             self._status, self._error = "failed", str(exc)
