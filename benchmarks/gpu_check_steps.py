@@ -34,6 +34,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from _common import _finite  # NaN/inf -> None: the benchmarks' one strict-JSON rule
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 CAPTURE_FALLBACK = re.compile(r"captur\w* .*fail", re.I)
@@ -45,16 +47,6 @@ def write(path: Path, record: dict[str, Any]) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=2, default=str, allow_nan=False) + "\n")
     os.replace(tmp, path)
-
-
-def _finite(x: Any) -> Any:
-    if isinstance(x, float) and (x != x or x in (float("inf"), float("-inf"))):
-        return None
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_finite(v) for v in x]
-    return x
 
 
 def cuda() -> bool:
