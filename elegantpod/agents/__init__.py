@@ -5,7 +5,7 @@ from elegantpod.agents.ddpg import DDPG, DDPGConfig
 from elegantpod.agents.dqn import DQN, DQNConfig
 from elegantpod.agents.ppo import PPO, PPOConfig
 from elegantpod.agents.sac import SAC, SACConfig
-from elegantpod.agents.space import Bound, check_search_space
+from elegantpod.agents.space import Bound, Choice, check_search_space
 from elegantpod.agents.td3 import TD3, TD3Config
 
 ALGOS: dict[str, type[Learner]] = {"ppo": PPO, "sac": SAC, "td3": TD3, "ddpg": DDPG, "dqn": DQN}
@@ -80,6 +80,7 @@ __all__ = [
     "ALGOS",
     "DDPG",
     "Bound",
+    "Choice",
     "DQN",
     "PPO",
     "SAC",

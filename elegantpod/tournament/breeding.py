@@ -17,7 +17,13 @@ from elegantpod.agents import get_algo
 from elegantpod.config import replace_checked
 from elegantpod.tournament import leaderboard as lb
 from elegantpod.tournament import state as checked
-from elegantpod.tournament.generator import choose_algo, choose_parent, mutate, search_space
+from elegantpod.tournament.generator import (
+    choose_algo,
+    choose_parent,
+    mutate,
+    sample_space,
+    search_space,
+)
 from elegantpod.tournament.spec import PodRecord
 from elegantpod.tournament.state import learner_config
 
@@ -29,7 +35,9 @@ class Breeding:
     population owns ``spec``, ``records``, ``entries``, ``rng``, ``mutation_policy``)."""
 
     # ------------------------------------------------------------------ new pods
-    def _new_record(self, algo, hparams, parent: lb.Entry | None, mutation) -> PodRecord:
+    def _new_record(
+        self, algo, hparams, parent: lb.Entry | None, mutation, origin=None
+    ) -> PodRecord:
         pod_id = f"p{self.next_index:03d}"
         seed = self.spec.seed * 1_000_003 + self.next_index
         self.next_index += 1
@@ -42,16 +50,17 @@ class Breeding:
             mutation=mutation,
             parent_checkpoint=parent.checkpoint if parent else None,
             env_steps=parent.env_steps if parent else 0,
+            origin=dict(origin or {"kind": "child" if parent else "start"}),
         )
         self.records[pod_id] = rec
         return rec
 
-    def new_pod(self, strict: bool = False) -> PodRecord:
+    def new_pod(self, strict: bool = False, origin: dict | None = None) -> PodRecord:
         """The generator at work: a fresh pod, or a mutated child of a top live pod.
 
         The algorithm is the least represented among the pods alive; the parent comes
         from the top ``truncation`` fraction of its live pods (leaderboard entries when
-        none of them has a score yet).
+        none of them has a score yet). ``origin``: why it is made (``PodRecord.origin``).
         """
         active = Counter(r.algo for r in self.alive())
         algo = choose_algo(list(self.spec.algos), active, self.rng)
@@ -62,14 +71,24 @@ class Breeding:
         if parents:
             parent = choose_parent(parents, self.rng, self.spec.generator)
             hparams, mutation = self._mutate(algo, parent.hparams, space, True, strict)
-            return self._new_record(algo, hparams, parent, mutation)
+            return self._new_record(algo, hparams, parent, mutation, origin)
         base = self.base_hparams(algo)
         if any(r.algo == algo for r in self.records.values()):
             # Not the first of its algorithm: explore around the base instead of cloning it.
             hparams, mutation = self._mutate(algo, base, space, False, strict)
         else:
             hparams, mutation = base, {}
-        return self._new_record(algo, hparams, None, mutation)
+        return self._new_record(algo, hparams, None, mutation, origin)
+
+    def fresh_pod(self, algo: str, origin: dict) -> PodRecord:
+        """A restart: a pod of ``algo`` with fresh networks and hyperparameters drawn
+        anew from the whole search space (not a copy of anyone), so a population stuck
+        on a plateau explores settings its members' mutations would take long to reach
+        (a noise kind, a far learning rate)."""
+        base = self.base_hparams(algo)
+        new, change = sample_space(base, search_space(algo), self.rng)
+        hparams, mutation = checked.policy_output(algo, base, new, change, False)
+        return self._new_record(algo, hparams, None, mutation, origin)
 
     def fill(self) -> list[PodRecord]:
         """New pods until the population has ``spec.pods`` (at the first start)."""
@@ -164,7 +183,9 @@ class Breeding:
                     raise ValueError(f"{key!r} must equal the parent's to copy its networks")
         before = dataclasses.asdict(base_cfg)  # tuples restored: JSON lists are no change
         mutation = {k: [before[k], v] for k, v in dataclasses.asdict(cfg).items() if before[k] != v}
-        return self._new_record(learner.name, dataclasses.asdict(cfg), parent_entry, mutation)
+        return self._new_record(
+            learner.name, dataclasses.asdict(cfg), parent_entry, mutation, {"kind": "user"}
+        )
 
 
 def recent_score(rec: PodRecord) -> float:

@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import Any
 
 from elegantpod.agents import ALGOS, get_algo
-from elegantpod.agents.space import Bound
+from elegantpod.agents.space import Bound, Choice
 from elegantpod.config import in_range
 from elegantpod.tournament.leaderboard import Entry, rank
 
@@ -68,8 +68,9 @@ class GeneratorConfig:
     ready_segments: int = 2
     """Segments a pod trains before it may be replaced (PBT's "ready" criterion): young
     pods are not judged on their first, noisiest evaluations."""
-    score_window: int = 2
-    """Segments whose scores the exploit rule averages per pod (smooths noisy evaluations)."""
+    score_window: int = 3
+    """Segments whose scores the exploit rule averages per pod (smooths noisy
+    evaluations); their spread is also the noise the evidence rule weighs."""
     min_gap: float = 0.1
     """With a target (``target_reward``): a pod is replaced only if the best live pod
     leads it by at least this fraction of the way the pod still has to go to the target.
@@ -79,8 +80,58 @@ class GeneratorConfig:
     plain rule replaced the pods still exploring with copies of the most trapped one.
     0: the plain truncation rule. Without a target it has no effect."""
 
+    evidence_t: float = 2.0
+    """Replace only on evidence: a pod in the bottom fraction is replaced only when the
+    best live pod's recent mean score beats its own by at least this many standard
+    errors (Welch's t statistic of the two ``score_window`` means, each standard error
+    the larger of the spread of the pod's recent segment scores and of its last
+    evaluation's episodes). About 2: a lead that the noise of a few evaluations
+    explains is not a reason to throw a pod away. 0: no evidence asked (the plain
+    truncation rule, which churned on one-episode trading fitness)."""
+    restart_after: int = 6
+    """Explore when stuck: when no segment score has beaten the best one seen (by
+    ``stuck_tolerance``) for ``restart_after`` segments per live pod, and the target is
+    not reached, the bottom ``restart_fraction`` of the live pods (never the leader) are
+    replaced at their next segment end by *fresh* pods whose hyperparameters are new
+    draws from the search space, with fresh networks (restarts), not copies of the
+    leader. 0: never."""
+    restart_after_seconds: float | None = None
+    """The same, measured in tournament seconds since the last improvement (``None``:
+    segments only)."""
+    restart_fraction: float = 0.5
+    """Share of the live pods a restart replaces (the bottom ones; at least one, never
+    the leader)."""
+    stuck_tolerance: float = 0.05
+    """What counts as an improvement for the restart rule: a segment score above the
+    best seen by this fraction of the distance still to go to the target (of the best
+    score's magnitude without a target). Smaller gains are noise around a plateau."""
+
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first bad setting."""
+        for name in ("evidence_t", "stuck_tolerance"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"{name} must be a number, got {value!r}")
+        in_range("evidence_t", self.evidence_t, 0.0, 100.0)
+        in_range("stuck_tolerance", self.stuck_tolerance, 0.0, 1.0)
+        in_range("restart_fraction", self.restart_fraction, 0.0, 1.0)
+        if (
+            isinstance(self.restart_after, bool)
+            or not isinstance(self.restart_after, int)
+            or not 0 <= self.restart_after <= 10**6
+        ):
+            raise ValueError(
+                f"restart_after must be an integer in [0, 1000000], got {self.restart_after!r}"
+            )
+        if self.restart_after_seconds is not None and (
+            isinstance(self.restart_after_seconds, bool)
+            or not isinstance(self.restart_after_seconds, int | float)
+            or not 0 < self.restart_after_seconds < 1e9
+        ):
+            raise ValueError(
+                "restart_after_seconds must be None or a number of seconds > 0, "
+                f"got {self.restart_after_seconds!r}"
+            )
         if self.selection not in ("truncation", "softmax"):
             raise ValueError(f"selection must be 'truncation' or 'softmax', got {self.selection!r}")
         in_range("truncation", self.truncation, 1e-9, 1.0)
@@ -116,6 +167,10 @@ def mutate(
 ) -> tuple[dict[str, Any], dict[str, list]]:
     """Perturb every hyperparameter of ``space`` present in ``hparams``.
 
+    A :class:`~elegantpod.agents.space.Bound` is perturbed by a factor or redrawn with
+    ``cfg.resample_prob``; a :class:`~elegantpod.agents.space.Choice` switches to another
+    option with its own ``prob``.
+
     Returns the new hyperparameters and the mutation ``{name: [old, new]}`` (only the
     names whose value changed).
     """
@@ -125,7 +180,9 @@ def mutate(
         if name not in hparams:
             continue
         bound, old = space[name], hparams[name]
-        if rng.random() < cfg.resample_prob:
+        if isinstance(bound, Choice):
+            value = bound.mutate(old, rng)  # categories: redraw with the Choice's own prob
+        elif rng.random() < cfg.resample_prob:
             value = bound.sample(rng)
         else:
             factor = rng.choice(cfg.perturb_factors)
@@ -147,10 +204,15 @@ def choose_algo(algos: list[str], counts: Counter | dict[str, int], rng: random.
 
 
 def should_exploit(
-    pod_id: str, scores: dict[str, float], cfg: GeneratorConfig, target: float | None = None
+    pod_id: str,
+    scores: dict[str, float],
+    cfg: GeneratorConfig,
+    target: float | None = None,
+    noise: dict[str, float] | None = None,
 ) -> bool:
     """PBT's truncation rule: is ``pod_id`` in the bottom fraction of the live pods, and
-    (with a ``target``) does the best live pod lead it by a gap that matters?
+    (with a ``target``) does the best live pod lead it by a gap that matters, and (with
+    ``noise``) by more than the noise of their scores explains?
 
     Parameters
     ----------
@@ -163,27 +225,123 @@ def should_exploit(
         there when at least ``n - floor(n * truncation)`` pods score strictly higher, so
         ties replace nobody; a NaN score ranks last. With fewer than two pods, never.
         ``min_gap``: with a ``target``, the best live score must also exceed the pod's by
-        ``min_gap * |target - score|``.
+        ``min_gap * |target - score|``. ``evidence_t``: see :func:`judge`.
     target
         The tournament's ``target_reward`` (``None``: no gap is asked).
+    noise
+        Standard errors of the recent scores (``None``: no evidence asked).
     """
+    return judge(pod_id, scores, cfg, target, noise).replace
+
+
+def sample_space(hparams: dict[str, Any], space: dict, rng: random.Random):
+    """A restart's fresh draw: every hyperparameter of ``space`` in ``hparams`` drawn
+    anew within its domain. Returns the hyperparameters and ``{name: [old, new]}``."""
+    new = dict(hparams)
+    change: dict[str, list] = {}
+    for name in sorted(space):
+        if name in hparams:
+            value = space[name].sample(rng)
+            if value != hparams[name]:
+                new[name] = value
+                change[name] = [hparams[name], value]
+    return new, change
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Why the exploit rule replaces a pod, or does not (see :func:`judge`)."""
+
+    replace: bool
+    score: float
+    """The pod's recent mean score."""
+    leader: str | None = None
+    """The best live pod (the pod the evidence is weighed against)."""
+    leader_score: float = math.nan
+    t: float = math.nan
+    """Welch's t statistic of the leader's recent mean over the pod's (inf: no noise)."""
+    reason: str = ""
+    """A few words: why not, or on what evidence."""
+
+
+def welch_t(a_mean: float, a_se: float, b_mean: float, b_se: float) -> float:
+    """``(a_mean - b_mean) / sqrt(a_se^2 + b_se^2)``: Welch's t statistic from two means
+    and their standard errors; ``inf`` (or ``-inf``, ``0``) when neither has noise."""
+    denom = math.sqrt(a_se**2 + b_se**2)
+    gap = a_mean - b_mean
+    if denom > 0:
+        return gap / denom
+    return math.copysign(math.inf, gap) if gap else 0.0
+
+
+def standard_error(scores: list[float], eval_std: float | None, episodes: int) -> float:
+    """Standard error of the mean of a pod's recent segment ``scores``.
+
+    The larger of two estimates: the spread between segments (``s / sqrt(n)``, which
+    also holds learning's own drift) and the spread within one evaluation
+    (``eval_std / sqrt(episodes * n)``), so that two or three segments whose scores
+    happen to agree do not pass for noiseless ones. One score without an episode
+    spread (a one-episode fitness, as trading's) has unknown noise: ``inf``, no
+    evidence yet.
+    """
+    n = len(scores)
+    if n == 0:
+        return math.inf
+    between = 0.0
+    if n >= 2:
+        mean = sum(scores) / n
+        between = math.sqrt(sum((x - mean) ** 2 for x in scores) / (n - 1) / n)
+    within = 0.0
+    if eval_std is not None and math.isfinite(eval_std) and episodes > 0:
+        within = eval_std / math.sqrt(episodes * n)
+    if n == 1 and not within > 0:  # one score of one episode: its noise is unknown
+        return math.inf
+    return max(between, within)
+
+
+def judge(
+    pod_id: str,
+    scores: dict[str, float],
+    cfg: GeneratorConfig,
+    target: float | None = None,
+    noise: dict[str, float] | None = None,
+) -> Verdict:
+    """The exploit rule with its figures: :func:`should_exploit` is ``judge(...).replace``.
+
+    Parameters
+    ----------
+    pod_id, scores, cfg, target
+        As for :func:`should_exploit`.
+    noise
+        Standard error of every pod's recent score (:func:`standard_error`). With it and
+        ``cfg.evidence_t > 0``, the best live pod must lead by at least ``evidence_t``
+        standard errors of the difference (Welch). ``None``: no evidence asked.
+    """
+    mine = scores[pod_id]
+    finite = {p: s for p, s in scores.items() if math.isfinite(s)}
+    leader = max(finite, key=finite.__getitem__) if finite else None
+    top = finite[leader] if leader else math.nan
     n = len(scores)
     n_bottom = math.floor(n * cfg.truncation)
     if n < 2 or n_bottom < 1:
-        return False
-    mine = scores[pod_id]
+        return Verdict(False, mine, leader, top, reason="too few live pods")
     if not math.isfinite(mine):
-        return any(math.isfinite(s) for s in scores.values())
-    better = sum(1 for p, s in scores.items() if p != pod_id and math.isfinite(s) and s > mine)
+        ok = leader is not None
+        return Verdict(ok, mine, leader, top, reason="no finite score" if ok else "no scores")
+    better = sum(1 for p, s in finite.items() if p != pod_id and s > mine)
     if better < max(1, n - n_bottom):  # the best pod is never replaced
-        return False
-    if target is None or not cfg.min_gap:
-        return True
-    top = max(s for s in scores.values() if math.isfinite(s))
-    return top - mine >= cfg.min_gap * abs(target - mine)
+        return Verdict(False, mine, leader, top, reason="not in the bottom fraction")
+    if target is not None and cfg.min_gap and top - mine < cfg.min_gap * abs(target - mine):
+        return Verdict(False, mine, leader, top, reason="gap small against the target")
+    if noise is None or not cfg.evidence_t:
+        return Verdict(True, mine, leader, top, reason="bottom fraction")
+    t = welch_t(top, noise.get(leader, math.inf), mine, noise.get(pod_id, math.inf))
+    if not t >= cfg.evidence_t:
+        return Verdict(False, mine, leader, top, t, reason="within the noise")
+    return Verdict(True, mine, leader, top, t, reason="evidence")
 
 
-def search_space(algo: str) -> dict[str, Bound]:
+def search_space(algo: str) -> dict[str, Bound | Choice]:
     """Where the generator may move each hyperparameter of ``algo``: a copy of its
     learner's ``search_space`` (raises ``ValueError`` for an unknown algorithm)."""
     return dict(get_algo(algo).search_space)

@@ -41,7 +41,7 @@ from elegantpod.config import replace_checked
 from elegantpod.tournament import leaderboard as lb
 from elegantpod.tournament import state as checked
 from elegantpod.tournament.breeding import Breeding, recent_score
-from elegantpod.tournament.generator import mutate, should_exploit
+from elegantpod.tournament.generator import Verdict, judge, mutate, standard_error
 from elegantpod.tournament.spec import PodRecord, TournamentSpec
 from elegantpod.tournament.state import MAX_HISTORY, learner_config
 from elegantpod.tournament.store import checkpoint_name
@@ -103,6 +103,21 @@ class Population(Breeding):
         self.replays = 0
         """Iterations that replayed captured graphs, this run: many per capture, or the
         captures did not pay."""
+        self.plateau = -math.inf
+        """The score of the last improvement (the restart rule's reference)."""
+        self.stale = 0
+        """Segment results since the last improvement (see ``GeneratorConfig.restart_after``)."""
+        self.improved_at = 0.0
+        """Tournament seconds of the last improvement (or restart)."""
+        self.restart_due: dict[str, dict[str, Any]] = {}
+        """Pods a restart will replace at their next segment end, with the origin their
+        fresh successor gets (not saved: a resume judges afresh)."""
+        self.restarts = 0
+        """Fresh pods made by restarts, this run."""
+        self.replaced_on_evidence = 0
+        """Pods replaced by a child because the leader beat them beyond the noise, this run."""
+        self.kept_in_noise = 0
+        """Bottom pods kept because the leader's lead was within the noise, this run."""
 
     # ------------------------------------------------------------------ lookups
     def record(self, pod: str) -> PodRecord:
@@ -251,14 +266,100 @@ class Population(Breeding):
             pass  # stays paused, not resubmitted until resumed
         elif ending or stopping or self.solved:
             rec.status = "idle"
-        elif self._should_exploit(rec):
-            rec.status = "replaced"
-            child = self.new_pod()
-            self._thin_histories()
-            return [child]
         else:
+            self._track(res.score_mean, now)
+            if self._stuck(now):
+                self._plan_restart(now)
+            if rec.pod_id in self.restart_due:
+                rec.status = "replaced"
+                origin = self.restart_due.pop(rec.pod_id)
+                self.restarts += 1
+                child = self.fresh_pod(rec.algo, origin)
+                self._thin_histories()
+                return [child]
+            verdict = self._judge(rec)
+            if verdict.replace:
+                rec.status = "replaced"
+                self.replaced_on_evidence += verdict.reason == "evidence"
+                child = self.new_pod(origin=_child_origin(rec.pod_id, verdict))
+                self._thin_histories()
+                return [child]
+            self.kept_in_noise += verdict.reason == "within the noise"
             rec.status = "queued"
         return []
+
+    # ------------------------------------------------------------------ explore when stuck
+    def _track(self, score: float, now: float) -> None:
+        """Count a segment result towards the restart rule: an improvement (a score above
+        the last one by ``stuck_tolerance`` of the way to go) resets the count."""
+        if not math.isfinite(score):
+            self.stale += 1
+            return
+        g, target = self.spec.generator, self.spec.target_reward
+        ref = self.plateau
+        if math.isfinite(ref):
+            scale = abs(target - ref) if target is not None else abs(ref)
+            improved = score > ref + g.stuck_tolerance * scale
+        else:
+            improved = True
+        if improved:
+            self.plateau, self.stale, self.improved_at = score, 0, now
+        else:
+            self.stale += 1
+
+    def _stuck(self, now: float) -> bool:
+        """Whether no segment improved for ``restart_after`` segments per live pod (or
+        ``restart_after_seconds``), with the target still to reach and no restart pending."""
+        g = self.spec.generator
+        self.restart_due = {  # a pod paused, stopped or failed meanwhile is not waited for
+            p: o
+            for p, o in self.restart_due.items()
+            if self.records[p].status in ("queued", "running")
+            and not self.records[p].stop_requested
+        }
+        if self.solved or self.restart_due:
+            return False
+        by_segments = g.restart_after > 0 and self.stale >= g.restart_after * max(
+            1, len(self.alive())
+        )
+        wait = g.restart_after_seconds
+        by_time = wait is not None and now - self.improved_at >= wait
+        return by_segments or by_time
+
+    def _plan_restart(self, now: float) -> None:
+        """Mark the bottom ``restart_fraction`` of the ready live pods (never the leader,
+        never a paused or stopping pod) for replacement by fresh draws."""
+        g = self.spec.generator
+        live = [r for r in self.alive() if r.status != "paused" and not r.stop_requested]
+
+        def key(r: PodRecord) -> float:
+            x = recent_score(r)
+            return x if math.isfinite(x) else -math.inf
+
+        ranked = sorted(live, key=key, reverse=True)
+        ready = [r for r in ranked[1:] if r.segment >= g.ready_segments]
+        k = min(len(ready), max(1, math.floor(len(live) * g.restart_fraction)))
+        stale, best = self.stale, self.plateau
+        for r in ready[len(ready) - k :] if k else []:
+            self.restart_due[r.pod_id] = {
+                "kind": "restart",
+                "replaced": r.pod_id,
+                "stale": stale,
+                "best": best if math.isfinite(best) else None,
+            }
+        self.stale, self.improved_at = 0, now  # the restarted pods get their time
+
+    def _judge(self, rec: PodRecord) -> Verdict:
+        g = self.spec.generator
+        if rec.segment < g.ready_segments:
+            return Verdict(False, recent_score(rec), reason="not ready")
+        pods = [r for r in self.alive() if r.recent_scores or r is rec]
+        live = {r.pod_id: recent_score(r) for r in pods}
+        noise = {
+            r.pod_id: standard_error(r.recent_scores, r.score_std, self.spec.eval_episodes)
+            for r in pods
+        }
+        return judge(rec.pod_id, live, g, target=self.spec.target_reward, noise=noise)
 
     def _thin_histories(self, keep: int = 16) -> None:
         """Bound the state snapshots (written every second or so): pods that are neither
@@ -275,12 +376,6 @@ class Population(Breeding):
         for r in self.records.values():
             if r.pod_id not in needed and len(r.history) > keep:
                 r.history = keep_newest(r.history, keep)
-
-    def _should_exploit(self, rec: PodRecord) -> bool:
-        if rec.segment < self.spec.generator.ready_segments:
-            return False
-        live = {r.pod_id: recent_score(r) for r in self.alive() if r.recent_scores or r is rec}
-        return should_exploit(rec.pod_id, live, self.spec.generator, target=self.spec.target_reward)
 
     def on_failure(
         self, pod: str, error: str, *, retry: bool, parent_broken: bool, ending: bool = False
@@ -307,7 +402,7 @@ class Population(Breeding):
         rec.error = error[: checked.MAX_TEXT]
         if self.failures_replaced < self.spec.failed_replacements and not (self.solved or ending):
             self.failures_replaced += 1
-            return [self.new_pod()]
+            return [self.new_pod(origin={"kind": "failure", "replaced": pod})]
         return []
 
     def on_unsubmitted(self, pod: str, error: str, ending: bool = False) -> list[PodRecord]:
@@ -390,3 +485,18 @@ class Population(Breeding):
         highest = max((int(p[1:]) for p in known_ids | set(self.records)), default=-1)
         self.next_index = max(self.next_index, highest + 1)
         self.rng.seed(f"{self.spec.seed}-{self.next_index}")
+
+
+def _child_origin(replaced: str, v: Verdict) -> dict[str, Any]:
+    """A child's ``origin``: whom it replaced and on what evidence (JSON-safe figures)."""
+
+    def finite(x: float) -> float | None:
+        if math.isnan(x):
+            return None
+        return max(-1e9, min(1e9, x))  # inf (no noise at all) saved as 1e9
+
+    out: dict[str, Any] = {"kind": "child", "replaced": replaced, "score": finite(v.score)}
+    if v.leader is not None:
+        out["leader"] = v.leader
+    out["leader_score"], out["t"] = finite(v.leader_score), finite(v.t)
+    return out

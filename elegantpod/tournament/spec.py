@@ -182,8 +182,11 @@ class TournamentSpec:
         g = dict(d.get("generator") or {})
         if "perturb_factors" in g:
             g["perturb_factors"] = tuple(g["perturb_factors"])
-        if g:  # a store written before min_gap existed keeps the rule it ran with
+        if g:  # a store written before these rules existed keeps the rules it ran with
             g.setdefault("min_gap", 0.0)
+            g.setdefault("evidence_t", 0.0)
+            g.setdefault("restart_after", 0)
+            g.setdefault("score_window", 2)
         d["generator"] = GeneratorConfig(**g)
         return cls(**d)
 
@@ -238,6 +241,13 @@ class PodRecord:
     stop_requested: bool = False
     recent_scores: list[float] = field(default_factory=list)
     """The last segment scores (``GeneratorConfig.score_window``) the exploit rule averages."""
+    origin: dict[str, Any] = field(default_factory=dict)
+    """Why the generator made this pod (shown in the lineage): ``kind`` is ``"start"``
+    (the first pods), ``"child"`` (a child that replaced ``replaced`` on evidence: its
+    recent ``score`` against the leader's ``leader_score``, Welch's ``t``; or a
+    failure's replacement), ``"restart"`` (a fresh draw that replaced ``replaced``
+    after ``stale`` segments without improvement, the best score then ``best``) or
+    ``"user"`` (``add_pod``). Empty: a record written before origins were kept."""
     history: list[dict[str, Any]] = field(default_factory=list)
     """One row per finished segment: ``segment``, ``env_steps``, ``score`` (the fitness
     the leaderboard ranks), ``time`` (tournament seconds) and, where they changed since
@@ -250,6 +260,7 @@ class PodRecord:
         # dataclasses.asdict's deep copy was most of its CPU time with hundreds of pods.
         d = {f.name: getattr(self, f.name) for f in _RECORD_FIELDS}
         d["hparams"], d["mutation"] = dict(self.hparams), dict(self.mutation)
+        d["origin"] = dict(self.origin)
         d["recent_scores"] = list(self.recent_scores)
         d["history"] = [dict(h) for h in self.history]  # callers (t.pod, t.pods) may edit
         for k in ("score_mean", "score_std", "steps_per_second"):

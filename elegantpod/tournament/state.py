@@ -327,8 +327,41 @@ def record(d: Any, where: str):
             score(x, f"{where}.recent_scores[{i}]", optional=False)
             for i, x in enumerate(items(d.get("recent_scores", []), f"{where}.recent_scores")[-64:])
         ],
+        origin=origin(d.get("origin") or {}, f"{where}.origin"),
         history=history(algo, d.get("history", []), f"{where}.history"),
     )
+
+
+ORIGIN_KINDS = ("start", "child", "restart", "failure", "user")
+"""Why a pod was made (``PodRecord.origin["kind"]``)."""
+
+
+def origin(value: Any, where: str) -> dict[str, Any]:
+    """A pod's ``origin`` (see ``PodRecord.origin``): known keys only, each checked, as
+    it reaches the lineage views and every HTML page."""
+    d = mapping(value, where)
+    if not d:
+        return {}
+    kind = d.get("kind")
+    if kind not in ORIGIN_KINDS:
+        raise StateError(f"{where}.kind must be one of {list(ORIGIN_KINDS)}, got {short(kind)}")
+    out: dict[str, Any] = {"kind": kind}
+    unknown = sorted(
+        set(d) - {"kind", "replaced", "score", "leader", "leader_score", "t", "stale", "best"}
+    )
+    if unknown:
+        raise StateError(f"{where} has unknown key(s) {short(unknown)}")
+    for key in ("replaced", "leader"):
+        if d.get(key) is not None:
+            out[key] = check_pod_id(d[key], f"{where}.{key}")
+    for key in ("score", "leader_score", "best"):
+        if key in d:
+            out[key] = score(d[key], f"{where}.{key}")
+    if "t" in d:  # inf (no noise) is saved as a large number; None: not measured
+        out["t"] = score(d["t"], f"{where}.t")
+    if "stale" in d:
+        out["stale"] = count(d["stale"], f"{where}.stale")
+    return out
 
 
 MAX_HISTORY = 10_000

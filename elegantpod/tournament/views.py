@@ -69,18 +69,59 @@ def pods_frame(population):
 
 
 def lineage(population) -> list[dict[str, Any]]:
-    """Parent -> child edges, each with its mutation, the pod's status and any error."""
+    """Parent -> child edges, each with its mutation, why the pod was made (``origin``
+    and ``why``, see :func:`why_made`), the pod's status and any error."""
     return [
         {
             "pod": r.pod_id,
             "parent": r.parent,
             "algo": r.algo,
             "mutation": r.mutation,
+            "origin": dict(r.origin),
+            "why": why_made(r.origin),
             "status": r.status,
             "error": r.error,
         }
         for r in population.records.values()
     ]
+
+
+def why_made(origin: dict[str, Any]) -> str:
+    """A pod's ``origin`` in words, with its figures: what the lineage shows.
+
+    >>> why_made({"kind": "restart", "replaced": "p002", "stale": 24, "best": 0.5})
+    'restart: replaced p002 after 24 segments without improvement (best 0.5)'
+    """
+    kind = origin.get("kind")
+    if kind == "start":
+        return "first pods"
+    if kind == "user":
+        return "added by the user"
+    if kind == "failure":
+        return f"replaced {origin.get('replaced')}, which failed"
+    if kind == "restart":
+        best = origin.get("best")
+        tail = f" (best {best:.4g})" if isinstance(best, int | float) else ""
+        return (
+            f"restart: replaced {origin.get('replaced')} after {origin.get('stale')} "
+            f"segments without improvement{tail}"
+        )
+    if kind == "child":
+        if origin.get("replaced") is None:
+            return "child"
+        score, top, t = origin.get("score"), origin.get("leader_score"), origin.get("t")
+
+        def num(x: Any) -> str:
+            return f"{x:.4g}" if isinstance(x, int | float) else "n/a"
+
+        evidence = "no noise" if isinstance(t, int | float) and t >= 1e9 else f"t={num(t)}"
+        if t is None:
+            evidence = "no evidence asked"
+        return (
+            f"replaced {origin.get('replaced')} on evidence: {num(score)} vs leader "
+            f"{origin.get('leader')} {num(top)} ({evidence})"
+        )
+    return ""
 
 
 HISTORY_COLUMNS = ["pod", "parent", "fork_segment", "segment", "env_steps", "score", "time"]
@@ -125,7 +166,8 @@ def schedule(population, pod: str) -> list[dict[str, Any]]:
     oldest first: ``pod``, ``from_steps``/``to_steps`` (env steps of the lineage),
     ``from_time``/``to_time`` (tournament seconds), ``segments``, ``score`` (fitness at
     the phase's end), ``hparams`` and ``changes`` (``{name: [old, new]}`` against the
-    previous phase; for the first, the mutation that made its pod, if any). A lineage is
+    previous phase; for the first, the mutation that made its pod, if any) and ``origin``
+    (why the phase began: :func:`why_made` of its pod, or ``"live mutation"``). A lineage is
     followed as far back as the records go, and its first phase counts from 0 steps and
     0 seconds.
     """
@@ -154,6 +196,9 @@ def schedule(population, pod: str) -> list[dict[str, Any]]:
                     changes = {k: list(v) for k, v in (rec.mutation or {}).items()}
                 current = {
                     "pod": rec.pod_id,
+                    "origin": why_made(rec.origin)
+                    if not phases or rec.pod_id != phases[-1]["pod"]
+                    else "live mutation",
                     "from_steps": steps,
                     "from_time": time,
                     "segments": 0,

@@ -171,12 +171,13 @@ def lineage_html(edges: list[dict[str, Any]]) -> str:
         rows.append(
             f"<tr><td>{fmt(edge['parent'])}</td><td>→ {fmt(edge['pod'])}</td>"
             f"<td>{fmt(edge['algo'])}</td><td>{_cap(mutation)}</td>"
+            f"<td>{_cap(fmt(edge.get('why') or ''))}</td>"
             f"<td>{fmt(edge.get('status'))}</td><td>{_cap(fmt(edge.get('error')))}</td></tr>"
         )
     return (
         "<table><tr><th>parent</th><th>pod</th><th>algo</th>"
-        "<th>mutation</th><th>status</th><th>why it failed</th></tr>"
-        + _more(len(edges) - MAX_ROWS, 6, "older pods")
+        "<th>mutation</th><th>why made</th><th>status</th><th>why it failed</th></tr>"
+        + _more(len(edges) - MAX_ROWS, 7, "older pods")
         + "".join(rows)
         + "</table>"
     )
@@ -194,6 +195,9 @@ def schedule_html(phases: list[dict[str, Any]], title: str = "Best pod's schedul
             f"{fmt(k)}: {fmt(v[0])} → {fmt(v[1])}" for k, v in (ph.get("changes") or {}).items()
         )
         changes = _cap(changes) or ("start" if ph is phases[0] else "copied, unchanged")
+        origin = ph.get("origin")
+        if origin and origin not in ("first pods", "live mutation", "child"):
+            changes += f" <i>({_cap(fmt(origin))})</i>"
         rows.append(
             f"<tr><td>{fmt(ph['from_steps'])}–{fmt(ph['to_steps'])}</td>"
             f"<td>{fmt(ph['from_time'])}–{fmt(ph['to_time'])} s</td><td>{fmt(ph['pod'])}</td>"

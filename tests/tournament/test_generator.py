@@ -149,3 +149,95 @@ def test_with_a_target_only_a_gap_that_matters_replaces_a_pod():
     assert [p for p in found if should_exploit(p, found, cfg, target=90.0)] == ["p2", "p3"]
     with pytest.raises(ValueError, match="min_gap"):
         GeneratorConfig(min_gap=2.0).validate()
+
+
+# ---------------------------------------------------------------- categorical choices
+def test_choice_checks_its_options_and_probability():
+    from elegantpod.agents.space import Choice
+
+    assert Choice(["a", "b"]).options == ("a", "b")
+    for bad, msg in [
+        ([], "1 to 64 options"),
+        (["a", "a"], "must differ"),
+        ([True, False], "strings or numbers"),
+        ([float("nan")], "finite"),
+        ("abc", "in a list"),
+    ]:
+        with pytest.raises(ValueError, match=msg):
+            Choice(bad)
+    with pytest.raises(ValueError, match="prob must be in"):
+        Choice(["a", "b"], prob=1.5)
+
+
+def test_choice_mutation_switches_with_its_stated_probability_to_another_option():
+    from elegantpod.agents.space import Choice
+
+    c = Choice(["gaussian", "ou", "colored"], prob=0.3)
+    rng = random.Random(0)
+    draws = [c.mutate("gaussian", rng) for _ in range(4000)]
+    switched = [d for d in draws if d != "gaussian"]
+    assert abs(len(switched) / len(draws) - 0.3) < 0.03
+    assert Counter(switched).keys() == {"ou", "colored"}  # never "switches" to itself
+    assert abs(Counter(switched)["ou"] / len(switched) - 0.5) < 0.05
+    assert c.mutate("unknown", rng) in c.options  # not an option: always redrawn
+    assert Choice(["x"], prob=1.0).mutate("x", rng) == "x"
+    assert Counter(c.sample(rng) for _ in range(3000)).keys() == set(c.options)
+
+
+def test_mutate_moves_a_choice_with_its_own_probability_and_records_it():
+    from elegantpod.agents.space import Choice
+
+    space = {"noise": Choice(["gaussian", "ou", "colored"], prob=1.0), "lr": Bound(1e-4, 1e-2)}
+    cfg = GeneratorConfig(resample_prob=0.0)
+    new, change = mutate({"noise": "gaussian", "lr": 1e-3}, space, random.Random(1), cfg)
+    assert new["noise"] in ("ou", "colored") and change["noise"] == ["gaussian", new["noise"]]
+    space["noise"] = Choice(["gaussian", "ou", "colored"], prob=0.0)
+    new, change = mutate({"noise": "ou", "lr": 1e-3}, space, random.Random(1), cfg)
+    assert new["noise"] == "ou" and "noise" not in change
+
+
+# ---------------------------------------------------------------- replace on evidence
+def test_standard_error_takes_the_larger_of_between_and_within_segment_noise():
+    from elegantpod.tournament.generator import standard_error
+
+    # between segments: s = 10 (scores 0, 10, 20), se = 10 / sqrt(3)
+    assert standard_error([0.0, 10.0, 20.0], 0.0, 10) == pytest.approx(10 / 3**0.5)
+    # agreeing segments, noisy episodes: std 30 over 10 episodes x 3 segments
+    assert standard_error([5.0, 5.0, 5.0], 30.0, 10) == pytest.approx(30 / 30**0.5)
+    assert standard_error([], 1.0, 10) == float("inf")
+    assert standard_error([3.0], 0.0, 1) == float("inf")  # one episode: noise unknown
+    assert standard_error([3.0, 3.0], 0.0, 1) == 0.0  # deterministic: no noise
+
+
+def test_judge_replaces_only_a_lead_beyond_the_noise_and_says_so():
+    from elegantpod.tournament.generator import judge, welch_t
+
+    cfg = GeneratorConfig(truncation=0.5, evidence_t=2.0)
+    scores = {"a": 10.0, "b": 8.0, "c": 0.0, "d": 1.0}
+    quiet = {p: 0.5 for p in scores}
+    v = judge("c", scores, cfg, noise=quiet)
+    assert v.replace and v.reason == "evidence" and v.leader == "a"
+    assert v.t == pytest.approx(welch_t(10.0, 0.5, 0.0, 0.5)) == pytest.approx(10 / 0.5**0.5)
+    loud = {p: 5.0 for p in scores}  # t = 10 / sqrt(50) = 1.41 < 2
+    v = judge("c", scores, cfg, noise=loud)
+    assert not v.replace and v.reason == "within the noise" and v.t == pytest.approx(1.414, 1e-3)
+    assert judge("c", scores, GeneratorConfig(evidence_t=0.0), noise=loud).replace
+    assert judge("c", scores, cfg, noise=None).replace  # no noise known: the plain rule
+    assert not judge("a", scores, cfg, noise=quiet).replace  # the leader, never
+    assert welch_t(1.0, 0.0, 0.0, 0.0) == float("inf") and welch_t(1.0, 0, 1.0, 0) == 0.0
+
+
+@pytest.mark.parametrize(
+    "kw, msg",
+    [
+        ({"evidence_t": -1.0}, "evidence_t"),
+        ({"restart_after": -1}, "restart_after"),
+        ({"restart_after": 2.5}, "restart_after"),
+        ({"restart_after_seconds": 0}, "restart_after_seconds"),
+        ({"restart_fraction": 2.0}, "restart_fraction"),
+        ({"stuck_tolerance": "x"}, "stuck_tolerance"),
+    ],
+)
+def test_generator_config_checks_the_new_rules(kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        GeneratorConfig(**kw).validate()

@@ -117,7 +117,9 @@ def test_exploit_replaces_the_bottom_of_the_live_pods_with_a_child_of_the_top():
 
 
 def test_exploit_ranks_smoothed_scores_not_one_noisy_evaluation():
-    p = pop(algos=("ppo",), pods=2, generator=GeneratorConfig(ready_segments=3, score_window=3))
+    # the smoothing alone (no evidence asked: see the evidence tests below)
+    g = GeneratorConfig(ready_segments=3, score_window=3, evidence_t=0.0)
+    p = pop(algos=("ppo",), pods=2, generator=g)
     p.fill()
     finish(p, "p000", 5.0)  # one segment: not ready, but ranked among the live pods
     finish(p, "p001", 9.0)
@@ -332,3 +334,114 @@ def test_history_keeps_one_row_per_segment_and_stays_bounded():
     p.records["p000"].history = [{"segment": i, "score": 1.0, "time": 0.0} for i in range(40)]
     (child,) = finish(p, "p000", 0.0)
     assert child.parent != "p000" and len(p.records["p000"].history) == 16
+
+
+# ---------------------------------------------------------------- replace on evidence
+def result_std(pod_id, segment, score, std):
+    import dataclasses
+
+    return dataclasses.replace(result(pod_id, segment, score), score_std=std)
+
+
+def run_segments(p, scores: dict[str, list[float]], std=0.0, now=0.0):
+    """Every pod of ``scores`` finishes its segments in turn; returns the new pods."""
+    made = []
+    for i in range(max(len(v) for v in scores.values())):
+        for pod, seq in scores.items():
+            if i < len(seq) and p.records[pod].status in ("queued", "running"):
+                rec = p.records[pod]
+                p.submitted(rec)
+                res = result_std(pod, rec.segment + 1, seq[i], std)
+                made += p.on_result(res, ending=False, stopping=False, now=now)
+    return made
+
+
+def test_a_bottom_pod_within_the_noise_of_the_leader_is_kept():
+    g = GeneratorConfig(ready_segments=1, score_window=3, restart_after=0)
+    p = pop(algos=("ppo",), pods=2, generator=g)
+    p.fill()
+    # the leader's mean 5 and the pod's 0 differ by less than 2 standard errors:
+    # the leader's scores spread +-20 between segments
+    made = run_segments(p, {"p000": [25.0, -15.0, 5.0], "p001": [0.0, 0.0, 0.0]})
+    assert made == [] and p.records["p001"].status == "queued"
+    assert p.kept_in_noise >= 1 and p.replaced_on_evidence == 0
+
+
+def test_a_bottom_pod_beaten_beyond_the_noise_is_replaced_with_the_figures():
+    from elegantpod.tournament import views
+
+    g = GeneratorConfig(ready_segments=1, score_window=3, restart_after=0)
+    p = pop(algos=("ppo",), pods=2, generator=g)
+    p.fill()
+    made = run_segments(p, {"p000": [10.0, 11.0, 12.0], "p001": [0.0, 1.0, 0.0]}, std=1.0)
+    assert len(made) == 1 and p.records["p001"].status == "replaced"
+    child = made[0]
+    o = child.origin
+    assert o["kind"] == "child" and o["replaced"] == "p001" and o["leader"] == "p000"
+    assert o["score"] == pytest.approx(0.0) and o["leader_score"] == pytest.approx(10.0)
+    assert o["t"] > 2.0 and p.replaced_on_evidence == 1
+    edge = next(x for x in views.lineage(p) if x["pod"] == child.pod_id)
+    assert "replaced p001 on evidence" in edge["why"] and "t=" in edge["why"]
+    # the origin survives the store's checks; a hostile one is refused
+    snap = p.to_state(elapsed_seconds=1.0, worker_deaths_survived=0)
+    records, _, _ = checked.load(snap, "snapshot")
+    assert records[child.pod_id].origin == o
+    bad = next(d for d in snap["pods"] if d["pod_id"] == child.pod_id)
+    bad["origin"] = {"kind": "child", "replaced": "../../etc"}
+    with pytest.raises(checked.StateError, match="origin.replaced"):
+        checked.load(snap, "snapshot")
+    bad["origin"] = {"kind": "<script>"}
+    with pytest.raises(checked.StateError, match="origin.kind"):
+        checked.load(snap, "snapshot")
+
+
+# ---------------------------------------------------------------- explore when stuck
+def test_a_population_stuck_on_a_plateau_restarts_its_bottom_with_fresh_draws():
+    from elegantpod.tournament import views
+    from elegantpod.tournament.generator import search_space
+
+    g = GeneratorConfig(ready_segments=1, restart_after=3, restart_fraction=0.5, evidence_t=2.0)
+    p = pop(algos=("td3",), env_id="MountainCarContinuous-v0", pods=4, generator=g)
+    p.spec = p.spec.__class__(**{**p.spec.__dict__, "target_reward": 90.0})
+    p.fill()
+    flat = {f"p00{i}": [-0.1 * i, -0.1 * i, -0.1 * i, -0.1 * i] for i in range(4)}
+    made = run_segments(p, flat, std=0.05)
+    # 4 pods x 3 segments without improvement -> the bottom half is restarted
+    restarts = [r for r in made if r.origin.get("kind") == "restart"]
+    assert len(restarts) == 2 and p.restarts == 2
+    assert {r.origin["replaced"] for r in restarts} == {"p002", "p003"}
+    assert p.records["p000"].status in ("queued", "running")  # the leader stays
+    space = search_space("td3")
+    for r in restarts:
+        assert r.parent is None and r.parent_checkpoint is None and r.env_steps == 0
+        assert r.mutation and set(r.mutation) <= set(space)
+        assert r.origin["stale"] >= 12
+    why = next(x["why"] for x in views.lineage(p) if x["pod"] == restarts[0].pod_id)
+    assert why.startswith("restart: replaced p00")
+    rec = restarts[0]
+    p.submitted(rec)
+    p.on_result(result(rec.pod_id, 1, -0.2), ending=False, stopping=False)
+    assert views.schedule(p, rec.pod_id)[0]["origin"].startswith("restart")
+
+
+def test_no_restart_while_scores_improve_or_without_the_rule():
+    g = GeneratorConfig(ready_segments=1, restart_after=2, evidence_t=2.0)
+    p = pop(algos=("ppo",), pods=2, generator=g)
+    p.fill()
+    rising = {"p000": [1.0, 2.0, 3.0, 4.0, 5.0], "p001": [1.0, 2.0, 3.0, 4.0, 5.0]}
+    assert [r for r in run_segments(p, rising) if r.origin["kind"] == "restart"] == []
+    g = GeneratorConfig(ready_segments=1, restart_after=0)
+    p = pop(algos=("ppo",), pods=2, generator=g)
+    p.fill()
+    flat = {"p000": [1.0] * 10, "p001": [0.9] * 10}
+    assert p.restarts == 0 and not [r for r in run_segments(p, flat, std=1.0)]
+
+
+def test_an_old_store_keeps_the_rules_it_ran_with():
+    from elegantpod.tournament.spec import TournamentSpec
+
+    d = TournamentSpec(env_id="Pendulum-v1").to_dict()
+    for key in ("evidence_t", "restart_after"):
+        d["generator"].pop(key)
+    g = TournamentSpec.from_dict(d).generator
+    assert g.evidence_t == 0.0 and g.restart_after == 0
