@@ -177,19 +177,30 @@ class DateSplits:
         """Trading-env keyword arguments for training (random windows in ``train``)."""
         return {**env, "start": self.train[0], "end": self.train[1]}
 
-    def validation_kwargs(self) -> dict[str, Any]:
-        """Overrides for evaluation: the whole validation range, one deterministic run."""
-        return {"start": self.validation[0], "end": self.validation[1], "episode_days": None}
+    def validation_kwargs(self, windows: int = 1) -> dict[str, Any]:
+        """Overrides for evaluation: the whole validation range, one deterministic run
+        (``windows > 1``: that range split into consecutive windows, one per account)."""
+        out = {"start": self.validation[0], "end": self.validation[1], "episode_days": None}
+        return {**out, "windows": windows} if windows != 1 else out
 
-    def tournament_options(self, fitness: str = "sharpe", **env: Any) -> dict[str, Any]:
+    def tournament_options(
+        self, fitness: str = "sharpe", windows: int = 1, **env: Any
+    ) -> dict[str, Any]:
         """Keyword arguments for :class:`~elegantpod.tournament.Tournament` (or
-        :func:`~elegantpod.train`): env settings, validation scoring by ``fitness``, and
-        one evaluation episode, since a full-range evaluation is deterministic."""
+        :func:`~elegantpod.train`): env settings and validation scoring by ``fitness``.
+
+        What the fitness measures: with ``windows=1``, ``fitness`` (the Sharpe ratio,
+        say) of one deterministic run over the whole validation range: one number per
+        evaluation, with no spread to tell luck from skill. With ``windows=k``, the
+        mean of ``fitness`` over ``k`` consecutive windows of that range (evaluated at
+        once, ``k`` accounts, at the cost of one run), and their spread is the noise a
+        tournament weighs before it replaces a pod on evidence.
+        """
         return {
             "env_kwargs": self.train_kwargs(**env),
-            "eval_env_kwargs": self.validation_kwargs(),
+            "eval_env_kwargs": self.validation_kwargs(windows),
             "fitness": fitness,
-            "eval_episodes": 1,
+            "eval_episodes": windows,
         }
 
 

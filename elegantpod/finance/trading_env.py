@@ -98,6 +98,13 @@ class StockTradingEnv:
     execution_lag
         Days from the close a decision sees to the close its orders fill at: 1
         (default, realistic) or 0 (the same close, as FinRL does).
+    windows
+        With ``episode_days=None``: split the range into this many consecutive windows
+        of equal length; account ``i`` trades window ``i mod windows``. An evaluation
+        with ``windows`` accounts then scores the agent on each window for the cost of
+        one run of the whole range, and the spread of those scores is the noise that a
+        tournament weighs before it replaces a pod (one whole-range Sharpe has none to
+        show). 1: the whole range (default).
     """
 
     env_id = ENV_ID
@@ -121,8 +128,16 @@ class StockTradingEnv:
         reward_scale: float = 100.0,
         periods_per_year: int = 252,
         execution_lag: int = 1,
+        windows: int = 1,
     ) -> None:
         seed = check_seed(seed)
+        if isinstance(windows, bool) or not isinstance(windows, int) or not 1 <= windows <= 64:
+            raise ValueError(f"windows must be an integer in [1, 64], got {windows!r}")
+        if windows > 1 and episode_days is not None:
+            raise ValueError(
+                f"windows={windows} splits a whole-range run: use it with episode_days=None, "
+                f"not episode_days={episode_days!r}"
+            )
         _check_params(
             num_envs, episode_days, initial_amount, hmax, trade_fraction, cost, reward_scale
         )
@@ -192,7 +207,13 @@ class StockTradingEnv:
         self._prices = torch.tensor(close[1:], dtype=torch.float64, device=dev)
         self._market_obs = torch.as_tensor(market_obs, dtype=torch.float32, device=dev)
         self.num_days = days
-        self.max_episode_steps = episode_days if episode_days is not None else days - 1
+        if episode_days is None and (days - 1) // windows < 2:
+            raise ValueError(
+                f"windows={windows} leaves fewer than 2 trading days per window in the "
+                f"{days} days of the range"
+            )
+        self.windows = windows
+        self.max_episode_steps = episode_days if episode_days is not None else (days - 1) // windows
         obs_dim = 1 + self.num_stocks + market_obs.shape[1]
         self.observation_space = spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)
         self.action_space = spaces.Box(-1.0, 1.0, (self.num_stocks,), np.float32)
@@ -321,9 +342,9 @@ class StockTradingEnv:
     # ----------------------------------------------------------------------- helpers
     def _restart(self, rows: Tensor) -> None:
         n = self.num_envs
-        if self.episode_days is None:
-            start = torch.zeros(n, dtype=torch.int64, device=self.device)
-            length = self.num_days - 1
+        if self.episode_days is None:  # the whole range, or account i's window
+            length = self.max_episode_steps
+            start = (torch.arange(n, device=self.device) % self.windows) * length
         else:
             high = self.num_days - self.episode_days
             start = torch.randint(
@@ -356,13 +377,13 @@ class StockTradingEnv:
         return self.cash + (self.shares * self._prices.index_select(0, self.day)).sum(1)
 
     def episode_values(self) -> Tensor:
-        """Daily account values of each account's last finished full-range episode,
-        ``(num_days, num_envs)`` (only with ``episode_days=None``)."""
+        """Daily account values of each account's last finished full-range (or window)
+        episode, ``(max_episode_steps + 1, num_envs)`` (only with ``episode_days=None``)."""
         if not self.record:
             raise RuntimeError("account values are recorded only with episode_days=None")
         if self._last_values is None:
             raise RuntimeError("no episode has finished yet")
-        return self._last_values
+        return self._last_values[: self.max_episode_steps + 1]
 
     def episode_metrics(self) -> dict[str, list[float]]:
         """Cumulative/annual return, volatility, max drawdown, Sharpe, Calmar and Sortino

@@ -231,6 +231,11 @@ def summary(population, resolve, **extra: Any) -> dict[str, Any]:
         "pods_finished": sum(1 for r in records if r.segment >= 1 and r.status != "failed"),
         "pods_failed": statuses["failed"],
         "pods_replaced": statuses["replaced"],
+        "restarts": sum(1 for r in records if r.origin.get("kind") == "restart"),
+        "replaced_on_evidence": sum(
+            1 for r in records if r.origin.get("kind") == "child" and r.origin.get("replaced")
+        ),
+        "kept_in_noise": population.kept_in_noise,
         "failures": dict(Counter(r.error for r in records if r.status == "failed")),
         "eval_share": (
             population.eval_seconds / population.segment_seconds

@@ -368,3 +368,35 @@ def test_a_non_finite_observation_is_refused_naming_the_column(monkeypatch):
 def test_sizes_and_seeds_are_bounded_before_the_data_is_read(kwargs, match):
     with pytest.raises(ValueError, match=match):
         StockTradingEnv(data="/nonexistent.csv", **kwargs)
+
+
+def test_windows_split_the_range_and_each_scores_as_its_own_run():
+    """Evaluation on several windows (the tournament's multi-window fitness): account i
+    trades window i, and its metrics equal those of an env made on that window alone."""
+    import torch
+
+    from elegantpod.finance import DateSplits  # noqa: F401  (the public entry point)
+    from elegantpod.finance.trading_env import StockTradingEnv
+
+    def run(env):
+        env.reset(seed=0)
+        while True:
+            *_, truncated, _ = env.step(torch.ones(env.num_envs, env.num_stocks))
+            if truncated.any():
+                return env.episode_metrics()["sharpe"]
+
+    kw = {"start": "2017-01-01", "end": "2018-12-31", "episode_days": None}
+    whole = StockTradingEnv(num_envs=4, windows=4, **kw)
+    length = whole.max_episode_steps
+    assert length == (whole.num_days - 1) // 4
+    sharpes = run(whole)
+    assert len(set(sharpes)) == 4  # four different windows
+    for i in (0, 3):
+        first, last = whole.dates[i * length], whole.dates[(i + 1) * length]
+        alone = StockTradingEnv(num_envs=1, start=first, end=last, episode_days=None)
+        assert alone.max_episode_steps == length
+        assert run(alone)[0] == pytest.approx(sharpes[i], rel=1e-9)
+    with pytest.raises(ValueError, match="windows=2 splits a whole-range run"):
+        StockTradingEnv(windows=2, episode_days=63)
+    with pytest.raises(ValueError, match="windows must be an integer"):
+        StockTradingEnv(windows=0, **kw)
