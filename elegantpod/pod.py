@@ -70,26 +70,41 @@ class Worker:
         )
         self.seed = int(seed)
         self.obs = env.reset(seed=self.seed)
+        self.is_fresh = True
+        """Every episode is fresh (after a reset): the next rollout tells the learner."""
         # Finished-episode statistics stay on the device: no host sync per step.
         self.return_sum = torch.zeros((), device=env.device, dtype=torch.float64)
         self.episodes = torch.zeros((), device=env.device, dtype=torch.int64)
 
     def restart(self) -> None:
         """Start fresh episodes as at construction (the env reset with the worker's seed)
-        and forget the finished-episode statistics."""
+        and forget the finished-episode statistics; the learner's exploration noise
+        restarts at the next rollout."""
         self.obs = self.env.reset(seed=self.seed)
+        self.is_fresh = True
         self.return_sum.zero_()
         self.episodes.zero_()
 
     @torch.inference_mode()
     def rollout(self):
-        """Collect ``horizon`` vector steps; returns the time-major :class:`Batch`."""
+        """Collect ``horizon`` vector steps; returns the time-major :class:`Batch`.
+
+        After each step the learner hears which episodes ended
+        (``learner.episodes_ended``), so that its exploration noise restarts with them.
+        """
+        if self.is_fresh:
+            # At the rollout, not in restart(): a pod rebuilt from a checkpoint (fresh
+            # episodes, the saved noise) then restarts its noise exactly as a pod that
+            # restarted its episodes after saving the same state.
+            self.learner.episodes_ended(None)
+            self.is_fresh = False
         obs = self.obs
         for t in range(self.horizon):
             stored, env_action = self.learner.explore(obs)
             next_obs, reward, terminated, truncated, info = self.env.step(env_action)
             self.buffer.write(t, obs, stored, reward, info["final_obs"], terminated, truncated)
             done = terminated | truncated
+            self.learner.episodes_ended(done)
             self.return_sum += (info["episode_return"] * done).sum()
             self.episodes += done.sum()
             obs = next_obs
@@ -727,11 +742,13 @@ def _device_types(spec: PodSpec) -> list[str]:
 
 
 def _without_generators(state: dict[str, Any]) -> dict[str, Any]:
-    """A learner state (fused or not) without its random generator states."""
-    out = {k: v for k, v in state.items() if k != "generator"}
+    """A learner state (fused or not) without its random generator states, nor the
+    exploration noise drawn from them (a fresh stream starts fresh noise)."""
+    drop = ("generator", "noise")
+    out = {k: v for k, v in state.items() if k not in drop}
     if isinstance(out.get("fused"), list):
         out["fused"] = [
-            {k: v for k, v in x.items() if k != "generator"} if isinstance(x, dict) else x
+            {k: v for k, v in x.items() if k not in drop} if isinstance(x, dict) else x
             for x in out["fused"]
         ]
     return out

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 import gymnasium
 import torch
 
-from elegantpod.agents.space import Bound
+from elegantpod.agents.space import Domain
 from elegantpod.config import replace_checked
 from elegantpod.types import Batch
 
@@ -40,8 +40,8 @@ class Learner(ABC):
     """Env steps of ``train()`` when the caller gives no budget."""
     default_segment_steps: ClassVar[int] = 32_768
     """Env steps per tournament segment when the tournament gives no segment budget."""
-    search_space: ClassVar[dict[str, Bound]] = {}
-    """``{hyperparameter: Bound}``: where a tournament's generator may move each one.
+    search_space: ClassVar[dict[str, Domain]] = {}
+    """``{hyperparameter: Bound | Choice}``: where a tournament's generator may move each one.
     Inherited like any class attribute; empty (nothing moves) for a new learner. Set it
     in the class body or with ``register_algo(cls, search_space=...)``."""
 
@@ -133,6 +133,18 @@ class Learner(ABC):
     def random_action(self, n: int) -> Tensor:
         """Uniform actions (for warm-up), as stored in buffers."""
         raise NotImplementedError
+
+    def episodes_ended(self, done: Tensor | None) -> None:
+        """Hear which sub-envs' episodes ended after an env step: ``(num_envs,)`` bools,
+        or ``None`` when all of them start fresh episodes (a worker's first rollout
+        after a reset).
+
+        Why: exploration noise that is correlated in time (see
+        :mod:`~elegantpod.agents.noise`) restarts with each episode. A worker calls this
+        after every step; it must stay cheap and not synchronise with the device. Here:
+        nothing (a learner whose exploration has no memory).
+        """
+        return
 
     # -- hyperparameters ----------------------------------------------------------------
     def get_hparams(self) -> dict[str, Any]:

@@ -5,10 +5,12 @@ A deterministic actor ``mu(s)`` in ``[-1, 1]`` (tanh; scaled to the env's bounds
 when sent to the env), a critic ``Q(s, a)`` and slow target copies ``mu'``, ``Q'``:
 ``y = r + gamma (1 - d) Q'(s', mu'(s'))``, ``J_Q = E[(Q(s, a) - y)^2]``,
 ``J_mu = -E[Q(s, mu(s))]`` (the deterministic policy gradient, Silver et al., 2014), and
-after each step ``theta' <- tau theta + (1 - tau) theta'``. Exploration adds Gaussian
-noise ``N(0, sigma^2)`` to ``mu(s)``. As in the TD3 paper's re-tuned DDPG, there is no
-Ornstein-Uhlenbeck noise, batch normalization or critic weight decay, and the critic
-takes the action at its input layer rather than its second.
+after each step ``theta' <- tau theta + (1 - tau) theta'``. Exploration acts
+``clip(mu(s) + sigma n_t, -1, 1)`` with unit-variance noise ``n_t``: by default i.i.d.
+Gaussian, as in the TD3 paper's re-tuned DDPG (no batch normalization or critic weight
+decay either; the critic takes the action at its input layer rather than its second),
+or, by the ``noise`` hyperparameter, Ornstein-Uhlenbeck noise as in the original DDPG or
+colored noise (``noise.py``).
 
 TD3 (``td3.py``) is this algorithm with three changes, so it subclasses :class:`DDPG`
 through three hooks: ``n_critics``, :meth:`DDPG.target_action` and
@@ -26,8 +28,9 @@ import torch
 from torch import nn
 
 from elegantpod.agents.nets import EnsembleQ, mlp
+from elegantpod.agents.noise import NoiseConfig
 from elegantpod.agents.offpolicy import OffPolicyConfig, OffPolicyLearner, polyak
-from elegantpod.agents.space import Bound
+from elegantpod.agents.space import Bound, Choice, Domain
 from elegantpod.config import MAX_NOISE, Limit
 from elegantpod.types import Batch
 
@@ -35,14 +38,16 @@ Tensor = torch.Tensor
 
 
 @dataclass(frozen=True, kw_only=True)
-class DDPGConfig(OffPolicyConfig):
+class DDPGConfig(NoiseConfig, OffPolicyConfig):
     """DDPG hyperparameters; defaults solve Pendulum-v1 in seconds on a laptop CPU."""
 
     exploration_noise: float = 0.1
-    """Standard deviation of the Gaussian noise added to actions in ``[-1, 1]``."""
+    """Scale ``sigma`` of the exploration noise (its standard deviation) added to
+    actions in ``[-1, 1]``."""
 
     limits: ClassVar[dict[str, Limit]] = {
         **OffPolicyConfig.limits,
+        **NoiseConfig.limits,
         "exploration_noise": Limit(0.0, MAX_NOISE),
     }
 
@@ -64,13 +69,15 @@ class DDPG(OffPolicyLearner):
 
     name = "ddpg"
     config_cls = DDPGConfig
-    search_space: ClassVar[dict[str, Bound]] = {
+    search_space: ClassVar[dict[str, Domain]] = {
         "lr": Bound(1e-4, 3e-3, log=True),
         "tau": Bound(0.002, 0.05, log=True),
         "gamma": Bound(0.95, 0.999),
         "replay_ratio": Bound(0.1, 1.0, log=True),
         "batch_size": Bound(64, 512, integer=True, log=True),
         "exploration_noise": Bound(0.05, 1.0),
+        "noise": Choice(["gaussian", "ou", "colored"], prob=0.3),
+        "noise_beta": Bound(0.0, 2.0),
     }
     n_critics: ClassVar[int] = 1
     """Critics evaluated together (an :class:`EnsembleQ`); the target takes their min."""
@@ -110,13 +117,16 @@ class DDPG(OffPolicyLearner):
         return (a + std * eps).clamp(-1.0, 1.0)
 
     def explore(self, obs: Tensor) -> tuple[Tensor, Tensor]:
+        """``clip(mu(s) + sigma n_t, -1, 1)`` with the sub-envs' noise processes ``n_t``."""
         if self.is_warming_up:
             a = self.random_action(obs.shape[0])
         else:
-            a = self._noisy(self.actor(obs), self.config.exploration_noise)
+            n_t = self.noise.sample(obs.shape[0], self.act_dim)
+            a = (self.actor(obs) + self.config.exploration_noise * n_t).clamp(-1.0, 1.0)
         return a, self.to_env(a)
 
     def act(self, obs: Tensor, deterministic: bool = True) -> Tensor:
+        """The policy's actions; ``deterministic=False`` adds i.i.d. Gaussian noise."""
         a = self.actor(obs)
         if not deterministic:
             a = self._noisy(a, self.config.exploration_noise)

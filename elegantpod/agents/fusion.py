@@ -82,6 +82,10 @@ class FusedLearners:
         """Actions of the (fused, hence shared) policy for ``obs``."""
         return self.lead.act(obs, deterministic)
 
+    def episodes_ended(self, done: Tensor | None) -> None:
+        """To the lead, whose :meth:`explore` (and exploration noise) covers every sub-env."""
+        self.lead.episodes_ended(done)
+
     @property
     def should_stop(self):
         """The stop check every fused learner polls (see ``Learner.should_stop``)."""

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import torch
 
 from elegantpod.agents.base import Learner
+from elegantpod.agents.noise import ExplorationNoise, NoiseConfig
 from elegantpod.buffers import ReplayBuffer
 from elegantpod.config import (
     MAX_BATCH,
@@ -130,6 +131,11 @@ class OffPolicyLearner(Learner):
         self.gradient_steps = 0
         """Gradient steps taken so far: the clock of delayed and periodic updates."""
         self._update_debt = 0.0
+        self.noise: ExplorationNoise | None = (
+            ExplorationNoise(c, self.generator) if isinstance(c, NoiseConfig) else None
+        )
+        """The exploration noise process of a config with ``noise`` hyperparameters
+        (DDPG, TD3, SAC); ``None`` otherwise (DQN)."""
 
     def to_env(self, action: Tensor) -> Tensor:
         """Stored actions as the env takes them: ``[-1, 1]`` scaled to the Box bounds."""
@@ -145,6 +151,18 @@ class OffPolicyLearner(Learner):
             )
         u = torch.rand(n, self.act_dim, device=self.device, generator=self.generator)
         return u * 2 - 1
+
+    def episodes_ended(self, done: Tensor | None) -> None:
+        """Restart the exploration noise of the sub-envs whose episodes ended."""
+        if self.noise is not None:
+            self.noise.restart(done)
+
+    def set_hparams(self, **changes: Any) -> None:
+        """As :meth:`Learner.set_hparams`; a change of ``noise``, ``noise_beta`` or
+        ``noise_theta`` starts a fresh noise process."""
+        super().set_hparams(**changes)
+        if self.noise is not None:
+            self.noise.configure(self.config)
 
     @property
     def is_warming_up(self) -> bool:
@@ -174,7 +192,8 @@ class OffPolicyLearner(Learner):
         return n_updates
 
     def state_dict(self) -> dict[str, Any]:
-        """Networks, optimizers, step clocks and the filled replay (oldest first).
+        """Networks, optimizers, step clocks, the filled replay (oldest first) and the
+        exploration noise's state (``"noise"``, when the learner has noise).
 
         Keeping the replay makes a tournament segment boundary (or a worker death)
         invisible to the learner: the next segment learns from the same data.
@@ -184,12 +203,19 @@ class OffPolicyLearner(Learner):
         state["gradient_steps"] = self.gradient_steps
         state["update_debt"] = self._update_debt
         state["replay"] = self.replay.contents()
+        if self.noise is not None:
+            state["noise"] = self.noise.state_dict()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Load what :meth:`state_dict` produced; a state without a replay (stripped by
-        :func:`~elegantpod.checkpoint.strip_replay`) leaves the replay empty."""
+        :func:`~elegantpod.checkpoint.strip_replay`) leaves the replay empty, one
+        without noise (an older checkpoint's) starts a fresh noise process."""
+        # checked first: a malformed noise state leaves the learner as it was
+        noise = None if self.noise is None else self.noise.checked(state.get("noise"), self.act_dim)
         super().load_state_dict(state)
+        if self.noise is not None:
+            self.noise.process = noise
         self.seen = int(state.get("seen", self.seen))
         self.gradient_steps = int(state.get("gradient_steps", self.gradient_steps))
         self._update_debt = float(state.get("update_debt", self._update_debt))

@@ -5,6 +5,11 @@ Losses as in the paper (SAC v2): with ``a' ~ pi(.|s')``,
 ``J_Q = E[(Q_i(s, a) - y)^2] / 2``, ``J_pi = E[alpha log pi(a|s) - min_i Q_i(s, a)]``,
 ``J_alpha = E[-alpha (log pi(a|s) + H_target)]``. Actions are tanh-squashed into
 ``[-1, 1]`` for learning and scaled to the env's bounds only when sent to the env.
+
+Exploration samples ``a = tanh(mu(s) + sigma(s) eps)`` with ``eps`` from the sub-envs'
+noise processes (``noise.py``): i.i.d. ``N(0, I)`` by default, or correlated in time
+(Ornstein-Uhlenbeck, colored), as in Eberhard et al. (2023), which is still ``N(0, I)``
+at each step. Updates always draw i.i.d. ``eps``.
 """
 
 from __future__ import annotations
@@ -20,8 +25,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from elegantpod.agents.nets import EnsembleQ, mlp
+from elegantpod.agents.noise import NoiseConfig
 from elegantpod.agents.offpolicy import OffPolicyConfig, OffPolicyLearner
-from elegantpod.agents.space import Bound
+from elegantpod.agents.space import Bound, Choice, Domain
 from elegantpod.config import MAX_ENTROPY, MAX_TEMPERATURE, Limit
 from elegantpod.types import Batch
 
@@ -29,7 +35,7 @@ Tensor = torch.Tensor
 
 
 @dataclass(frozen=True, kw_only=True)
-class SACConfig(OffPolicyConfig):
+class SACConfig(NoiseConfig, OffPolicyConfig):
     """SAC hyperparameters; defaults solve Pendulum-v1 in seconds on a laptop CPU."""
 
     batch_size: int = 256
@@ -43,6 +49,7 @@ class SACConfig(OffPolicyConfig):
 
     limits: ClassVar[dict[str, Limit]] = {
         **OffPolicyConfig.limits,
+        **NoiseConfig.limits,
         "init_alpha": Limit(0.0, MAX_TEMPERATURE, open_low=True),
         "target_entropy": Limit(-MAX_ENTROPY, MAX_ENTROPY, optional=True),
     }
@@ -55,12 +62,17 @@ class SquashedGaussianActor(nn.Module):
         super().__init__()
         self.net = mlp([obs_dim, *hidden, 2 * act_dim], activation=nn.ReLU, out_gain=0.01, **rng)
 
-    def forward(self, obs: Tensor, generator=None, deterministic=False) -> tuple[Tensor, Tensor]:
+    def forward(
+        self, obs: Tensor, generator=None, deterministic=False, eps: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """``(a, log pi(a|s))``; ``eps``: the standard-normal draws to use (an
+        exploration noise process's), else fresh ones from ``generator``."""
         mean, log_std = self.net(obs).chunk(2, -1)
         if deterministic:
             return torch.tanh(mean), torch.zeros_like(mean[..., 0])
         log_std = log_std.clamp(-5.0, 2.0)
-        eps = torch.randn(mean.shape, device=mean.device, generator=generator)
+        if eps is None:
+            eps = torch.randn(mean.shape, device=mean.device, generator=generator)
         u = mean + eps * log_std.exp()
         # log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u)), stable for large |u|
         logp = (-0.5 * eps.square() - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
@@ -73,12 +85,14 @@ class SAC(OffPolicyLearner):
 
     name = "sac"
     config_cls = SACConfig
-    search_space: ClassVar[dict[str, Bound]] = {
+    search_space: ClassVar[dict[str, Domain]] = {
         "lr": Bound(1e-4, 3e-3, log=True),
         "tau": Bound(0.002, 0.05, log=True),
         "gamma": Bound(0.95, 0.999),
         "replay_ratio": Bound(0.1, 1.0, log=True),
         "batch_size": Bound(64, 512, integer=True, log=True),
+        "noise": Choice(["gaussian", "ou", "colored"], prob=0.3),
+        "noise_beta": Bound(0.0, 2.0),
     }
 
     @classmethod
@@ -114,10 +128,12 @@ class SAC(OffPolicyLearner):
         return 1000
 
     def explore(self, obs: Tensor) -> tuple[Tensor, Tensor]:
+        """``tanh(mu(s) + sigma(s) eps)`` with ``eps`` from the sub-envs' noise processes."""
         if self.is_warming_up:
             a = self.random_action(obs.shape[0])
         else:
-            a, _ = self.actor(obs, self.generator)
+            eps = self.noise.sample(obs.shape[0], self.act_dim)
+            a, _ = self.actor(obs, eps=eps)
         return a, self.to_env(a)
 
     def act(self, obs: Tensor, deterministic: bool = True) -> Tensor:

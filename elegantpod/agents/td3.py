@@ -9,8 +9,9 @@
    ``theta' <- tau theta + (1 - tau) theta'`` move once every ``policy_delay`` critic
    steps, so the policy follows a critic that has settled.
 
-Everything else (networks, acting, replay, checkpoints) is DDPG's (``ddpg.py``): actions
-live in ``[-1, 1]`` and are scaled to the env's bounds only when sent to the env.
+Everything else (networks, acting and its exploration noise, replay, checkpoints) is
+DDPG's (``ddpg.py``): actions live in ``[-1, 1]`` and are scaled to the env's bounds
+only when sent to the env.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import ClassVar
 import torch
 
 from elegantpod.agents.ddpg import DDPG, DDPGConfig
-from elegantpod.agents.space import Bound
+from elegantpod.agents.space import Bound, Domain
 from elegantpod.config import MAX_DELAY, MAX_NOISE, Limit
 
 Tensor = torch.Tensor
@@ -52,7 +53,7 @@ class TD3(DDPG):
 
     name = "td3"
     config_cls = TD3Config
-    search_space: ClassVar[dict[str, Bound]] = {
+    search_space: ClassVar[dict[str, Domain]] = {
         **DDPG.search_space,
         "policy_noise": Bound(0.1, 0.4),
         "policy_delay": Bound(1, 4, integer=True),
