@@ -28,7 +28,8 @@ Methods, side by side on the *same* two-worker ``LocalCluster`` with the same nu
 pods in flight (4 pods, 2 at a time), the same segment size and evaluation, and the same
 wall budget; every seed runs every method back to back (order alternated per seed):
 
-- ``tournament``: the default generator (exploit/explore, issue 10's rule);
+- ``tournament``: the default generator (exploit/explore; replacement only on evidence,
+  restarts with fresh draws from the search space when the population is stuck);
 - ``sweep``: the same starting pods (the base configuration and three mutated around
   it, identically seeded), never replaced;
 - ``random``: random search, the same number of pods with configurations drawn
@@ -106,6 +107,7 @@ def trading_options() -> dict[str, Any]:
         data="sp500",
         tickers=["AAPL", "MSFT", "JPM", "XOM", "JNJ", "WMT", "PG", "KO"],
         episode_days=63,
+        windows=4,  # the mean Sharpe of four half-year windows, and their spread
     )
     return {**opts, "_backtest": splits.backtest}
 
@@ -188,19 +190,40 @@ def run(client, task: Task, method: str, seed: int, root: Path) -> dict[str, Any
         "env_steps": s["env_steps_total"],
         "wall_seconds": s["wall_seconds"],
         "schedule_changes": sum(1 for ph in t.schedule() if ph["changes"]),
+        "restarts": s.get("restarts", 0),
+        "replaced_on_evidence": s.get("replaced_on_evidence", 0),
+        "kept_in_noise": s.get("kept_in_noise", 0),
+        "winner_schedule": [
+            {
+                "pod": ph["pod"],
+                "origin": ph.get("origin"),
+                "changes": ph["changes"],
+                "noise": ph["hparams"].get("noise"),
+                "to_time": ph["to_time"],
+                "score": ph["score"],
+            }
+            for ph in t.schedule()
+        ],
         "curve": [[round(r["time"], 2), r["score"]] for r in scored.to_dict("records")],
     }
     if "_backtest" in task.options and s["best_pod"] is not None:
         from elegantpod.finance import backtest
 
         start, end = task.options["_backtest"]
+        from elegantpod.finance import metrics as fm
+        from elegantpod.finance.selection import bootstrap_sharpe_ci
+
         res = backtest(t, start=start, end=end, index="sp500")
         table = res.metrics()["sharpe"]
         out["backtest_sharpe"] = float(table.iloc[0])  # the agent's row comes first
+        values = res.account_value.to_numpy()
+        ci = bootstrap_sharpe_ci(fm.returns_from_values(values), res.periods_per_year, seed=0)
+        out["backtest_sharpe_ci"] = [ci.low, ci.high]
         out["backtest_sharpe_benchmarks"] = {str(k): float(v) for k, v in table.iloc[1:].items()}
     log(
         f"  {method:<10} seed {seed}: solved at {solved_at:.1f}s, best {out['best']:.3g}, "
-        f"{s['pods_total']} pods ({s['pods_replaced']} replaced), "
+        f"{s['pods_total']} pods ({s['pods_replaced']} replaced, "
+        f"{out['restarts']} restarts, {out['kept_in_noise']} kept in the noise), "
         f"{s['env_steps_total']:,} env steps"
     )
     return out
@@ -229,6 +252,11 @@ def report() -> str:
             extra = ""
             if "backtest_sharpe" in r:
                 extra = f"; held-out backtest Sharpe {fmt_range(r['backtest_sharpe'], '{:.2f}')}"
+                cis = [x.get("backtest_sharpe_ci") for x in r.get("runs", [])]
+                if cis and all(cis):
+                    extra += " (95% CIs: " + ", ".join(
+                        f"[{lo:.2f}, {hi:.2f}]" for lo, hi in cis
+                    ) + ")"
             name = f"{d['env_id']} {d['algo'].upper()}"
             lines.append(
                 f"| {name} ({d['target']:g}, {d['budget_seconds']:.0f} s) | {method} |"

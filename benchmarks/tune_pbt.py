@@ -80,6 +80,7 @@ def main() -> None:
     )
     from tournament_pays import get_task
 
+    from elegantpod.agents.space import Choice
     from elegantpod.tournament import GeneratorConfig
     from elegantpod.tournament.generator import search_space
     from elegantpod.tournament.population import Population
@@ -93,6 +94,8 @@ def main() -> None:
     space = search_space(task.algo)
 
     def dist(b):
+        if isinstance(b, Choice):  # categorical (the noise kind): Tune's own choice
+            return tune.choice(list(b.options))
         if b.integer:
             return tune.randint(int(b.low), int(b.high) + 1)
         return tune.loguniform(b.low, b.high) if b.log else tune.uniform(b.low, b.high)

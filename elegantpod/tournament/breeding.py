@@ -14,6 +14,7 @@ import math
 from collections import Counter
 
 from elegantpod.agents import get_algo
+from elegantpod.agents.space import Choice
 from elegantpod.config import replace_checked
 from elegantpod.tournament import leaderboard as lb
 from elegantpod.tournament import state as checked
@@ -74,8 +75,11 @@ class Breeding:
             return self._new_record(algo, hparams, parent, mutation, origin)
         base = self.base_hparams(algo)
         if any(r.algo == algo for r in self.records.values()):
-            # Not the first of its algorithm: explore around the base instead of cloning it.
-            hparams, mutation = self._mutate(algo, base, space, False, strict)
+            # Not the first of its algorithm: explore around the base instead of cloning it;
+            # its categorical choices (a noise kind) stay the user's: the starting pods are
+            # variations of one configuration, and children and restarts search the rest.
+            numeric = {k: v for k, v in space.items() if not isinstance(v, Choice)}
+            hparams, mutation = self._mutate(algo, base, numeric, False, strict)
         else:
             hparams, mutation = base, {}
         return self._new_record(algo, hparams, None, mutation, origin)

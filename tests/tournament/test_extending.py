@@ -74,7 +74,8 @@ def test_mutation_policy_decides_every_child(client, tmp_path):
         segment_steps=2048,
         eval_episodes=2,
         hparams={"ppo": TINY},
-        generator=GeneratorConfig(ready_segments=1, truncation=0.5),
+        # no evidence asked: every lagging pod gets a child, so the policy is exercised
+        generator=GeneratorConfig(ready_segments=1, truncation=0.5, evidence_t=0.0),
         store=tmp_path / "s",
         client=client,
         mutation_policy=halve_lr,

@@ -81,13 +81,21 @@ def test_mutate_perturbs_within_bounds_and_records_lineage():
 def test_mutate_resample_stays_in_bounds_for_all_spaces():
     rng = random.Random(0)
     cfg = GeneratorConfig(resample_prob=0.5)
+    from elegantpod.agents.space import Choice
+
+    def middle(b):
+        if isinstance(b, Choice):
+            return b.options[0]
+        return (b.low + b.high) / 2 if not b.integer else int(b.low)
+
     for algo, space in SEARCH_SPACES.items():
-        hp = {
-            name: (b.low + b.high) / 2 if not b.integer else int(b.low) for name, b in space.items()
-        }
+        hp = {name: middle(b) for name, b in space.items()}
         for _ in range(200):
             hp, _ = mutate(hp, space, rng, cfg)
             for name, b in space.items():
+                if isinstance(b, Choice):
+                    assert hp[name] in b.options, (algo, name, hp[name])
+                    continue
                 assert b.low <= hp[name] <= b.high, (algo, name, hp[name])
                 assert not b.integer or isinstance(hp[name], int)
 

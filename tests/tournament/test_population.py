@@ -44,6 +44,16 @@ def finish(p, pod_id, score, **kw):
     return p.on_result(result(pod_id, rec.segment + 1, score, **kw), ending=False, stopping=False)
 
 
+def test_the_starting_pods_keep_the_base_categories_children_may_switch_them():
+    from elegantpod.tournament.generator import search_space
+
+    assert "noise" in search_space("td3")
+    p = pop(algos=("td3",), env_id="MountainCarContinuous-v0", pods=8)
+    assert {r.hparams["noise"] for r in p.fill()} == {"gaussian"}
+    kinds = {p.fresh_pod("td3", {"kind": "restart"}).hparams["noise"] for _ in range(30)}
+    assert kinds == {"gaussian", "ou", "colored"}  # restarts draw from the whole space
+
+
 def test_fill_mixes_algorithms_and_explores_after_the_first_of_each():
     p = pop()
     made = p.fill()
@@ -55,6 +65,7 @@ def test_fill_mixes_algorithms_and_explores_after_the_first_of_each():
     assert all(r.mutation == {} and r.parent is None for r in firsts.values())
     later = [r for r in made if r not in firsts.values()]
     assert all(r.mutation and r.parent is None for r in later)  # explored around the base
+    assert all(r.hparams["noise"] == "gaussian" for r in made if r.algo == "sac")  # the base's
     assert p.fill() == []  # full
     again = pop()
     assert [(r.algo, r.hparams) for r in again.fill()] == [(r.algo, r.hparams) for r in made]
