@@ -154,10 +154,16 @@ def random_hparams(task: Task, rng: random.Random) -> dict[str, Any]:
     }
 
 
-def run(client, task: Task, method: str, seed: int, root: Path) -> dict[str, Any]:
-    """One method on one seed: a tournament for ``task.budget`` seconds."""
+def run(
+    client, task: Task, method: str, seed: int, root: Path, generator: dict | None = None
+) -> dict[str, Any]:
+    """One method on one seed: a tournament for ``task.budget`` seconds (``generator``:
+    settings over the default generator's, for tuning runs on other seeds)."""
     options = {k: v for k, v in task.options.items() if not k.startswith("_")}
-    gen = GeneratorConfig() if method == "tournament" else GeneratorConfig(ready_segments=10**9)
+    if method == "tournament":
+        gen = GeneratorConfig(**(generator or {}))
+    else:
+        gen = GeneratorConfig(ready_segments=10**9, restart_after=0)
     t = Tournament(
         env=task.env,
         algos=[task.algo],
@@ -254,9 +260,9 @@ def report() -> str:
                 extra = f"; held-out backtest Sharpe {fmt_range(r['backtest_sharpe'], '{:.2f}')}"
                 cis = [x.get("backtest_sharpe_ci") for x in r.get("runs", [])]
                 if cis and all(cis):
-                    extra += " (95% CIs: " + ", ".join(
-                        f"[{lo:.2f}, {hi:.2f}]" for lo, hi in cis
-                    ) + ")"
+                    extra += (
+                        " (95% CIs: " + ", ".join(f"[{lo:.2f}, {hi:.2f}]" for lo, hi in cis) + ")"
+                    )
             name = f"{d['env_id']} {d['algo'].upper()}"
             lines.append(
                 f"| {name} ({d['target']:g}, {d['budget_seconds']:.0f} s) | {method} |"
@@ -279,7 +285,14 @@ def main() -> None:
     p.add_argument("--methods", default=",".join(METHODS))
     p.add_argument("--quick", action="store_true")
     p.add_argument("--out", default=None)
+    p.add_argument(
+        "--generator",
+        action="append",
+        default=[],
+        help="key=value over the default GeneratorConfig (tuning runs, on other seeds)",
+    )
     a = p.parse_args()
+    generator = {k: json.loads(v) for k, _, v in (g.partition("=") for g in a.generator)}
     task = get_task(a.task)
     if a.budget:
         task = dataclasses.replace(task, budget=a.budget)
@@ -297,7 +310,7 @@ def main() -> None:
             order = methods if i % 2 == 0 else methods[::-1]  # drift hits all alike
             for method in order:
                 with tempfile.TemporaryDirectory() as d:
-                    per[method].append(run(client, task, method, seed, Path(d) / "s"))
+                    per[method].append(run(client, task, method, seed, Path(d) / "s", generator))
     finally:
         cl = client.cluster
         client.close()
@@ -339,6 +352,7 @@ def main() -> None:
             "target": task.target,
             "budget_seconds": task.budget,
             "seeds": list(range(a.first_seed, a.first_seed + a.seeds)),
+            "generator": generator or "default",
             "total_seconds": time.monotonic() - t0,
             "results": res,
             "ratio_median_seconds_to_target": ratios,

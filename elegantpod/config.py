@@ -630,8 +630,9 @@ def estimate_pod_bytes(spec: PodSpec, obs_dim: int = 1, act_dim: int = 1) -> int
     estimate counts rollout and replay storage (float32, two observations per
     transition), the state of the training and evaluation envs, the networks with their
     gradients and Adam moments, and the largest activations of an update, per fused
-    learner, and the worlds a simulator outside torch keeps per sub-env (MJX's, see
-    :func:`~elegantpod.envs.mjx_tasks.bytes_per_world`). With the default dimensions of 1
+    learner, colored exploration noise's sequences (``SEQ_LEN`` steps per sub-env and
+    action dimension), and the worlds a simulator outside torch keeps per sub-env (MJX's,
+    see :func:`~elegantpod.envs.mjx_tasks.bytes_per_world`). With the default dimensions of 1
     it is a lower bound, usable before an env exists to tell them.
     """
     hp = spec.hparams if spec.hparams is not None else _default_hparams(spec.algo)
@@ -650,6 +651,10 @@ def estimate_pod_bytes(spec: PodSpec, obs_dim: int = 1, act_dim: int = 1) -> int
         rows = min(int(getattr(hp, "minibatch_size", 1)), horizon * num_envs)
         whole = 8 * horizon * num_envs * max(widths)
         learner = rollout + whole + 2 * (16 * params + 8 * rows * sum(widths))
+    if getattr(hp, "noise", None) == "colored":  # one sequence per sub-env and action
+        from elegantpod.agents.noise import SEQ_LEN
+
+        learner += 4 * num_envs * act_dim * SEQ_LEN
     return rollout + envs + int(spec.learners) * learner
 
 

@@ -481,8 +481,9 @@ class Pod:
         given, since ``Path`` would mangle a URL's ``//``.
 
         Saved: the spec, the env-step count, the learner's state (networks, optimizer
-        moments, step clocks, an off-policy learner's replay, its random generator; for
-        fused learners each learner's), the training env's random generator (torch
+        moments, step clocks, an off-policy learner's replay and exploration noise
+        process, its random generator; for fused learners each learner's), the training
+        env's random generator (torch
         envs) and the evaluator's episode counter, which seeds its next evaluation.
         Not saved: the training env's internal state (episodes in progress), the
         training-return statistics, the learning curve and the last evaluation. See
@@ -525,7 +526,9 @@ class Pod:
         ``spec.seed``), while later resets draw from the restored env generator. So the
         first rollouts after a resume, and what the learner learns from them, differ
         from those of an uninterrupted run; training returns restart their count and the
-        learning curve (``curve``, ``last_eval``) starts empty.
+        learning curve (``curve``, ``last_eval``) starts empty. With the episodes, a
+        correlated exploration noise (OU, colored) restarts at the first rollout, drawn
+        from the restored generator, so a resumed pod's noise is still reproducible.
 
         A checkpoint without a replay (see :func:`~elegantpod.checkpoint.strip_replay`)
         loads with an empty replay. Its step clock is restored, so the learner does not

@@ -88,13 +88,15 @@ class GeneratorConfig:
     evaluation's episodes). About 2: a lead that the noise of a few evaluations
     explains is not a reason to throw a pod away. 0: no evidence asked (the plain
     truncation rule, which churned on one-episode trading fitness)."""
-    restart_after: int = 6
+    restart_after: int = 2
     """Explore when stuck: when no segment score has beaten the best one seen (by
     ``stuck_tolerance``) for ``restart_after`` segments per live pod, and the target is
     not reached, the bottom ``restart_fraction`` of the live pods (never the leader) are
     replaced at their next segment end by *fresh* pods whose hyperparameters are new
     draws from the search space, with fresh networks (restarts), not copies of the
-    leader. 0: never."""
+    leader. A pod is restarted only after ``restart_after`` segments of its own, and
+    each restart round without an improvement since doubles the wait for the next, so a
+    long plateau near the target is not churned through. 0: never."""
     restart_after_seconds: float | None = None
     """The same, measured in tournament seconds since the last improvement (``None``:
     segments only)."""

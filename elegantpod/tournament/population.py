@@ -114,6 +114,9 @@ class Population(Breeding):
         fresh successor gets (not saved: a resume judges afresh)."""
         self.restarts = 0
         """Fresh pods made by restarts, this run."""
+        self.restart_rounds = 0
+        """Restart rounds since the last improvement: each doubles the wait for the next
+        (a long plateau is not churned through, a trap still gets its first restart soon)."""
         self.replaced_on_evidence = 0
         """Pods replaced by a child because the leader beat them beyond the noise, this run."""
         self.kept_in_noise = 0
@@ -304,6 +307,7 @@ class Population(Breeding):
             improved = True
         if improved:
             self.plateau, self.stale, self.improved_at = score, 0, now
+            self.restart_rounds = 0
         else:
             self.stale += 1
 
@@ -319,11 +323,12 @@ class Population(Breeding):
         }
         if self.solved or self.restart_due:
             return False
-        by_segments = g.restart_after > 0 and self.stale >= g.restart_after * max(
+        backoff = 2**self.restart_rounds
+        by_segments = g.restart_after > 0 and self.stale >= backoff * g.restart_after * max(
             1, len(self.alive())
         )
         wait = g.restart_after_seconds
-        by_time = wait is not None and now - self.improved_at >= wait
+        by_time = wait is not None and now - self.improved_at >= backoff * wait
         return by_segments or by_time
 
     def _plan_restart(self, now: float) -> None:
@@ -337,7 +342,9 @@ class Population(Breeding):
             return x if math.isfinite(x) else -math.inf
 
         ranked = sorted(live, key=key, reverse=True)
-        ready = [r for r in ranked[1:] if r.segment >= g.ready_segments]
+        # a pod is judged stuck only after it had the time the rule gives everyone
+        old_enough = max(g.ready_segments, g.restart_after)
+        ready = [r for r in ranked[1:] if r.segment >= old_enough]
         k = min(len(ready), max(1, math.floor(len(live) * g.restart_fraction)))
         stale, best = self.stale, self.plateau
         for r in ready[len(ready) - k :] if k else []:
@@ -348,6 +355,7 @@ class Population(Breeding):
                 "best": best if math.isfinite(best) else None,
             }
         self.stale, self.improved_at = 0, now  # the restarted pods get their time
+        self.restart_rounds += 1
 
     def _judge(self, rec: PodRecord) -> Verdict:
         g = self.spec.generator
