@@ -346,8 +346,10 @@ class Population(Breeding):
         old_enough = max(g.ready_segments, g.restart_after)
         ready = [r for r in ranked[1:] if r.segment >= old_enough]
         k = min(len(ready), max(1, math.floor(len(live) * g.restart_fraction)))
+        if not k:  # nobody old enough yet: the count stands, the next result tries again
+            return
         stale, best = self.stale, self.plateau
-        for r in ready[len(ready) - k :] if k else []:
+        for r in ready[len(ready) - k :]:
             self.restart_due[r.pod_id] = {
                 "kind": "restart",
                 "replaced": r.pod_id,

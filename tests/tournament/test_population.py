@@ -456,3 +456,34 @@ def test_an_old_store_keeps_the_rules_it_ran_with():
         d["generator"].pop(key)
     g = TournamentSpec.from_dict(d).generator
     assert g.evidence_t == 0.0 and g.restart_after == 0
+
+
+def test_restart_rounds_back_off_until_an_improvement_and_spare_young_pods():
+    # evidence_t=100: no child replaces the bottom pod, so only restarts move it
+    g = GeneratorConfig(ready_segments=1, restart_after=1, restart_fraction=0.5, evidence_t=100)
+    p = pop(algos=("ppo",), pods=2, generator=g)
+    p.fill()
+    seen = []
+    for i in range(14):  # a flat plateau: rounds at 2, then 4, then 8 results apart
+        for pod in [r.pod_id for r in p.alive()]:
+            rec = p.records[pod]
+            p.submitted(rec)
+            score = 1.0 if rec.pod_id == "p000" else 0.0
+            made = p.on_result(
+                result_std(pod, rec.segment + 1, score, 0.1),
+                ending=False,
+                stopping=False,
+                now=float(i),
+            )
+            seen += [(i, r.pod_id) for r in made if r.origin["kind"] == "restart"]
+    assert p.records["p000"].status == "queued"  # the leader is never restarted
+    gaps = [b[0] - a[0] for a, b in zip(seen, seen[1:], strict=False)]
+    assert len(seen) >= 3 and gaps == sorted(gaps) and gaps[-1] > gaps[0], seen
+    # an improvement resets the back-off
+    rounds = p.restart_rounds
+    assert rounds >= 3
+    p.submitted(p.records["p000"])
+    p.on_result(
+        result_std("p000", p.records["p000"].segment + 1, 50.0, 0.1), ending=False, stopping=False
+    )
+    assert p.restart_rounds == 0 and p.stale == 0
