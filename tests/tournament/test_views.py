@@ -63,3 +63,45 @@ def test_the_leaderboard_view_is_bounded():
     page = leaderboard_html(pd.DataFrame(rows, columns=views.LEADERBOARD_COLUMNS))
     assert len(page) < LIMIT, len(page)
     assert f"{2000 - MAX_ROWS:,} more entries not shown" in page
+
+
+def test_the_lineage_and_schedule_say_why_each_pod_was_made():
+    """Restarts and replacements on evidence are marked, with their figures (issue 31)."""
+    base = {"pod_id": "p0000", "algo": "ppo", "hparams": {}, "seed": 0}
+    records = [
+        {**base, "origin": {"kind": "start"}, "status": "replaced"},
+        {
+            **base,
+            "pod_id": "p0001",
+            "parent": "p0002",
+            "origin": {
+                "kind": "child",
+                "replaced": "p0000",
+                "score": -1200.5,
+                "leader": "p0002",
+                "leader_score": -310.25,
+                "t": 4.5,
+            },
+            "history": [{"segment": 1, "env_steps": 10, "score": -300.0, "time": 1.0}],
+        },
+        {
+            **base,
+            "pod_id": "p0002",
+            "origin": {"kind": "restart", "replaced": "p0003", "stale": 8, "best": -0.05},
+            "history": [{"segment": 1, "env_steps": 10, "score": 9.0, "time": 1.0}],
+        },
+    ]
+    snapshot = {"pods": records, "state": {"elapsed_seconds": 2.0}}
+    loaded, _, _ = state.load(snapshot, "state/00000001.json")
+    population = SimpleNamespace(records=loaded)
+    edges = {e["pod"]: e["why"] for e in views.lineage(population)}
+    assert edges["p0000"] == "first pods"
+    assert edges["p0001"] == ("replaced p0000 on evidence: -1200 vs leader p0002 -310.2 (t=4.5)")
+    assert edges["p0002"] == (
+        "restart: replaced p0003 after 8 segments without improvement (best -0.05)"
+    )
+    page = lineage_html(views.lineage(population))
+    assert "why made" in page and "restart: replaced p0003" in page
+    phases = views.schedule(population, "p0002")
+    assert phases[0]["origin"].startswith("restart")
+    assert "restart: replaced p0003" in schedule_html(phases)

@@ -145,6 +145,7 @@ def test_the_html_templates_escape_every_field_keys_included(chromium):
             "mutation": {h[0]: [h[1], h[2]], h[3]: [1, 2]},
             "status": h[3],
             "error": h[0],
+            "why": h[1],
         }
     ]
     board = pd.DataFrame(
@@ -174,6 +175,7 @@ def test_the_html_templates_escape_every_field_keys_included(chromium):
             "score": h[2],
             "hparams": {h[3]: h[0]},
             "changes": {h[0]: [h[1], h[2]], h[3]: [1, 2]},
+            "origin": h[2],
         }
     ]
     dialogs, pwned, texts = render(
