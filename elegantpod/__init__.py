@@ -7,9 +7,9 @@ evaluator) that train, evaluate and checkpoint themselves.
 >>> result = elegantpod.train("CartPole-v1", "ppo", target_reward=475)  # doctest: +SKIP
 """
 
-import importlib
-import sys
-import types
+import importlib as _importlib
+import sys as _sys
+import types as _types
 
 # Lazy: ``import elegantpod`` (and ``python -m elegantpod.cli``) imports no torch, pandas
 # or Dask until a name is used. That keeps the CLI's --help instant, and lets the CLI take
@@ -40,7 +40,7 @@ def __getattr__(name: str):
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module 'elegantpod' has no attribute {name!r}")
-    value = importlib.import_module(module)
+    value = _importlib.import_module(module)
     if name != "finance":
         value = getattr(value, name)
     globals()[name] = value  # the next lookup is a plain attribute
@@ -48,10 +48,13 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_WHERE])
+    """The public names, each once (a loaded one is in ``globals()`` and ``_WHERE``),
+    the submodules loaded so far and the module's dunders; no private helpers."""
+    here = {n for n in globals() if not n.startswith("_") or n.startswith("__")}
+    return sorted(here | set(_WHERE))
 
 
-class _Package(types.ModuleType):
+class _Package(_types.ModuleType):
     """``elegantpod.cluster`` is the function :func:`~elegantpod.cluster.cluster`, though a
     submodule of that name exists too. Python's import system sets a package attribute to
     each submodule it loads, so ``from elegantpod.cluster import shutdown`` anywhere would
@@ -61,12 +64,12 @@ class _Package(types.ModuleType):
     as m`` reads the package attribute, so it gives the function)."""
 
     def __setattr__(self, name: str, value) -> None:
-        if name == "cluster" and isinstance(value, types.ModuleType):
+        if name == "cluster" and isinstance(value, _types.ModuleType):
             return
         super().__setattr__(name, value)
 
 
-sys.modules[__name__].__class__ = _Package
+_sys.modules[__name__].__class__ = _Package
 
 
 __version__ = "0.1.0"

@@ -299,15 +299,28 @@ def _train(args) -> int:
     if args.json:
         print(result_json(result), flush=True)
     else:
-        status = "solved" if result.solved else "finished"
-        print(
-            f"{result.algo} on {result.env}: {status}, eval return "
-            f"{result.eval_return_mean:.1f} +- {result.eval_return_std:.1f} after "
-            f"{result.env_steps} steps in {result.wall_seconds:.1f}s"
-            + (f", {result.fitness} {result.score:.3f}" if result.score is not None else "")
-            + (f"; checkpoint {result.checkpoint}" if result.checkpoint else "")
-        )
+        print(train_line(result))
     return 0
+
+
+def train_line(result) -> str:
+    """The line ``elegantpod train`` ends with: the last and the best evaluation, the
+    step count formatted as the progress lines format it, and the agent to use."""
+    from elegantpod.progress import number
+
+    status = "solved" if result.solved else "finished"
+    line = (
+        f"{result.algo} on {result.env}: {status}, eval return "
+        f"{result.eval_return_mean:.1f} +- {result.eval_return_std:.1f} after "
+        f"{result.env_steps:,} steps in {result.wall_seconds:.1f}s"
+    )
+    if result.fitness == "return":
+        line += f", best {number(result.best_eval_return_mean)}"
+    else:
+        line += f", {result.fitness} {number(result.score)} (best {number(result.best_score)})"
+    if result.best_env_steps is not None:
+        line += f" at {result.best_env_steps:,} steps"
+    return line + (f"; checkpoint {result.checkpoint}" if result.checkpoint else "")
 
 
 def _tournament(args) -> int:
@@ -364,12 +377,20 @@ def _tournament(args) -> int:
     with guard:
         follow(t, every=None if args.quiet else 2.0)
         summary = t.wait()
+    summary = ended_by(summary, guard.pressed)
     if not args.quiet:
         cols = ["rank", "pod", "algo", "score_mean", "score_std", "env_steps", "status", "parent"]
         board = t.leaderboard
         cols += [c for c in ("deflated_sharpe",) if c in board]
+        statuses = list(board["status"])
         board = board[cols].astype(object).where(board[cols].notna(), "-")
-        print(board.to_string(index=False, float_format=number), file=sys.stderr)
+        print(
+            board.to_string(index=False, float_format=number, formatters={"env_steps": fmt_steps}),
+            file=sys.stderr,
+        )
+        note = leaderboard_note(statuses)
+        if note:
+            print(note, file=sys.stderr)
         for name, score in t.baselines().items():  # trading: what doing nothing scores
             print(f"baseline  {name}: {number(score)} ({t.spec.fitness})", file=sys.stderr)
         if "deflated_sharpe" in cols:
@@ -383,11 +404,7 @@ def _tournament(args) -> int:
     if args.json:
         print(json.dumps(json_safe(summary), sort_keys=True), flush=True)
     else:
-        print(
-            f"tournament {summary['status']}: solved={summary['solved']} best "
-            f"{t.spec.fitness} {number(summary['best_score'])} by {summary['best_pod'] or '-'} "
-            f"in {summary['wall_seconds']:.1f}s; store {summary['store']}"
-        )
+        print(summary_line(summary, t.spec.fitness, t.spec.target_reward))
     if guard.pressed:
         print(
             "elegantpod: stopped by Ctrl-C; the store keeps every finished segment. "
@@ -399,6 +416,54 @@ def _tournament(args) -> int:
         print(f"elegantpod: tournament {summary['status']}: {summary['error']}", file=sys.stderr)
         return 1
     return 0
+
+
+def ended_by(summary: dict, pressed: bool) -> dict:
+    """The summary the command line prints: a tournament that Ctrl-C ended is
+    ``stopped``, not ``finished`` (the tournament's own status says it ended cleanly)."""
+    if pressed and summary["status"] == "finished":
+        return {**summary, "status": "stopped"}
+    return summary
+
+
+def fmt_steps(x) -> str:
+    """An env-step count as the progress lines print it (``163,840``)."""
+    try:
+        return f"{int(x):,}"
+    except (TypeError, ValueError):  # "-": none
+        return str(x)
+
+
+def summary_line(summary: dict, fitness: str, target: float | None) -> str:
+    """The line a tournament ends with: how it ended (``stopped`` after Ctrl-C), whether
+    it reached its target (only when it has one), and its best agent."""
+    from elegantpod.progress import number
+
+    line = f"tournament {summary['status']}: "
+    if target is not None:
+        if summary["solved"]:
+            line += f"solved (target {number(target)}), "
+        else:
+            line += f"target {number(target)} not reached, "
+    return line + (
+        f"best {fitness} {number(summary['best_score'])} by {summary['best_pod'] or '-'}, "
+        f"{fmt_steps(summary['env_steps_total'])} env steps in {summary['wall_seconds']:.1f}s; "
+        f"store {summary['store']}"
+    )
+
+
+def leaderboard_note(statuses) -> str | None:
+    """The line under a printed leaderboard that explains a ``replaced`` (or stopped,
+    failed) status: the leaderboard keeps each pod's best evaluation ever, so its entry,
+    and checkpoint, outlive the pod. ``None`` when every pod listed is still around."""
+    gone = sorted({s for s in statuses if s in ("replaced", "stopped", "failed")})
+    if not gone:
+        return None
+    return (
+        "The leaderboard keeps each pod's best evaluation ever, with its checkpoint: a pod "
+        f"{' or '.join(gone)} since keeps its entry (replaced: later on it ranked low among "
+        "the live pods, and a new pod took its place)"
+    )
 
 
 class _CtrlCStopsTournament:

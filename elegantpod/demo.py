@@ -33,6 +33,7 @@ def run_demo(seed: int = 0, max_seconds: float = 150.0, out_dir: str | None = No
     int
         0 when the tournament finished with no failed pod and the report was written.
     """
+    from elegantpod.cli import fmt_steps, leaderboard_note
     from elegantpod.finance import DateSplits, backtest
     from elegantpod.finance.report import verdict
     from elegantpod.progress import follow
@@ -79,7 +80,16 @@ def run_demo(seed: int = 0, max_seconds: float = 150.0, out_dir: str | None = No
         "\nLeaderboard (score = validation Sharpe ratio; deflated_sharpe = probability it "
         f"beats the best of {board.attrs.get('trials', '?')} luck-only agents)"
     )
-    print(board[cols].fillna("-").to_string(index=False, float_format=lambda x: f"{x:.2f}"))
+    print(
+        board[cols]
+        .fillna("-")
+        .to_string(
+            index=False, float_format=lambda x: f"{x:.2f}", formatters={"env_steps": fmt_steps}
+        )
+    )
+    note = leaderboard_note(board["status"])
+    if note:
+        print(note)
     if board.empty:
         print(f"no segment finished: {s['error']}", file=sys.stderr)
         return 1
@@ -99,8 +109,9 @@ def run_demo(seed: int = 0, max_seconds: float = 150.0, out_dir: str | None = No
     print(verdict(res))
     report = res.to_html(out / "backtest_report.html")
     print(
-        f"\n{s['pods_total']} pods ({s['pods_failed']} failed), {s['env_steps_total']} env "
-        f"steps in {s['wall_seconds']:.0f} s; best {s['best_pod']} "
+        f"\n{s['pods_total']} pods ({s['pods_failed']} failed), "
+        f"{fmt_steps(s['env_steps_total'])} env steps in {s['wall_seconds']:.0f} s; "
+        f"best {s['best_pod']} "
         f"(Sharpe {s['best_score']:.2f} on validation)"
     )
     print(f"store: {out / 'store'}")

@@ -242,6 +242,19 @@ class Pod:
         """``out_dir/best.pt``: the evaluation with the best score so far, or ``None``."""
         return None if self.out_dir is None else self.out_dir / BEST_FILE
 
+    def __repr__(self) -> str:
+        spec = self.spec
+        text = f"{spec.algo} on {spec.env_id}, seed {spec.seed}, {spec.device}"
+        text += f", {self.env_steps:,} env steps"
+        if self.best_score is not None:
+            text += f", best {spec.fitness} {self.best_score:.4g}"
+        elif self.last_eval is not None and (
+            spec.fitness == "return" or spec.fitness in self.last_eval.metrics
+        ):
+            text += f", last {spec.fitness} {self.last_eval.score(spec.fitness)[0]:.4g}"
+        text += f", out {str(self.out_dir)!r}" if self.out_dir is not None else ""
+        return f"Pod({text})"
+
     # -- training ---------------------------------------------------------------------
     def run(
         self,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -215,6 +216,13 @@ def train(
     **hparams
         Algorithm hyperparameters by name (see ``PPOConfig`` / ``SACConfig``).
 
+    Returns
+    -------
+    TrainResult
+        The last evaluation and the best one (``best_eval_return_mean``: training is
+        noisy, the last can be far below the best), and in ``checkpoint`` the agent to
+        use: the best evaluation's ``best.pt`` when ``out`` was given.
+
     Raises
     ------
     ValueError
@@ -255,7 +263,7 @@ def train(
         if out_dir is not None:  # with the device the pod uses ("auto" decided)
             atomic_write_bytes(out_dir / "spec.json", pod.spec.to_json().encode())
         with _ctrl_c_stops(pod) as interrupted:
-            result = _run(pod, progress, callback, threads)
+            result = with_best(_run(pod, progress, callback, threads), pod)
     if out_dir is not None:
         record = json_safe(result.to_dict(with_curve=True))
         atomic_write_bytes(out_dir / "result.json", json.dumps(record, indent=2).encode())
@@ -304,7 +312,7 @@ def _spent(pod) -> TrainResult:
     ev = pod.evaluate()
     score = None if spec.fitness == "return" else ev.score(spec.fitness)[0]
     value = ev.mean if score is None else score
-    return TrainResult(
+    result = TrainResult(
         env=spec.env_id,
         algo=spec.algo,
         seed=spec.seed,
@@ -318,6 +326,49 @@ def _spent(pod) -> TrainResult:
         checkpoint=str(pod.checkpoint_path),
         fitness=spec.fitness,
         score=score,
+    )
+    return with_best(result, pod)
+
+
+def best_evaluation(
+    curve: tuple[Progress, ...], best_score: float | None, fitness: str = "return"
+) -> tuple[float, float | None, int | None]:
+    """``(return mean, fitness, env steps)`` of a run's best evaluation by ``fitness``.
+
+    ``curve`` is this run's evaluations; ``best_score`` the pod's best fitness ever (the
+    one its ``best.pt`` holds; ``None``: none saved), which a resumed run may have scored
+    before its curve began. The fitness is ``None`` when it is the return; what is not
+    known is NaN or ``None``. The first of equal scores is the best, as for ``best.pt``.
+    """
+
+    def value(p: Progress) -> float:
+        return p.eval_return_mean if p.score is None else p.score
+
+    scored = [p for p in curve if math.isfinite(value(p))]
+    best = max(scored, key=value, default=None)
+    if best is not None and (best_score is None or value(best) >= best_score):
+        return best.eval_return_mean, best.score, best.env_steps
+    if best_score is None:
+        return math.nan, None, None
+    if fitness == "return":  # scored before a resume: its return is the score
+        return float(best_score), None, None
+    return math.nan, float(best_score), None
+
+
+def with_best(result: TrainResult, pod) -> TrainResult:
+    """``result`` with the run's best evaluation, and ``checkpoint`` naming the agent to
+    use: ``best.pt`` where the pod wrote one (the latest state stays in
+    ``last_checkpoint``)."""
+    mean, score, steps = best_evaluation(result.curve, pod.best_score, result.fitness)
+    best = pod.best_path
+    use = str(best) if best is not None and best.is_file() else result.checkpoint
+    return dataclasses.replace(
+        result,
+        best_eval_return_mean=mean,
+        best_score=score,
+        best_env_steps=steps,
+        checkpoint=use,
+        last_checkpoint=result.checkpoint,
     )
 
 

@@ -156,7 +156,8 @@ def test_python_api_mirrors_cli(tmp_path):
     r = elegantpod.train(
         "Pendulum-v1", "sac", max_steps=2048, seed=0, out=tmp_path / "s", learning_starts=1024
     )
-    assert r.env_steps == 2048 and r.checkpoint.endswith("checkpoint.pt")
+    assert r.env_steps == 2048 and r.checkpoint == str(tmp_path / "s" / "best.pt")  # the agent
+    assert r.last_checkpoint == str(tmp_path / "s" / "checkpoint.pt")  # what a resume takes
     with pytest.raises(ValueError, match="unknown hyperparameter 'lr_actor'"):
         elegantpod.train("Pendulum-v1", "sac", lr_actor=1e-3)
 
@@ -524,3 +525,71 @@ def test_threads_within_the_bound_are_accepted():
     from elegantpod.cli import max_threads
 
     assert max_threads() >= 4 and max_threads() <= 4 * (os.cpu_count() or 64)
+
+
+# -- what a run ends with (issue 32) ----------------------------------------------------
+SUMMARY = {
+    "status": "finished",
+    "solved": False,
+    "best_score": 500.0,
+    "best_pod": "p003",
+    "env_steps_total": 467_648,
+    "wall_seconds": 61.23,
+    "store": "/tmp/s",
+}
+
+
+def test_a_tournament_stopped_by_ctrl_c_says_stopped_and_no_solved_without_a_target():
+    from elegantpod.cli import ended_by, summary_line
+
+    stopped = ended_by(SUMMARY, pressed=True)
+    assert stopped["status"] == "stopped" and SUMMARY["status"] == "finished"
+    assert json.loads(json.dumps(stopped))["status"] == "stopped"  # what --json prints
+    assert ended_by(SUMMARY, pressed=False)["status"] == "finished"
+    assert ended_by({**SUMMARY, "status": "failed"}, pressed=True)["status"] == "failed"
+    line = summary_line(stopped, "return", None)
+    assert line == (
+        "tournament stopped: best return 500 by p003, 467,648 env steps in 61.2s; store /tmp/s"
+    )
+    assert "solved" not in line
+    line = summary_line({**SUMMARY, "solved": True}, "return", 475.0)
+    assert line.startswith("tournament finished: solved (target 475), best return 500 by p003")
+    assert "target 475 not reached" in summary_line(SUMMARY, "return", 475.0)
+    empty = {**SUMMARY, "best_score": None, "best_pod": None, "env_steps_total": 0}
+    assert "best sharpe - by -, 0 env steps" in summary_line(empty, "sharpe", None)
+
+
+def test_steps_print_alike_and_a_replaced_leader_is_explained():
+    from elegantpod.cli import fmt_steps, leaderboard_note
+
+    assert fmt_steps(163_840) == "163,840" and fmt_steps("-") == "-"
+    import numpy as np
+
+    assert fmt_steps(np.int64(467_648)) == "467,648"
+    assert leaderboard_note(["idle", "queued", "running"]) is None
+    note = leaderboard_note(["replaced", "queued", "stopped", "replaced"])
+    assert note.startswith("The leaderboard keeps each pod's best evaluation ever")
+    assert "replaced or stopped since keeps its entry" in note
+
+
+def test_the_train_line_gives_the_best_evaluation_and_the_agent(tmp_path):
+    from elegantpod.cli import train_line
+    from elegantpod.types import TrainResult
+
+    r = TrainResult(
+        env="Hopper-v4",
+        algo="sac",
+        seed=0,
+        solved=False,
+        eval_return_mean=1435.2,
+        eval_return_std=20.0,
+        env_steps=1_000_000,
+        wall_seconds=3600.0,
+        checkpoint="runs/hopper/best.pt",
+        best_eval_return_mean=2897.0,
+        best_env_steps=700_000,
+    )
+    assert train_line(r) == (
+        "sac on Hopper-v4: finished, eval return 1435.2 +- 20.0 after 1,000,000 steps in "
+        "3600.0s, best 2897 at 700,000 steps; checkpoint runs/hopper/best.pt"
+    )

@@ -104,6 +104,9 @@ def test_ctrl_c_in_a_tournament_stops_cleanly_and_resumes(tmp_path):
     for noise in ("Traceback", "ERROR", "WARNING", "cannot schedule new futures"):
         assert noise not in stderr, stderr[-3000:]
     assert "stopping: running pods save their work" in stderr
+    # said as it happened: stopped, not finished; no solved=False without a target
+    said = stdout.strip().splitlines()[-1]
+    assert said.startswith("tournament stopped: best return ") and "solved" not in said, said
     command = continue_command(stderr)
     assert command == f"elegantpod tournament --store {shlex.quote(str(store))} --resume"
     steps_then = json.loads((store / "tournament.json").read_text())

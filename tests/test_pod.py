@@ -359,3 +359,17 @@ def test_a_restarted_static_path_pod_continues_as_one_rebuilt_from_its_checkpoin
         assert kept.graphs.run() == rebuilt.graphs.run()
     a, b = _weights(kept), _weights(rebuilt)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_pod_has_a_short_repr(tmp_path):
+    spec = PodSpec(env_id="CartPole-v1", algo="ppo", seed=3, device="cpu", max_steps=2048)
+    pod = Pod(spec)
+    assert repr(pod) == "Pod(ppo on CartPole-v1, seed 3, cpu, 0 env steps)"
+    pod.run()
+    assert repr(pod).startswith(
+        "Pod(ppo on CartPole-v1, seed 3, cpu, 2,048 env steps, last return "
+    )
+    saved = Pod(spec, out_dir=tmp_path)
+    saved.run()
+    text = repr(saved)
+    assert f"best return {saved.best_score:.4g}, out {str(tmp_path)!r})" in text, text

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import threading
 import uuid
+import warnings
 from collections import Counter, defaultdict, deque
 from typing import Any
 
@@ -111,6 +112,9 @@ class Tournament(Engine):
                 f"{where} already holds a tournament; continue it with "
                 "Tournament.resume(store) (--resume on the command line) or choose a new store"
             )
+        lone = lone_pods_warning(spec.algos, spec.pods)
+        if lone is not None:
+            warnings.warn(lone, UserWarning, stacklevel=2)
         self._setup(spec, s, client, mutation_policy)
 
     def _setup(self, spec: TournamentSpec, store: Store, client, mutation_policy) -> None:
@@ -270,6 +274,13 @@ class Tournament(Engine):
     def leaderboard(self):
         """The leaderboard as a pandas DataFrame, best first (always current).
 
+        One entry per pod, its best evaluation ever (a pod replaced or stopped since
+        keeps its entry and checkpoint), in short typed columns: ``rank``, ``pod``,
+        ``algo``, ``score_mean``, ``score_std``, ``env_steps``, ``wall_seconds``,
+        ``segment``, ``status``, ``steps_per_second``, ``parent``, ``checkpoint`` and
+        ``usable``. The hyperparameters each entry scored with are in
+        :meth:`leaderboard_hparams` (same rows), the mutations in :meth:`lineage`.
+
         A trading tournament ranked by Sharpe ratio has one more column,
         ``deflated_sharpe``: the probability that an agent's true Sharpe ratio beats the
         best that as many luck-only agents as the tournament scored would show on the
@@ -296,6 +307,18 @@ class Tournament(Engine):
             ]
             board.attrs.update(trials=max(trials, 1), validation_days=periods)
         return board
+
+    def leaderboard_hparams(self):
+        """The hyperparameters of each leaderboard entry as a DataFrame, best first.
+
+        The rows of :attr:`leaderboard`, keyed by ``rank``, ``pod``, ``algo``,
+        ``segment`` and ``parent``, with ``mutated`` (the names the entry's pod changed
+        from its parent) and one typed column per hyperparameter, so that numbers stay
+        numbers: ``t.leaderboard_hparams()[["pod", "lr"]]``, or sorted by ``lr``. A
+        hyperparameter that an entry's algorithm lacks is missing (NaN, ``<NA>``).
+        """
+        with self._lock:
+            return views.leaderboard_hparams(self.population)
 
     def baselines(self) -> dict[str, float]:
         """What doing nothing scores on the leaderboard's own range and fitness.
@@ -497,7 +520,7 @@ class Tournament(Engine):
             board.attrs.get("trials"),
             board.attrs.get("validation_days"),
         )
-        return leaderboard_html(board, title, footer)
+        return leaderboard_html(board, title, footer, hparams=self.leaderboard_hparams())
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         try:
@@ -508,10 +531,14 @@ class Tournament(Engine):
             return {"text/html": self._repr_html_(), "text/plain": repr(self)}
 
     def __repr__(self) -> str:
-        s = self.summary()
+        s, spec = self.summary(), self.spec
+        best = "no score yet"
+        if s["best_pod"] is not None:
+            best = f"best {spec.fitness} {_number(s['best_score'])} by {s['best_pod']}"
         return (
-            f"Tournament({self.spec.env_id!r}, algos={list(self.spec.algos)}, "
-            f"pods={self.spec.pods}, status={s['status']!r}, best={s['best_score']})"
+            f"Tournament({spec.env_id}, {'+'.join(spec.algos)}, {spec.pods} pods: "
+            f"{s['status']}, {s['pods_total']} made, {s['env_steps_total']:,} env steps in "
+            f"{s['wall_seconds']:,.0f} s, {best}; store {s['store']!r})"
         )
 
     # ------------------------------------------------------------------ helpers
@@ -519,6 +546,41 @@ class Tournament(Engine):
         """A pod's control message (call with the lock held; publish after releasing it)."""
         rec = self.population.record(pod)
         return [(pod, control_message(rec, self._stop_requested))]
+
+
+def _number(x) -> str:
+    """A score as a person reads it (four significant digits), ``-`` for none."""
+    if not isinstance(x, int | float) or not math.isfinite(x):
+        return "-"
+    return f"{x:.4g}" if abs(x) < 1e4 else f"{x:,.0f}"
+
+
+def lone_pods_warning(algos, pods: int) -> str | None:
+    """Why a population with fewer than two pods of some algorithm does no
+    population-based training for it, or ``None``.
+
+    A child copies its parent's networks, so its parent is a live pod of its own
+    algorithm; a lone pod's would-be parent is itself. The population never replaces
+    such a pod by exploitation (restarts still may), so a 2-pod ``ppo`` + ``sac``
+    tournament is two single runs. The starting pods are shared out evenly: with fewer
+    than two per algorithm, some (or all) algorithms get one.
+    """
+    algos = list(algos)
+    k = len(algos)
+    if pods < 2 or pods >= 2 * k:
+        return None
+    which = (
+        f"each of {', '.join(algos)} has"
+        if pods <= k
+        else f"{2 * k - pods} of {', '.join(algos)} will have"
+    )
+    return (
+        f"{pods} pods for {k} algorithms: {which} a single pod. A child copies a live "
+        "pod of its own algorithm (its networks), so a lone pod could only be replaced by "
+        "a mutated copy of itself: it is kept and trains on alone (a restart may still "
+        f"replace it), with no exploitation. Give pods={2 * k} or more (two per "
+        "algorithm) for population-based training."
+    )
 
 
 __all__ = ["ACTIVE", "Tournament"]

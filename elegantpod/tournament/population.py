@@ -363,6 +363,12 @@ class Population(Breeding):
         g = self.spec.generator
         if rec.segment < g.ready_segments:
             return Verdict(False, recent_score(rec), reason="not ready")
+        if not any(r.algo == rec.algo and r is not rec for r in self.alive()):
+            # A child copies the networks of a pod of its own algorithm (Breeding.new_pod),
+            # and this is the only one alive: its child would be a mutated copy of itself
+            # (or of an older entry of its lineage), though the ranking that put it at the
+            # bottom weighed it against other algorithms.
+            return Verdict(False, recent_score(rec), reason="only live pod of its algorithm")
         pods = [r for r in self.alive() if r.recent_scores or r is rec]
         live = {r.pod_id: recent_score(r) for r in pods}
         noise = {

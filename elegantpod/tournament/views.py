@@ -24,11 +24,12 @@ LEADERBOARD_COLUMNS = [
     "status",
     "steps_per_second",
     "parent",
-    "mutation",
-    "hparams",
     "checkpoint",
     "usable",
 ]
+"""The columns of ``Tournament.leaderboard``: one short, typed value each. The
+hyperparameters (whole dicts made a row some 600 characters wide) are in
+:func:`leaderboard_hparams`."""
 
 
 def leaderboard_frame(population, resolve):
@@ -52,13 +53,62 @@ def leaderboard_frame(population, resolve):
                 "status": rec.status if rec else "",
                 "steps_per_second": rec.steps_per_second if rec else None,
                 "parent": e.parent,
-                "mutation": e.mutation,
-                "hparams": e.hparams,
                 "checkpoint": resolve(e.checkpoint),
                 "usable": e.usable,
             }
         )
     return pd.DataFrame(rows, columns=LEADERBOARD_COLUMNS)
+
+
+HPARAMS_COLUMNS = ["rank", "pod", "algo", "segment", "parent", "mutated"]
+"""The first columns of :func:`leaderboard_hparams`; one per hyperparameter follows."""
+_ABSENT = object()
+
+
+def leaderboard_hparams(population):
+    """Each leaderboard entry's hyperparameters, best first, one typed column each.
+
+    Rows match :func:`leaderboard_frame`'s: ``rank``, ``pod``, ``algo``, ``segment``,
+    ``parent``, ``mutated`` (the names changed from the parent, a tuple; ``lineage``
+    has the ``[old, new]`` values), then one column per hyperparameter (those of every
+    algorithm on the board, in their configs' order). Numbers stay numbers: a column
+    is float, or a nullable integer or boolean one, where some rows have no such
+    hyperparameter (another algorithm's); lists (``hidden``) and strings are objects.
+    """
+    import pandas as pd
+
+    entries = lb.rank(population.entries)
+    names = list(dict.fromkeys(n for e in entries for n in e.hparams))
+    frame = pd.DataFrame(
+        {
+            "rank": range(1, len(entries) + 1),
+            "pod": [e.pod_id for e in entries],
+            "algo": [e.algo for e in entries],
+            "segment": [e.segment for e in entries],
+            "parent": [e.parent for e in entries],
+            "mutated": [tuple(e.mutation) for e in entries],
+        },
+        columns=HPARAMS_COLUMNS,
+    )
+    for name in names:
+        if name not in frame:  # a hyperparameter named like a column above: never one
+            frame[name] = _typed([e.hparams.get(name, _ABSENT) for e in entries])
+    return frame
+
+
+def _typed(values: list) -> Any:
+    """A column of hyperparameter values that keeps their type (absent: missing)."""
+    import pandas as pd
+
+    present = [v for v in values if v is not _ABSENT and v is not None]
+    filled = [None if v is _ABSENT else v for v in values]
+    if present and all(isinstance(v, bool) for v in present):
+        return pd.Series(filled, dtype="boolean")
+    if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+        return pd.Series(filled, dtype="Int64")
+    if present and all(isinstance(v, int | float) and not isinstance(v, bool) for v in present):
+        return pd.Series([float("nan") if v is None else float(v) for v in filled], dtype=float)
+    return pd.Series(filled, dtype=object)
 
 
 def pods_frame(population):

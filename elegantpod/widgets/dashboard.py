@@ -241,7 +241,7 @@ class Dashboard:
                 ),
             )
             board = self.t.leaderboard
-            self._update_table(leaderboard_rows(board))
+            self._update_table(leaderboard_rows(board, self.t.leaderboard_hparams()))
             fitness = self.t.spec.fitness
             footer = baselines_html(
                 self.t.baselines(),

@@ -82,8 +82,13 @@ def fmt_score(mean: Any, std: Any) -> str:
     return f"{mean:,.{decimals}f} ± {std:,.{decimals}f}"
 
 
-def leaderboard_rows(board) -> list[list[str]]:
-    """Cells of the leaderboard (a ``Tournament.leaderboard`` DataFrame) as escaped text."""
+def leaderboard_rows(board, hparams=None) -> list[list[str]]:
+    """Cells of the leaderboard (a ``Tournament.leaderboard`` DataFrame) as escaped text.
+
+    ``hparams``: ``Tournament.leaderboard_hparams()``, whose rows give the key
+    hyperparameters of each pod (a board with an ``hparams`` column of dicts needs none).
+    """
+    by_pod = {} if hparams is None else {h["pod"]: h for h in hparams.to_dict("records")}
     rows = []
     for r in board.to_dict("records"):
         score = fmt_score(r["score_mean"], r["score_std"])
@@ -98,20 +103,21 @@ def leaderboard_rows(board) -> list[list[str]]:
                 fmt(r["env_steps"]),
                 fmt(r["steps_per_second"]),
                 fmt(r["status"]),
-                key_hparams(r["algo"], r.get("hparams")),
+                key_hparams(r["algo"], r.get("hparams") or by_pod.get(r["pod"])),
                 fmt(r["parent"]),
             ]
         )
     return rows
 
 
-def leaderboard_html(board, title: str = "Leaderboard", footer: str = "") -> str:
+def leaderboard_html(board, title: str = "Leaderboard", footer: str = "", hparams=None) -> str:
     """A self-contained HTML table of the leaderboard; the best row is highlighted.
 
-    ``footer`` is trusted HTML placed under the table (e.g. :func:`baselines_html`)."""
+    ``footer`` is trusted HTML placed under the table (e.g. :func:`baselines_html`);
+    ``hparams`` as for :func:`leaderboard_rows`."""
     head = "".join(f"<th>{c}</th>" for c in COLUMNS)
     body = []
-    for i, row in enumerate(leaderboard_rows(board.head(MAX_ROWS))):
+    for i, row in enumerate(leaderboard_rows(board.head(MAX_ROWS), hparams)):
         style = ' style="background:#e8f5e9;font-weight:bold"' if i == 0 else ""
         body.append(f"<tr{style}>" + "".join(f"<td>{_cap(c)}</td>" for c in row) + "</tr>")
     if not body:

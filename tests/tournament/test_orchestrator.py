@@ -425,3 +425,100 @@ def test_a_tournament_whose_every_pod_failed_has_failed_and_says_why(client, tmp
     assert summary["status"] == "failed"
     assert summary["error"].startswith("every pod failed: 1 x ParentCheckpointError")
     assert "does not exist" in summary["error"]
+
+
+# -- what a newcomer sees first (issue 32) ------------------------------------------------
+def test_an_algorithm_with_a_single_pod_is_warned_about_at_construction(tmp_path):
+    import warnings
+
+    from elegantpod.tournament.orchestrator import lone_pods_warning
+
+    kw = {"algos": ["ppo", "sac"], "max_seconds": 1}
+    with pytest.warns(UserWarning, match="each of ppo, sac has a single pod") as caught:
+        Tournament("Pendulum-v1", pods=2, store=tmp_path / "a", **kw)
+    (w,) = caught
+    assert "mutated copy of itself" in str(w.message) and "pods=4" in str(w.message)
+    assert w.filename == __file__  # it points at the caller's line
+    with pytest.warns(UserWarning, match="1 of ppo, sac will have a single pod"):
+        Tournament("Pendulum-v1", pods=3, store=tmp_path / "b", **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Tournament("Pendulum-v1", pods=4, store=tmp_path / "c", **kw)
+        Tournament("CartPole-v1", pods=1, store=tmp_path / "d", max_seconds=1)  # nothing to breed
+    assert lone_pods_warning(["ppo", "sac", "td3"], 5).startswith("5 pods for 3 algorithms: 1 of")
+    assert lone_pods_warning(["ppo"], 2) is None
+
+
+def lone_store(path):
+    """A saved ppo + sac tournament: a child that mutated lr and epochs leads."""
+    import dataclasses
+
+    from elegantpod.agents import PPOConfig, SACConfig
+    from tests.tournament.test_hostile_store import entry, make_store, record
+
+    def hp(config):
+        return json.loads(json.dumps(dataclasses.asdict(config)))  # as a store holds them
+
+    child = hp(PPOConfig(lr=0.0024, epochs=3))
+    make_store(
+        path,
+        pods=[
+            record("p000", status="replaced", segment=1, hparams=hp(PPOConfig())),
+            record("p001", parent="p000", mutation={"lr": [0.003, 0.0024], "epochs": [4, 3]}),
+            record("p002", algo="sac", hparams=hp(SACConfig())),
+        ],
+        leaderboard=[
+            entry(
+                "p001",
+                score_mean=200.0,
+                hparams=child,
+                parent="p000",
+                mutation={"lr": [0.003, 0.0024], "epochs": [4, 3]},
+            ),
+            entry("p002", algo="sac", score_mean=100.0, hparams=hp(SACConfig())),
+            entry("p000", score_mean=50.0, hparams=hp(PPOConfig())),
+        ],  # fmt: skip
+        state={"total_steps": 163_840, "elapsed_seconds": 12.0, "next_index": 3},
+        spec=TournamentSpec(env_id="Pendulum-v1", algos=("ppo", "sac"), pods=4).to_dict(),
+    )
+
+
+def test_the_leaderboard_is_short_and_its_hyperparameters_keep_their_types(tmp_path):
+    import pandas as pd
+
+    from elegantpod.agents import SACConfig
+    from elegantpod.tournament import views
+
+    lone_store(tmp_path / "s")
+    t = Tournament.resume(tmp_path / "s")
+    board = t.leaderboard
+    assert list(board.columns) == views.LEADERBOARD_COLUMNS
+    assert list(board["pod"]) == ["p001", "p002", "p000"]
+    cells = [v for row in board.to_dict("records") for v in row.values()]
+    assert not [v for v in cells if isinstance(v, dict | list | tuple)]  # no whole dicts
+    # it was about 600 characters a row; the checkpoint's path is as long as the store's
+    text = board.drop(columns="checkpoint").to_string()
+    assert max(len(line) for line in text.splitlines()) < 130, text
+    hp = t.leaderboard_hparams()
+    assert list(hp.columns[:6]) == views.HPARAMS_COLUMNS
+    assert list(hp["pod"]) == list(board["pod"])  # the same rows, in the same order
+    top = hp.iloc[0]
+    assert top["lr"] == 0.0024 and hp["lr"].dtype == "float64"  # numbers stay numbers
+    assert top["epochs"] == 3 and hp["epochs"].dtype == "Int64"
+    assert pd.isna(hp.set_index("pod").loc["p002", "epochs"])  # sac has no epochs
+    assert hp.set_index("pod").loc["p002", "tau"] == SACConfig().tau
+    assert set(top["mutated"]) == {"lr", "epochs"} and top["parent"] == "p000"
+    assert list(hp.set_index("pod").loc["p001", "hidden"]) == [64, 64]
+    # the HTML views still show each pod's key hyperparameters
+    assert "lr=0.0024 clip_coef=0.2 epochs=3" in t._repr_html_()
+
+
+def test_a_tournament_has_a_short_repr(tmp_path):
+    lone_store(tmp_path / "s")
+    t = Tournament.resume(tmp_path / "s")
+    assert repr(t) == (
+        "Tournament(Pendulum-v1, ppo+sac, 4 pods: created, 3 made, 163,840 env steps in 12 s, "
+        f"best return 200 by p001; store {str(tmp_path / 's')!r})"
+    )
+    fresh = Tournament("CartPole-v1", pods=2, store=tmp_path / "new", max_seconds=1)
+    assert "0 made, 0 env steps in 0 s, no score yet" in repr(fresh)

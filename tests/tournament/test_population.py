@@ -487,3 +487,25 @@ def test_restart_rounds_back_off_until_an_improvement_and_spare_young_pods():
         result_std("p000", p.records["p000"].segment + 1, 50.0, 0.1), ending=False, stopping=False
     )
     assert p.restart_rounds == 0 and p.stale == 0
+
+
+def test_the_only_live_pod_of_its_algorithm_is_not_replaced_by_a_copy_of_itself():
+    """Issue 32: with one ppo and one sac pod, the bottom one was replaced by a mutated
+    copy of itself at each segment (14 pods in 60 s, no exploitation): a child copies a
+    pod of its own algorithm, and it was the only one."""
+    g = GeneratorConfig(ready_segments=1, evidence_t=0.0, restart_after=0)
+    p = pop(pods=2, generator=g)
+    p.fill()
+    lone = "p001"
+    assert {r.algo for r in p.records.values()} == {"ppo", "sac"}
+    finish(p, "p000", 10.0)
+    for _ in range(3):
+        assert finish(p, lone, 1.0) == []  # last among the live pods, and kept
+    assert p.records[lone].status == "queued" and len(p.records) == 2
+    assert p._judge(p.records[lone]).reason == "only live pod of its algorithm"
+    # with a second live pod of its algorithm, the exploit rule replaces it again
+    mate = p.add_pod(algo=p.records[lone].algo)
+    assert finish(p, mate.pod_id, 5.0) == []
+    (child,) = finish(p, lone, 1.0)
+    assert p.records[lone].status == "replaced" and child.parent != lone
+    assert p.records[child.parent].algo == child.algo

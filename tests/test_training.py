@@ -1,0 +1,102 @@
+"""``train()``'s result: the best evaluation beside the last, the agent to use, a short
+repr (issue 32: a Hopper run's result said 1,435 while its ``best.pt`` held 2,897)."""
+
+import math
+
+import pytest
+
+import elegantpod
+from elegantpod.checkpoint import load_checkpoint
+from elegantpod.training import best_evaluation
+from elegantpod.types import Progress, TrainResult
+
+
+def point(steps, ret, score=None):
+    return Progress(steps, 1.0, ret, 1.0, 0.0, {"losses/policy": 0.1}, score)
+
+
+def test_the_best_evaluation_is_the_highest_fitness_the_first_of_ties():
+    curve = (point(100, 10.0), point(200, 30.0), point(300, 30.0), point(400, 20.0))
+    assert best_evaluation(curve, 30.0) == (30.0, None, 200)  # best.pt keeps the first
+    assert best_evaluation(curve, None) == (30.0, None, 200)  # no out: nothing saved
+    # ranked by the fitness, not the return
+    curve = (point(100, 50.0, score=0.5), point(200, 40.0, score=1.5), point(300, 60.0, 0.2))
+    assert best_evaluation(curve, 1.5, "sharpe") == (40.0, 1.5, 200)
+    # NaN evaluations are never best
+    assert best_evaluation((point(1, math.nan), point(2, 5.0)), None) == (5.0, None, 2)
+
+
+def test_a_best_scored_before_a_resume_is_reported_as_far_as_known():
+    curve = (point(5000, 10.0),)
+    assert best_evaluation(curve, 80.0) == (80.0, None, None)  # its return is the score
+    mean, score, steps = best_evaluation((point(5000, 10.0, score=1.0),), 2.0, "sharpe")
+    assert math.isnan(mean) and score == 2.0 and steps is None
+    mean, score, steps = best_evaluation((), None)
+    assert math.isnan(mean) and score is None and steps is None
+
+
+def test_train_reports_the_best_evaluation_and_names_its_checkpoint(tmp_path):
+    out = tmp_path / "run"
+    r = elegantpod.train(
+        "CartPole-v1", "ppo", max_steps=8192, eval_every_steps=2048, eval_episodes=2, out=out
+    )
+    returns = [p.eval_return_mean for p in r.curve]
+    assert len(returns) == 4 and r.eval_return_mean == returns[-1]
+    assert r.best_eval_return_mean == max(returns) and r.best_score is None
+    assert r.best_env_steps == 2048 * (1 + returns.index(max(returns)))
+    # the agent to use is the best evaluation's; the latest state is what a resume takes
+    assert r.checkpoint == str(out / "best.pt") and r.last_checkpoint == str(out / "checkpoint.pt")
+    assert load_checkpoint(r.checkpoint)["best_score"] == r.best_eval_return_mean
+    assert r.to_dict()["best_eval_return_mean"] == r.best_eval_return_mean
+    # a short repr: no curve, no loss dictionaries
+    text = repr(r)
+    assert len(text) < 300 and "losses" not in text and "Progress" not in text, text
+    assert text.startswith("TrainResult(ppo on CartPole-v1, seed 0; last return ")
+    assert f"best {max(returns):.4g} at {r.best_env_steps:,} steps" in text
+    assert "8,192 env steps" in text and "best.pt" in text
+    # a resumed run whose budget is spent still reports the best, from before the resume
+    again = elegantpod.train(
+        "CartPole-v1", "ppo", max_steps=8192, eval_episodes=2, out=out, resume=True
+    )
+    assert again.checkpoint == r.checkpoint and again.curve == ()
+    assert again.best_eval_return_mean == r.best_eval_return_mean and again.best_env_steps is None
+
+
+def test_without_an_output_folder_the_best_comes_from_the_curve():
+    r = elegantpod.train(
+        "CartPole-v1", "ppo", max_steps=4096, eval_every_steps=2048, eval_episodes=2
+    )
+    assert r.checkpoint is None and r.last_checkpoint is None
+    assert r.best_eval_return_mean == max(p.eval_return_mean for p in r.curve)
+    assert "checkpoint" not in repr(r)
+
+
+def test_the_repr_of_a_result_ranked_by_another_fitness_names_it():
+    r = TrainResult(
+        env="StockTrading-v0",
+        algo="sac",
+        seed=3,
+        solved=False,
+        eval_return_mean=0.05,
+        eval_return_std=0.01,
+        env_steps=163_840,
+        wall_seconds=12.34,
+        checkpoint=None,
+        curve=tuple(point(i, 0.0, 1.0) for i in range(1000)),
+        fitness="sharpe",
+        score=1.2345,
+        best_score=2.5,
+        best_env_steps=40_960,
+    )
+    assert repr(r) == (
+        "TrainResult(sac on StockTrading-v0, seed 3; last sharpe 1.234, best 2.5 at 40,960 "
+        "steps; 163,840 env steps in 12.3 s; 1000 evaluations)"
+    )
+
+
+@pytest.mark.parametrize("fitness", ["return", "sharpe"])
+def test_a_result_with_no_evaluation_has_a_repr(fitness):
+    r = TrainResult(
+        "CartPole-v1", "ppo", 0, False, math.nan, math.nan, 0, 0.0, None, fitness=fitness
+    )
+    assert "best -" in repr(r) and "last" in repr(r)
