@@ -370,7 +370,13 @@ def _tournament(args) -> int:
                 "give at least one end condition: --target-reward, --max-seconds or --max-steps"
             )
         env = given.pop("env")
-        t = Tournament(env, store=args.store, **given)
+        import warnings
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", UserWarning)
+            t = Tournament(env, store=args.store, **given)
+        for w in caught:  # one line each, not Python's file:line banner
+            print(f"elegantpod: warning: {w.message}", file=sys.stderr)
     # All input is checked; only now start (or reach) a cluster.
     t.start(cluster(args.address, n_workers=args.workers), close_client=True)
     guard = _CtrlCStopsTournament(t)

@@ -593,3 +593,13 @@ def test_the_train_line_gives_the_best_evaluation_and_the_agent(tmp_path):
         "sac on Hopper-v4: finished, eval return 1435.2 +- 20.0 after 1,000,000 steps in "
         "3600.0s, best 2897 at 700,000 steps; checkpoint runs/hopper/best.pt"
     )
+
+
+def test_a_lone_pod_per_algorithm_is_one_warning_line(tmp_path, capsys, monkeypatch):
+    args = ["tournament", "--env", "Pendulum-v1", "--algos", "ppo,sac", "--pods", "2"]
+    args += ["--max-seconds", "5", "--store", tmp_path / "t", "--address", "tcp://127.0.0.1:9"]
+    status, _, err = main_in_process(args, capsys, monkeypatch)  # no cluster: ends there
+    lines = err.strip().splitlines()
+    assert status == 2 and lines[-1].startswith("elegantpod: error: no Dask scheduler"), err
+    assert lines[0].startswith("elegantpod: warning: 2 pods for 2 algorithms: each of ppo, sac")
+    assert "UserWarning" not in err and len(lines) == 2, err
