@@ -194,7 +194,11 @@ def main() -> None:
                 # Tune's x0.8 / x1.2 ignores bounds (gamma 1.18); ours clips to them
                 custom_explore_fn=lambda cfg: {
                     **cfg,
-                    **{k: b.clip(cfg[k]) for k, b in space.items() if k in cfg},
+                    **{
+                        k: b.clip(cfg[k])
+                        for k, b in space.items()
+                        if k in cfg and not isinstance(b, Choice)  # Tune draws a choice
+                    },
                 },
                 metric="score",
                 mode="max",
