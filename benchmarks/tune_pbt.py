@@ -94,8 +94,8 @@ def main() -> None:
     space = search_space(task.algo)
 
     def dist(b):
-        if isinstance(b, Choice):  # categorical (the noise kind): Tune's own choice
-            return tune.choice(list(b.options))
+        if isinstance(b, Choice):  # categorical (the noise kind): a list, which Tune's
+            return list(b.options)  # PBT shifts to a neighbour or redraws (not x0.8/x1.2)
         if b.integer:
             return tune.randint(int(b.low), int(b.high) + 1)
         return tune.loguniform(b.low, b.high) if b.log else tune.uniform(b.low, b.high)
