@@ -122,9 +122,15 @@ def test_defaults_limits_and_search_spaces_stay_valid():
         config_cls().validate()
     replace_checked(PPOConfig(), {"epochs": 1000, "lr": 1.0, "num_envs": 2**22})
     replace_checked(SACConfig(), {"hidden": (65_536,), "batch_size": 2**24})
+    from elegantpod.agents.space import Choice
+
     for algo, space in SEARCH_SPACES.items():
         for key, bound in space.items():
-            for value in (bound.clip(bound.low), bound.clip(bound.high)):
+            if isinstance(bound, Choice):  # every option of a categorical one
+                values = bound.options
+            else:
+                values = (bound.clip(bound.low), bound.clip(bound.high))
+            for value in values:
                 replace_checked(get_algo(algo).config_cls(), {key: value})
 
 

@@ -94,7 +94,9 @@ class GeneratorConfig:
     not reached, the bottom ``restart_fraction`` of the live pods (never the leader) are
     replaced at their next segment end by *fresh* pods whose hyperparameters are new
     draws from the search space, with fresh networks (restarts), not copies of the
-    leader. A pod is restarted only after ``restart_after`` segments of its own, and
+    leader. Only with a target (``target_reward``): without one a plateau may be the
+    best there is (500 on CartPole), and restarts would throw it away. A pod is
+    restarted only after ``restart_after`` segments of its own, and
     each restart round without an improvement since doubles the wait for the next, so a
     long plateau near the target is not churned through. 0: never."""
     restart_after_seconds: float | None = None

@@ -321,8 +321,8 @@ class Population(Breeding):
             if self.records[p].status in ("queued", "running")
             and not self.records[p].stop_requested
         }
-        if self.solved or self.restart_due:
-            return False
+        if self.solved or self.restart_due or self.spec.target_reward is None:
+            return False  # without a target a plateau may be the best there is (500 on CartPole)
         backoff = 2**self.restart_rounds
         by_segments = g.restart_after > 0 and self.stale >= backoff * g.restart_after * max(
             1, len(self.alive())

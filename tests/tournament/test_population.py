@@ -448,6 +448,15 @@ def test_no_restart_while_scores_improve_or_without_the_rule():
     assert p.restarts == 0 and not [r for r in run_segments(p, flat, std=1.0)]
 
 
+def test_no_restart_without_a_target_a_plateau_may_be_the_best_there_is():
+    g = GeneratorConfig(ready_segments=1, restart_after=1, evidence_t=100)
+    p = pop(algos=("ppo",), pods=2, generator=g)  # no target_reward
+    p.fill()
+    flat = {"p000": [500.0] * 12, "p001": [400.0] * 12}
+    assert [r for r in run_segments(p, flat, std=1.0) if r.origin["kind"] == "restart"] == []
+    assert p.restarts == 0 and p.stale >= 4  # the segment rule alone would have fired
+
+
 def test_an_old_store_keeps_the_rules_it_ran_with():
     from elegantpod.tournament.spec import TournamentSpec
 
@@ -461,7 +470,7 @@ def test_an_old_store_keeps_the_rules_it_ran_with():
 def test_restart_rounds_back_off_until_an_improvement_and_spare_young_pods():
     # evidence_t=100: no child replaces the bottom pod, so only restarts move it
     g = GeneratorConfig(ready_segments=1, restart_after=1, restart_fraction=0.5, evidence_t=100)
-    p = pop(algos=("ppo",), pods=2, generator=g)
+    p = pop(algos=("ppo",), pods=2, generator=g, target_reward=100.0)
     p.fill()
     seen = []
     for i in range(14):  # a flat plateau: rounds at 2, then 4, then 8 results apart
