@@ -37,6 +37,7 @@ bucket or prefix, writable only by its writers, and credentials that reach nothi
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -53,6 +54,9 @@ from elegantpod.tournament import state
 KEEP_SNAPSHOTS = 3
 """Snapshots kept besides the newest (older ones are deleted after each save)."""
 POINTER = "state/LATEST"
+READ_ATTEMPTS = 3
+"""Reads of an object that another writer replaced mid-read (its ETag changed) before
+the error stands: the pointer and the lease are rewritten every few seconds."""
 ORPHAN_SECONDS = 120.0
 """Temporary files older than this are a killed writer's leftovers (a checkpoint write
 takes well under a second): :meth:`Store.clean_orphans` deletes them."""
@@ -173,9 +177,20 @@ class Store:
             with self._guard():
                 return safe_files.read_bytes(self.path(*self._parts(name)), limit, root=self.url)
         path = self._fs_path(name)
-        self.fs.invalidate_cache(path)  # other processes write here: no stale "missing"
-        with self.fs.open(path, "rb", cache_type="none") as f:  # reads only what it asks
-            data = f.read(limit + 1)
+        for attempt in range(READ_ATTEMPTS):
+            self.fs.invalidate_cache(path)  # other processes write here: no stale "missing"
+            try:
+                with self.fs.open(path, "rb", cache_type="none") as f:  # reads what it asks
+                    data = f.read(limit + 1)
+                break
+            except FileNotFoundError:
+                raise
+            except OSError as exc:
+                # Replaced between open and read (another writer moved the pointer): an
+                # object store refuses the old version's ETag (s3fs: FileExpired, EBUSY;
+                # PreconditionFailed, EINVAL). Read the new version instead.
+                if exc.errno not in (errno.EBUSY, errno.EINVAL) or attempt == READ_ATTEMPTS - 1:
+                    raise
         if len(data) > limit:
             raise StoreFileTooLarge(self._too_large(name, limit))
         return data
