@@ -112,17 +112,28 @@ class Population(Breeding):
         self.restart_due: dict[str, dict[str, Any]] = {}
         """Pods a restart will replace at their next segment end, with the origin their
         fresh successor gets (not saved: a resume judges afresh)."""
-        self.restarts = 0
-        """Fresh pods made by restarts, this run."""
         self.restart_rounds = 0
         """Restart rounds since the last improvement: each doubles the wait for the next
         (a long plateau is not churned through, a trap still gets its first restart soon)."""
-        self.replaced_on_evidence = 0
-        """Pods replaced by a child because the leader beat them beyond the noise, this run."""
         self.kept_in_noise = 0
         """Bottom pods kept because the leader's lead was within the noise, this run."""
 
     # ------------------------------------------------------------------ lookups
+    @property
+    def restarts(self) -> int:
+        """Fresh pods made by restarts (from the records' origins: resumes included)."""
+        return sum(1 for r in self.records.values() if r.origin.get("kind") == "restart")
+
+    @property
+    def replaced_on_evidence(self) -> int:
+        """Pods a child replaced (beyond the noise; by the plain rule where no evidence is
+        asked), from the records' origins."""
+        return sum(
+            1
+            for r in self.records.values()
+            if r.origin.get("kind") == "child" and r.origin.get("replaced")
+        )
+
     def record(self, pod: str) -> PodRecord:
         """One pod's record; ``ValueError`` naming the known pods otherwise."""
         if pod not in self.records:
@@ -276,14 +287,12 @@ class Population(Breeding):
             if rec.pod_id in self.restart_due:
                 rec.status = "replaced"
                 origin = self.restart_due.pop(rec.pod_id)
-                self.restarts += 1
                 child = self.fresh_pod(rec.algo, origin)
                 self._thin_histories()
                 return [child]
             verdict = self._judge(rec)
             if verdict.replace:
                 rec.status = "replaced"
-                self.replaced_on_evidence += verdict.reason == "evidence"
                 child = self.new_pod(origin=_child_origin(rec.pod_id, verdict))
                 self._thin_histories()
                 return [child]

@@ -281,10 +281,8 @@ def summary(population, resolve, **extra: Any) -> dict[str, Any]:
         "pods_finished": sum(1 for r in records if r.segment >= 1 and r.status != "failed"),
         "pods_failed": statuses["failed"],
         "pods_replaced": statuses["replaced"],
-        "restarts": sum(1 for r in records if r.origin.get("kind") == "restart"),
-        "replaced_on_evidence": sum(
-            1 for r in records if r.origin.get("kind") == "child" and r.origin.get("replaced")
-        ),
+        "restarts": population.restarts,
+        "replaced_on_evidence": population.replaced_on_evidence,
         "kept_in_noise": population.kept_in_noise,
         "failures": dict(Counter(r.error for r in records if r.status == "failed")),
         "eval_share": (
