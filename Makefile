@@ -10,7 +10,7 @@ TORCH_REQ := requirements/torch.txt
 EXTRAS ?= test
 STAMP := $(VENV)/.installed-$(EXTRAS)
 
-.PHONY: setup test demo docs bench lint clean
+.PHONY: setup test demo docs bench lint clean tutorials
 
 setup: $(STAMP)
 
@@ -30,6 +30,9 @@ lint: setup
 
 demo: setup
 	$(PY) -m elegantpod.cli demo
+
+tutorials: setup   # every tutorial at the full budget, its claims asserted (~30 min)
+	$(PY) tutorials/run_all.py
 
 docs: setup   # the HTML API reference: open docs/api/index.html
 	$(PY) docs/build_api.py docs/api

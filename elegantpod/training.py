@@ -156,7 +156,7 @@ def train(
     out: str | os.PathLike | None = None,
     overwrite: bool = False,
     resume: bool = False,
-    progress: bool = False,
+    progress: bool | None = None,
     eval_episodes: int = 10,
     eval_every_steps: int | None = None,
     env_kwargs: dict[str, Any] | None = None,
@@ -202,7 +202,11 @@ def train(
         What to do when ``out`` already holds a run: replace it or continue it. A
         resumed run whose ``max_steps`` is already spent trains nothing.
     progress
-        Show a tqdm progress bar on stderr.
+        Show a progress bar (tqdm: on stderr, or a widget in Jupyter) with the env
+        steps, the latest evaluation, and under a time budget the elapsed and remaining
+        time. ``None`` (the default): shown when someone is watching, in Jupyter or
+        IPython or when stderr is a terminal, and not in a batch job whose output goes
+        to a file (see :func:`watching`).
     env_kwargs, eval_env_kwargs
         Keyword arguments of the env (a trading env's ``data``, ``start``, ``end``...),
         and their overrides for the evaluator's env (validation dates).
@@ -263,7 +267,8 @@ def train(
         if out_dir is not None:  # with the device the pod uses ("auto" decided)
             atomic_write_bytes(out_dir / "spec.json", pod.spec.to_json().encode())
         with _ctrl_c_stops(pod) as interrupted:
-            result = with_best(_run(pod, progress, callback, threads), pod)
+            show = watching() if progress is None else bool(progress)
+            result = with_best(_run(pod, show, callback, threads), pod)
     if out_dir is not None:
         record = json_safe(result.to_dict(with_curve=True))
         atomic_write_bytes(out_dir / "result.json", json.dumps(record, indent=2).encode())
@@ -372,29 +377,62 @@ def with_best(result: TrainResult, pod) -> TrainResult:
     )
 
 
-def _run(pod, progress: bool, callback, threads: int | None) -> TrainResult:
-    """``pod.run`` with a progress bar on stderr when ``progress`` is set."""
-    spec, bar = pod.spec, None
-    if progress:
-        from tqdm.auto import tqdm
+def watching() -> bool:
+    """Whether someone is likely watching this run: an IPython shell or Jupyter kernel,
+    or a terminal on stderr. A script run from a terminal shows a bar; the same script
+    in a batch job, a pipe or a test (stderr to a file) stays quiet."""
+    shell = sys.modules.get("IPython")
+    if shell is not None and getattr(shell, "get_ipython", lambda: None)() is not None:
+        return True
+    try:
+        return sys.stderr is not None and sys.stderr.isatty()
+    except (AttributeError, ValueError):  # a closed or replaced stream
+        return False
 
-        total = spec.max_steps or (None if spec.max_seconds else pod.learner.default_max_steps)
-        bar = tqdm(
-            total=total,
-            unit="step",
-            desc=f"{spec.algo} {spec.env_id}",
-            file=sys.stderr,
-            dynamic_ncols=True,
-            initial=pod.env_steps,
-        )
+
+def _bar(pod):
+    """A tqdm bar for ``pod``: counting env steps under a step budget (or none), and
+    seconds under a time budget alone, so that its elapsed and remaining times are the
+    budget's."""
+    from tqdm.auto import tqdm
+
+    spec = pod.spec
+    by_time = spec.max_steps is None and spec.max_seconds is not None
+    common = dict(desc=f"{spec.algo} {spec.env_id}", file=sys.stderr, dynamic_ncols=True)
+    if by_time:
+        fmt = "{desc}: {percentage:3.0f}%|{bar}| {elapsed} of " + _clock(spec.max_seconds)
+        fmt += ", {remaining} left{postfix}"
+        return tqdm(total=float(spec.max_seconds), unit="s", bar_format=fmt, **common)
+    total = spec.max_steps or pod.learner.default_max_steps
+    return tqdm(total=total, unit="step", unit_scale=True, initial=pod.env_steps, **common)
+
+
+def _clock(seconds: float) -> str:
+    """``seconds`` as tqdm writes times (``01:30``, ``1:02:03``)."""
+    m, s = divmod(int(round(seconds)), 60)
+    h, m = divmod(m, 60)
+    return f"{h:d}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
+
+
+def _run(pod, progress: bool, callback, threads: int | None) -> TrainResult:
+    """``pod.run`` with a progress bar when ``progress`` is set."""
+    spec = pod.spec
+    bar = _bar(pod) if progress else None
+    by_time = bar is not None and bar.unit == "s"
 
     def on_progress(p: Progress) -> bool | None:
         if bar is not None:
-            bar.update(p.env_steps - bar.n)
+            # The postfix first: ``update`` redraws, and the line then shows this
+            # evaluation rather than the one before.
+            shown = {"steps": f"{p.env_steps:,}"} if by_time else {}
             if p.score is None:  # the fitness is the evaluation return
-                bar.set_postfix(eval_return=f"{p.eval_return_mean:.4g}", refresh=False)
+                shown["eval_return"] = f"{p.eval_return_mean:.4g}"
             else:
-                bar.set_postfix({spec.fitness: f"{p.score:.4g}"}, refresh=False)
+                shown[spec.fitness] = f"{p.score:.4g}"
+            bar.set_postfix(shown, refresh=False)
+            done = min(p.wall_seconds, bar.total) if by_time else p.env_steps
+            bar.update(done - bar.n)
+            bar.refresh()
         return callback(p) if callback is not None else None
 
     try:

@@ -39,3 +39,17 @@ def _ours_in_tmp() -> set[str]:
 def test_there_are_notebooks():
     assert NOTEBOOKS
     assert os.path.exists(ROOT / "notebooks" / "tournament_dashboard.ipynb")
+
+
+def test_the_full_budget_runner_selects_by_prefix_and_names_a_bad_one():
+    """``make tutorials`` (tutorials/run_all.py) runs every tutorial at the full budget,
+    where their claims are asserted; a prefix picks some, a wrong one says what exists."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("run_all", ROOT / "tutorials" / "run_all.py")
+    run_all = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_all)
+    assert run_all.notebooks([]) == NOTEBOOKS[2:] + NOTEBOOKS[:2]  # tutorials first
+    assert [p.name for p in run_all.notebooks(["03"])] == ["03_tournament.ipynb"]
+    with pytest.raises(SystemExit, match=r"no notebook starts with \['99'\].*01_quickstart"):
+        run_all.notebooks(["99"])

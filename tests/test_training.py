@@ -100,3 +100,74 @@ def test_a_result_with_no_evaluation_has_a_repr(fitness):
         "CartPole-v1", "ppo", 0, False, math.nan, math.nan, 0, 0.0, None, fitness=fitness
     )
     assert "best -" in repr(r) and "last" in repr(r)
+
+
+SCRIPT = """
+import elegantpod
+r = elegantpod.train("CartPole-v1", "ppo", {budget}, eval_every_steps=2048, eval_episodes=2)
+print("LAST", f"{{r.eval_return_mean:.4g}}", flush=True)
+"""
+
+
+def _run_script(budget: str, tty: bool) -> str:
+    """Output of a script calling ``train()`` without ``progress=``, its stderr a
+    terminal (a pseudo-terminal, as a shell gives) or a pipe (a batch job)."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    code = SCRIPT.format(budget=budget)
+    env = dict(os.environ, COLUMNS="160")
+    if not tty:
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout + done.stderr
+    leader, follower = pty.openpty()
+    import fcntl
+    import struct
+    import termios
+
+    # a terminal 40 rows by 160 columns (a fresh pty has 0 columns: tqdm draws nothing)
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=follower, stderr=follower, env=env
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            data = os.read(leader, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(leader)
+    assert proc.wait(timeout=120) == 0, b"".join(chunks).decode(errors="replace")
+    return b"".join(chunks).decode(errors="replace")
+
+
+def test_train_shows_progress_on_a_terminal_with_the_latest_evaluation():
+    text = _run_script("max_steps=6144", tty=True)
+    last = text.split("LAST ")[1].split()[0]
+    # the bar counts env steps, and its last line shows the last evaluation, not the
+    # one before (issue 32: the postfix lagged one evaluation behind)
+    lines = [ln for ln in text.replace("\r", "\n").splitlines() if "ppo CartPole-v1" in ln]
+    assert lines, text
+    assert "6.14k/6.14k" in lines[-1] and f"eval_return={last}" in lines[-1], lines[-1]
+
+
+def test_under_a_time_budget_the_bar_shows_elapsed_and_remaining_time():
+    text = _run_script("max_seconds=4", tty=True)
+    lines = [ln for ln in text.replace("\r", "\n").splitlines() if "ppo CartPole-v1" in ln]
+    assert lines and all(" of 00:04, " in ln and " left" in ln for ln in lines), lines
+    last = text.split("LAST ")[1].split()[0]
+    assert "steps=" in lines[-1] and f"eval_return={last}" in lines[-1], lines[-1]
+
+
+def test_a_batch_job_is_quiet_by_default():
+    text = _run_script("max_steps=2048", tty=False)
+    assert "ppo CartPole-v1" not in text and "LAST " in text, text

@@ -5,8 +5,9 @@ best), replays its policy over a date range it never trained on, and returns a
 :class:`BacktestResult` with daily account values, every trade, and the benchmarks an
 honest report needs: equal-weight buy-and-hold of the same stocks, and an index when one
 is given. ``result.metrics()`` tabulates cumulative/annual return, volatility, max
-drawdown, Sharpe, Calmar and Sortino for all of them; ``result.to_html(path)`` writes
-the self-contained report.
+drawdown, Sharpe, Calmar and Sortino for all of them; ``result.concentration`` says how
+much of the account its largest position held (a bet on one stock is flagged);
+``result.to_html(path)`` writes the self-contained report.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import pandas as pd
 import torch
 
 from elegantpod.config import json_safe
-from elegantpod.finance import metrics
+from elegantpod.finance import metrics, tearsheet
 from elegantpod.finance.data import check_name, sp500_index
 from elegantpod.finance.trading_env import ENV_ID, StockTradingEnv
 
@@ -78,6 +79,27 @@ class BacktestResult:
         """The agent's display name (algorithm and pod)."""
         return str(self.agent.get("name") or "Agent")
 
+    @property
+    def weights(self) -> pd.DataFrame | None:
+        """Each holding's value over the account value per day (dates x tickers); ``None``
+        for a result without :attr:`prices`."""
+        if self.prices is None:
+            return None
+        return tearsheet.position_weights(self.positions, self.prices, self.account_value)
+
+    @property
+    def concentration(self) -> tearsheet.Concentration | None:
+        """The largest single position's share of the account, per day and summed up.
+
+        ``.largest`` (per day), ``.mean``, ``.max``, ``.end`` and ``.end_ticker``,
+        ``.dominated_days`` (the share of days on which one stock held over half the
+        account) and ``.is_concentrated`` (over half on the last day or on most days:
+        a bet on one stock, which :func:`~elegantpod.finance.report.verdict` and the
+        report then say in words, ``.sentence()``). ``None`` without :attr:`prices`.
+        """
+        weights = self.weights
+        return None if weights is None else tearsheet.largest_position(weights)
+
     def values(self) -> pd.DataFrame:
         """Account values of the agent (first column) and each benchmark."""
         return pd.DataFrame({self.name: self.account_value, **self.benchmarks})
@@ -116,6 +138,7 @@ class BacktestResult:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary: metrics of every strategy, range, trades and the agent."""
         table = self.metrics()
+        conc = self.concentration
         return json_safe(
             {
                 "start": f"{self.dates[0]:%Y-%m-%d}",
@@ -137,6 +160,7 @@ class BacktestResult:
                 "execution_lag": self.execution_lag,
                 "trials": None if self.selection == UNKNOWN_SELECTION else self.trials,
                 "selection": self.selection,
+                "concentration": None if conc is None else conc.to_dict(),
             }
         )
 

@@ -12,9 +12,11 @@ training or validation dates; the metrics table; "Did it beat doing nothing?" (t
 agent against equal-weight buy & hold with bootstrap intervals and the deflated Sharpe
 ratio, summed up by :func:`verdict`); equity and drawdown charts; the tear sheet of
 :mod:`elegantpod.finance.tearsheet` (worst drawdowns, alpha, beta, information ratio,
-excess return, rolling Sharpe, volatility and beta, exposure and weights, concentration,
-return distribution, monthly returns of the agent and each benchmark); trades; the
-agent; and the caveats of the data.
+excess return, rolling Sharpe, volatility and beta, exposure and weights, concentration
+with a bet on one stock flagged in words, return distribution, monthly returns of the
+agent and each benchmark); trades; the agent (its spec as people read it: a tournament
+segment's "evaluate only at the end" in words, scores to 4 significant digits, mutations
+as ``old → new``); and the caveats of the data.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import pandas as pd
 from elegantpod.checkpoint import atomic_write_bytes
 from elegantpod.finance import metrics, selection, tearsheet
 from elegantpod.finance.backtest import EQUAL_WEIGHT, UNKNOWN_SELECTION
+from elegantpod.progress import number
 
 METRIC_LABELS = {
     "cumulative_return": ("Cumulative return", "pct"),
@@ -63,6 +66,7 @@ pre{background:#f6f8fa;padding:8px;overflow-x:auto;font-size:.85em}
 .banner{background:#ffebe9;border:2px solid #cf222e;color:#82071e;padding:10px 14px;
 margin:0 0 12px;font-size:1.05em;border-radius:6px}
 .verdict{font-size:1.05em;background:#f6f8fa;border-left:4px solid #0969da;padding:8px 12px}
+.flag{background:#fff8c5;border-left:4px solid #bf8700;padding:8px 12px}
 .caveats li{margin:4px 0}
 """
 BOOTSTRAP_SAMPLES = 2000
@@ -108,7 +112,7 @@ def render_html(result, title: str | None = None) -> str:
     generated = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     meta = (
         f"{esc(f'{dates[0]:%Y-%m-%d}')} to {esc(f'{dates[-1]:%Y-%m-%d}')} "
-        f"({len(dates)} trading days, {result.periods_per_year} per year) &middot; "
+        f"({len(dates):,} trading days, {result.periods_per_year} per year) &middot; "
         f"data: {esc(result.data_source or '-')} &middot; initial amount "
         f"{result.initial_amount:,.0f} &middot; transaction cost {100 * result.cost:.2f}% "
         f"per side &middot; {esc(_fills(result.execution_lag))} &middot; "
@@ -246,6 +250,11 @@ def verdict(result) -> str:
     zero beat equal weight on these dates; a deflated Sharpe ratio of 0.95 or more says
     that Sharpe ratio is unlikely to be the luck of picking the best of that many.
 
+    When one stock dominated the account (more than half its value on the last day or
+    on most days: :attr:`~elegantpod.finance.tearsheet.Concentration.is_concentrated`),
+    a second sentence says so: a bet on one stock is not a diversified portfolio,
+    however its Sharpe ratio compares.
+
     Parameters
     ----------
     result : BacktestResult
@@ -254,12 +263,22 @@ def verdict(result) -> str:
     Returns
     -------
     str
-        The sentence, unescaped (it names the agent: escape it for HTML).
+        The sentence, unescaped (it names the agent and tickers: escape it for HTML).
     """
     return _verdict(result, _beat(result))
 
 
+def _concentration_sentence(result) -> str:
+    conc = result.concentration
+    return "" if conc is None else conc.sentence()
+
+
 def _verdict(result, beat: _Beat) -> str:
+    bet = _concentration_sentence(result)
+    return f"{_sharpe_verdict(result, beat)} {bet}".strip()
+
+
+def _sharpe_verdict(result, beat: _Beat) -> str:
     name = result.name
     start, end = f"{result.dates[0]:%Y-%m-%d}", f"{result.dates[-1]:%Y-%m-%d}"
     prefix = "In-sample (so this measures memory, not skill): " if result.in_sample else ""
@@ -498,14 +517,43 @@ def _positions_html(result) -> str:
         seen = x[np.isfinite(x)]
         cells = [f(float(v)) for v in (seen.mean(), seen.min(), seen.max())] if seen.size else []
         rows.append((label, [*(cells or ["-"] * 3), f(float(x[-1]))]))
+    largest = tearsheet.largest_position(weights)
     return (
-        _img(_plain(_draw_weights, weights), "position weights and cash over time", "exposure")
+        _img(
+            _plain(_draw_weights, weights, largest),
+            "position weights and cash over time, with the largest position's share",
+            "exposure",
+        )
+        + _one_stock_html(largest)
         + _table("concentration", ["Per day", "Average", "Min", "Max", "Last day"], rows)
         + '<p class="note">Weights are each holding\'s value at the close over the account '
         "value. The Herfindahl index is the sum of the squared shares of the invested money "
         "(1 for a single stock, 1/N for N equal positions; days with nothing held are left "
         "out), the effective number of holdings its inverse.</p>"
     )
+
+
+def _one_stock_html(conc: tearsheet.Concentration) -> str:
+    """The largest position in words; flagged when one stock dominated (see
+    :attr:`~elegantpod.finance.tearsheet.Concentration.is_concentrated`)."""
+    days = len(conc.largest)
+    over = f"{conc.threshold:.0%}" if conc.threshold != 0.5 else "half"
+    figures = (
+        f"The largest single position held {conc.mean:.0%} of the portfolio on average and "
+        f"{conc.max:.0%} at most"
+    )
+    if conc.is_concentrated:
+        return f'<p class="flag" id="one-stock">{esc(conc.sentence())} {esc(figures)}.</p>'
+    if conc.num_tickers < 2:
+        said = f"One ticker: nothing to diversify into. {figures}."
+    else:
+        last = f", {conc.end:.0%} in {conc.end_ticker}" if conc.end_ticker else ", none"
+        said = (
+            f"No single stock dominated the portfolio. {figures}{last} on the last day; one "
+            f"stock held over {over} of it on {conc.dominated_days:.0%} of the {days:,} "
+            "trading days."
+        )
+    return f'<p class="note" id="one-stock">{esc(said)}</p>'
 
 
 _STATS = (
@@ -700,7 +748,7 @@ def _draw_rolling(returns, ppy: float, window: int) -> bytes:
     return _png(fig)
 
 
-def _draw_weights(weights) -> bytes:
+def _draw_weights(weights, largest: tearsheet.Concentration) -> bytes:
     fig = _figure(4.0)
     ax = fig.add_subplot()
     order = weights.mean().sort_values(ascending=False).index
@@ -715,6 +763,10 @@ def _draw_weights(weights) -> bytes:
     labels.append("cash")
     colors = [f"C{i % 10}" for i in range(len(layers) - 1)] + ["0.85"]
     ax.stackplot(weights.index, np.vstack(layers) * 100.0, labels=labels, colors=colors)
+    share = largest.largest.to_numpy() * 100.0
+    ax.plot(weights.index, share, color="k", lw=1.2, label="largest position")
+    over = f"{largest.threshold:.0%} of the account"
+    ax.axhline(100.0 * largest.threshold, color="k", ls=":", lw=0.8, label=over)
     ax.set_ylabel("share of the account (%)")
     ax.set_ylim(0, 100)
     ax.margins(x=0)
@@ -799,16 +851,23 @@ def _trades_html(result) -> str:
         cells = "".join(f"<td>{f.format(float(row[c]))}</td>" for c, _, f in cols)
         rows.append(f'<tr><td class="name">{esc(tic)}</td>{cells}</tr>')
     days = int(result.trades["date"].nunique()) if len(result.trades) else 0
-    total_days = len(result.dates) - 1
     turnover = float(summary.loc["total", "traded_value"]) / max(
         float(result.account_value.mean()), 1e-9
     )
     return (
-        f'<p class="note">{len(result.trades):,} orders on {days} of {total_days} trading days; '
+        f'<p class="note" id="trade-days">{len(result.trades):,} orders, filled on {days:,} of '
+        f"the {len(result.dates):,} trading days ({_no_fill_day(result.execution_lag)}); "
         f"turnover {turnover:.2f}x the average account value.</p>"
         f'<table id="trades"><thead><tr><th class="name">Ticker</th>{head}</tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table>"
     )
+
+
+def _no_fill_day(lag: int) -> str:
+    """Which of the backtest's trading days can hold no fill, and why."""
+    if lag == 0:
+        return "none can fill on the last: the backtest ends at its close"
+    return "none can fill on the first: orders decided at a close fill at the next one"
 
 
 def _agent_html(agent: dict[str, Any]) -> str:
@@ -821,7 +880,7 @@ def _agent_html(agent: dict[str, Any]) -> str:
         ("Checkpoint", agent.get("checkpoint")),
         ("Tournament store", agent.get("tournament_store")),
         ("Fitness", agent.get("fitness") or spec.get("fitness")),
-        ("Leaderboard score", agent.get("score")),
+        ("Leaderboard score", _readable(agent.get("score"))),
     ]
     rows = "".join(
         f'<tr><td class="name">{esc(k)}</td><td class="name">{esc(v)}</td></tr>'
@@ -834,27 +893,66 @@ def _agent_html(agent: dict[str, Any]) -> str:
         lrows = "".join(
             f'<tr><td class="name">{esc(e.get("pod"))}</td><td class="name">'
             f'{esc(e.get("parent") or "-")}</td><td class="name">{esc(e.get("algo"))}</td>'
-            f'<td class="name">{esc(_compact(e.get("mutation")) or "-")}</td></tr>'
+            f'<td class="name">{esc(_mutation(e.get("mutation")) or "-")}</td></tr>'
             for e in lineage
         )
         out.append(
-            "<h3>Lineage</h3><p class='note'>From the agent back to its founding pod.</p>"
+            "<h3>Lineage</h3><p class='note'>From the agent back to its founding pod. A "
+            "mutation lists each hyperparameter the pod changed from its parent's, as "
+            "<em>name old &rarr; new</em>.</p>"
             '<table id="lineage"><thead><tr><th class="name">Pod</th><th class="name">Parent'
-            '</th><th class="name">Algo</th><th class="name">Mutation</th></tr></thead>'
-            f"<tbody>{lrows}</tbody></table>"
+            '</th><th class="name">Algo</th><th class="name">Mutation (old &rarr; new)</th>'
+            f"</tr></thead><tbody>{lrows}</tbody></table>"
         )
     if spec:
         out.append(
             "<h3>Spec</h3><pre id='spec'>"
-            + esc(json.dumps(spec, indent=2, sort_keys=True, default=str))
+            + esc(json.dumps(_readable_spec(spec), indent=2, sort_keys=True, default=str))
             + "</pre>"
         )
     return "\n".join(out)
 
 
-def _compact(x: Any) -> str:
+EVAL_AT_SEGMENT_END = 2**60
+"""``eval_every_steps`` at or above this means "evaluate only at the end": a tournament's
+segment sets it so (its pods are scored once a segment) and the report says so in words
+rather than show the number."""
+
+
+def _readable_spec(x: Any) -> Any:
+    """The spec as people read it: ``eval_every_steps`` sentinels in words, at any depth."""
+    if isinstance(x, dict):
+        return {
+            k: "at the end of each segment"
+            if k == "eval_every_steps" and _is_number(v) and v >= EVAL_AT_SEGMENT_END
+            else _readable_spec(v)
+            for k, v in x.items()
+        }
+    if isinstance(x, list | tuple):
+        return [_readable_spec(v) for v in x]
+    return x
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, int | float | np.integer | np.floating) and not isinstance(x, bool)
+
+
+def _readable(x: Any) -> Any:
+    """A number to 4 significant digits (:func:`elegantpod.progress.number`); else ``x``."""
+    return number(float(x)) if _is_number(x) else x
+
+
+def _mutation(x: Any) -> str:
+    """``{"lr": [0.001, 0.0008]}`` as ``lr 0.001 → 0.0008``; anything else as text."""
     if not x:
         return ""
-    if isinstance(x, dict):
-        return ", ".join(f"{k}={v}" for k, v in x.items())
-    return str(x)
+    if not isinstance(x, dict):
+        return str(x)
+    parts = []
+    for k, v in x.items():
+        if isinstance(v, list | tuple) and len(v) == 2:
+            old, new = (_readable(y) for y in v)
+            parts.append(f"{k} {old} \u2192 {new}")
+        else:
+            parts.append(f"{k}={_readable(v)}")
+    return ", ".join(parts)

@@ -58,6 +58,7 @@ class Engine:
         self._thread: threading.Thread | None = None
         self._write_lock = threading.Lock()  # one snapshot write at a time
         self._stop_requested = False
+        self._stopped_by_user = False  # stop() ended the run before its budget
         self._status = "created"
         self._error: str | None = None
         self.warning: str | None = None
@@ -121,7 +122,7 @@ class Engine:
             self._runner.plan(self.spec.device, self.spec.pods_per_gpu, size)
             with self._lock:
                 messages = [(r.pod_id, control_message(r, False)) for r in self.population.alive()]
-                self._stop_requested = False
+                self._stop_requested = self._stopped_by_user = False
                 self._error = None
                 self._store_failure = None
                 self._save_failing_since = None
@@ -309,7 +310,7 @@ class Engine:
                 elif why is not None:
                     self._status, self._error = "failed", why
                 elif self._status != "failed":
-                    self._status = "finished"
+                    self._status = "stopped" if self._stopped_by_user else "finished"
                 self._dirty = True
                 self.saved = False  # until the final save lands
             with contextlib.suppress(Exception):  # a lost lease or a dead store: no more

@@ -208,8 +208,15 @@ class Tournament(Engine):
 
     # ------------------------------------------------------------------ control
     def stop(self, pod: str | None = None) -> None:
-        """Stop one pod (it checkpoints and ends), or with no argument the tournament."""
+        """Stop one pod (it checkpoints and ends), or with no argument the tournament.
+
+        A tournament stopped this way ends with :attr:`status` ``"stopped"`` once its
+        running pods have checkpointed (``wait()`` returns then); ``resume`` continues it.
+        """
         if pod is None:
+            with self._lock:
+                if self._status == "running":
+                    self._stopped_by_user = True
             self._stop_requested = True
             return
         with self._lock:
@@ -267,7 +274,8 @@ class Tournament(Engine):
     # ------------------------------------------------------------------ views
     @property
     def status(self) -> str:
-        """created, running, finished or failed."""
+        """``created``, ``running``, ``finished`` (its budget or target reached),
+        ``stopped`` (:meth:`stop` or Ctrl-C ended it first) or ``failed``."""
         return self._status
 
     @property
@@ -396,8 +404,25 @@ class Tournament(Engine):
     def schedule(self, pod: str | None = None) -> list[dict[str, Any]]:
         """The hyperparameter schedule that trained ``pod`` (default: the best pod),
         through its ancestors: one phase per run of segments with the same settings,
-        each with the ``changes`` that started it. Empty before any segment finished.
-        Raises ``ValueError`` for an unknown pod."""
+        oldest first. Empty before any segment finished. Raises ``ValueError`` for an
+        unknown pod.
+
+        Each phase is a dict:
+
+        - ``pod``: the pod that trained in this phase (an ancestor, or ``pod`` itself);
+        - ``from_steps``, ``to_steps``: env steps of the lineage at its start and end
+          (counted from the first ancestor's 0, so a child continues its parent's count);
+        - ``from_time``, ``to_time``: tournament seconds at its start and end;
+        - ``segments``: how many segments it lasted;
+        - ``score``: the fitness of the phase's *last* segment, not the best: the
+          leaderboard keeps each pod's best evaluation ever, so a phase may end at 93.3
+          while the leaderboard shows the same pod at 500.0 (scored mid-phase);
+        - ``hparams``: the settings of the phase;
+        - ``changes``: ``{name: [old, new]}`` against the previous phase (for the first,
+          the mutation that made its pod, if any);
+        - ``origin``: why the phase began, in words (the pod's ``why`` in
+          :meth:`lineage`, or ``"live mutation"``).
+        """
         with self._lock:
             if pod is None:
                 best = self.population.best()

@@ -138,7 +138,7 @@ class Dashboard:
         if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
             raise ValueError(f"refresh_seconds must be a number >= 0, got {seconds!r}")
         self.refresh_seconds = seconds
-        is_live = self.t.status not in ("finished", "failed") and not self.is_closed
+        is_live = self.t.status not in ("finished", "stopped", "failed") and not self.is_closed
         is_running = self._thread is not None and self._thread.is_alive()
         if seconds and is_live and not is_running:
             self._thread = threading.Thread(
@@ -211,7 +211,7 @@ class Dashboard:
                 self.tabs.selected_index = 0
             with contextlib.suppress(Exception):  # a refresh must never kill the thread
                 self.refresh()
-            if self.t.status in ("finished", "failed"):
+            if self.t.status in ("finished", "stopped", "failed"):
                 with contextlib.suppress(Exception):
                     self.refresh()
                 break

@@ -79,6 +79,20 @@ def test_backtest_replays_the_deterministic_policy(pod):
     assert summary.loc["total", "costs"] == pytest.approx(res.trades["cost"].sum())
 
 
+def test_the_largest_position_is_read_from_the_replayed_holdings(pod):
+    res = backtest(pod, start="2016-05-02", end="2016-07-29")
+    held = res.positions.to_numpy() * res.prices.to_numpy()  # value of each holding
+    share = held / res.account_value.to_numpy()[:, None]
+    c = res.concentration
+    np.testing.assert_allclose(c.largest.to_numpy(), share.max(axis=1))
+    assert c.end == pytest.approx(share[-1].max()) and c.max == pytest.approx(share.max())
+    assert c.dominated_days == pytest.approx(np.mean(share.max(axis=1) > 0.5))
+    last = TICKERS[int(share[-1].argmax())] if share[-1].max() > 0 else ""
+    assert c.end_ticker == last
+    d = json.loads(res.to_json())["concentration"]
+    assert d["end"] == pytest.approx(c.end) and d["is_concentrated"] == c.is_concentrated
+
+
 def test_benchmarks_and_metrics(pod, market):
     closes = pd.read_csv(market, index_col=0, parse_dates=True)
     index = closes.mean(axis=1).rename("My index")

@@ -34,11 +34,13 @@ SECTIONS = (
     "excess",
     "rolling",
     "exposure",
+    "one-stock",  # the largest position in words (flagged when one stock dominates)
     "concentration",
     "distribution",
     "return-stats",
     "monthly",
     "monthly-1",  # equal weight's months beside the agent's
+    "trade-days",
     "trades",
     "agent",
     "spec",
@@ -47,7 +49,7 @@ SECTIONS = (
 
 
 @pytest.fixture(scope="module")
-def result(tmp_path_factory):
+def trained(tmp_path_factory):
     d = tmp_path_factory.mktemp("report")
     market = write_market(d / "closes.csv", days=330, tickers=["AAA", EVIL, "CCC"])
     spec = PodSpec(
@@ -58,9 +60,14 @@ def result(tmp_path_factory):
         env_kwargs={"data": str(market), "end": "2015-12-31", "episode_days": 40},
         extra={"note": EVIL},
     )
-    pod = Pod(spec)
+    pod = Pod(spec, out_dir=d / "pod")
     pod.run()
-    return backtest(pod, start="2016-01-04", end="2016-03-31", name=EVIL_NAME)
+    return pod
+
+
+@pytest.fixture(scope="module")
+def result(trained):
+    return backtest(trained, start="2016-01-04", end="2016-03-31", name=EVIL_NAME)
 
 
 def test_every_user_string_is_escaped(result, tmp_path):
@@ -235,3 +242,59 @@ def test_a_four_year_report_renders_in_seconds():
     caveats = text.split('id="caveats"')[1]
     assert "if these tickers were chosen as companies that exist today" in caveats
     assert "a flat 0.10% of the traded value" in caveats and "execution lag 1" in caveats
+
+
+# -- what a newcomer tripped over (issue: report and verdict) ------------------------------
+def test_a_segments_evaluate_at_the_end_sentinel_is_said_in_words(trained, tmp_path):
+    """A tournament's segment sets ``eval_every_steps`` to 2**60 ("only at the end") on the
+    pod's spec, which its checkpoint records: the report must not show the number."""
+    from elegantpod.tournament.segment import _NO_EVAL_BEFORE_THE_END
+
+    before = trained.spec
+    trained.spec = dataclasses.replace(before, eval_every_steps=_NO_EVAL_BEFORE_THE_END)
+    try:
+        path = trained.save(tmp_path / "segment.pt")
+    finally:
+        trained.spec = before
+    res = backtest(path, start="2016-01-04", end="2016-03-31")
+    assert res.agent["spec"]["eval_every_steps"] == 2**60  # the data keeps its value
+    text = render_html(res)
+    assert str(2**60) not in text and "1152921504606846976" not in text
+    spec = text.split("<pre id='spec'>")[1].split("</pre>")[0]
+    assert "&quot;eval_every_steps&quot;: &quot;at the end of each segment&quot;" in spec
+    # an ordinary value stays a number
+    every = dataclasses.replace(res, agent={**res.agent, "spec": {"eval_every_steps": 5000}})
+    assert "&quot;eval_every_steps&quot;: 5000" in render_html(every)
+
+
+def test_scores_and_mutations_read_as_numbers_with_a_legend(result):
+    lineage = [
+        {"pod": "p007", "parent": "p002", "algo": "ppo",
+         "mutation": {"lr": [0.001, 0.0008], "gamma": [0.99, 0.98765432109], EVIL: [1, 2]}},
+        {"pod": "p002", "parent": None, "algo": "ppo", "mutation": {}},
+    ]  # fmt: skip
+    agent = {**result.agent, "score": 1.5530007792009537, "lineage": lineage}
+    text = render_html(dataclasses.replace(result, agent=agent))
+    facts = text.split('<table id="agent">')[1].split("</table>")[0]
+    assert '<td class="name">1.553</td>' in facts and "1.5530007" not in text
+    table = text.split('<table id="lineage">')[1].split("</table>")[0]
+    assert "Mutation (old &rarr; new)" in table
+    assert "lr 0.001 \u2192 0.0008, gamma 0.99 \u2192 0.9877" in table
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; 1 \u2192 2" in table  # escaped
+    assert "[0.001, 0.0008]" not in text and "0.98765432109" not in text
+    assert "old &rarr; new" in text.split("<h3>Lineage</h3>")[1].split("<table")[0]
+
+
+def test_the_header_and_the_trades_count_the_same_trading_days(result):
+    text = render_html(result)
+    days = len(result.dates)
+    assert f"({days:,} trading days, " in text
+    trades = text.split('id="trade-days">')[1].split("</p>")[0]
+    assert f" of the {days:,} trading days (none can fill on the first:" in trades
+    assert f" of {days - 1} " not in trades
+    filled = int(re.search(r"filled on ([\d,]+) of", trades).group(1).replace(",", ""))
+    assert filled == result.trades["date"].nunique() and result.dates[0] not in set(
+        result.trades["date"]
+    )  # execution lag 1: nothing fills on the first day
+    lag0 = render_html(dataclasses.replace(result, execution_lag=0))
+    assert "none can fill on the last: the backtest ends at its close" in lag0

@@ -49,7 +49,7 @@ def test_a_store_that_fails_for_a_while_pauses_saving_and_strands_no_pod(client,
     t.stop()  # no need to wait out the budget
     s = t.wait(90)
     assert warned and "saving to store" in (s["warning"] or "saving to store")
-    assert s["status"] == "finished" and s["warning"] is None
+    assert s["status"] == "stopped" and s["warning"] is None
     assert set(t.pods["status"]) <= FINAL
     saved = Store(store).load_state()
     assert saved["state"]["total_steps"] == s["env_steps_total"]  # the last save has it all
@@ -71,7 +71,7 @@ def test_segments_cancelled_behind_its_back_are_run_again(client, tmp_path):
     assert wait_until(lambda: len(ours()) == 2 and not set(ours()) & first, 30)
     t.stop()
     s = t.wait(90)
-    assert s["status"] == "finished" and s["pods_failed"] == 0
+    assert s["status"] == "stopped" and s["pods_failed"] == 0
     assert set(t.pods["status"]) <= FINAL and t.pods_in_flight == 0
 
 

@@ -207,7 +207,7 @@ def test_pods_stay_resident_on_their_workers_and_a_killed_worker_costs_one_segme
         assert wait_until(lambda: nxt in ends(), 60)  # the killed segment ran again
         t.stop()
         s = t.wait(120)
-        assert s["status"] == "finished" and s["pods_failed"] == 0
+        assert s["status"] == "stopped" and s["pods_failed"] == 0
         assert s["worker_deaths_survived"] >= 1
         ends = ends()
         # the re-run of the killed segment continued from the checkpoint before it

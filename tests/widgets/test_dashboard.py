@@ -98,7 +98,7 @@ def test_buttons_steer_a_running_tournament(client, tmp_path):
         t.stop()
         t.wait(60)
         d.close()
-    assert t.status == "finished"
+    assert t.status == "stopped"
 
 
 def test_static_html_escapes_user_strings(tmp_path):
