@@ -132,9 +132,7 @@ def _run_script(budget: str, tty: bool) -> str:
 
     # a terminal 40 rows by 160 columns (a fresh pty has 0 columns: tqdm draws nothing)
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code], stdout=follower, stderr=follower, env=env
-    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=follower, stderr=follower, env=env)
     os.close(follower)
     chunks = []
     while True:
