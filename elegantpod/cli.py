@@ -120,7 +120,22 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--target-reward", type=float, default=None)
     r.add_argument("--max-seconds", type=float, default=None)
     r.add_argument("--max-steps", type=int, default=None, help="env steps over all pods")
-    r.add_argument("--segment-steps", type=int, default=None, help="env steps per segment")
+    r.add_argument(
+        "--segment-steps",
+        type=int,
+        default=None,
+        help="env steps per segment (default: the algorithm's own, unless --segment-seconds "
+        "is given); with --resume: changes the store's",
+    )
+    r.add_argument(
+        "--segment-seconds",
+        type=float,
+        default=None,
+        help="wall seconds per segment. A segment is one pod's turn on a worker: it trains, "
+        "is evaluated and checkpointed, then the tournament ranks it and may replace it by a "
+        "mutated child of a better pod; it ends at --segment-steps or --segment-seconds, "
+        "whichever comes first. With --resume: changes the store's",
+    )
     r.add_argument("--seed", type=int, default=None)
     r.add_argument("--store", required=True, help="directory or fsspec URL of the tournament")
     r.add_argument("--resume", action="store_true", help="continue the tournament in --store")
@@ -342,6 +357,7 @@ def _tournament(args) -> int:
         "pods": args.pods,
         "seed": args.seed,
         "segment_steps": args.segment_steps,
+        "segment_seconds": args.segment_seconds,
         "eval_episodes": args.eval_episodes,
         "device": args.device,
         "pods_per_gpu": args.pods_per_gpu,
@@ -418,7 +434,7 @@ def _tournament(args) -> int:
             file=sys.stderr,
         )
         return 130
-    if summary["status"] != "finished":
+    if summary["status"] not in ("finished", "stopped"):
         print(f"elegantpod: tournament {summary['status']}: {summary['error']}", file=sys.stderr)
         return 1
     return 0

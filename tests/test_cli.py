@@ -603,3 +603,79 @@ def test_a_lone_pod_per_algorithm_is_one_warning_line(tmp_path, capsys, monkeypa
     assert status == 2 and lines[-1].startswith("elegantpod: error: no Dask scheduler"), err
     assert lines[0].startswith("elegantpod: warning: 2 pods for 2 algorithms: each of ppo, sac")
     assert "UserWarning" not in err and len(lines) == 2, err
+
+
+# -- --segment-seconds (the Python API's segment_seconds) --------------------------------
+def test_segment_seconds_is_parsed_and_defaults_to_the_spec_default():
+    from elegantpod.cli import _parser
+    from elegantpod.tournament.spec import TournamentSpec
+
+    args = _parser().parse_args([*TOURNAMENT, "--store", "s", "--segment-seconds", "2.5"])
+    assert args.segment_seconds == 2.5
+    args = _parser().parse_args([*TOURNAMENT, "--store", "s"])
+    assert args.segment_seconds is None and TournamentSpec(env_id="x").segment_seconds is None
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("0", "segment_seconds must be > 0, got 0.0"),
+        ("-1", "segment_seconds must be > 0, got -1.0"),
+        ("nan", "segment_seconds must be > 0, got nan"),
+        ("inf", "segment_seconds must be finite, got inf"),
+        ("1e999", "segment_seconds must be finite, got inf"),
+        ("1e12", "segment_seconds must be <= 1,000,000,000.0 (a hard limit)"),
+    ],
+)
+def test_a_bad_segment_seconds_is_one_clear_error_before_any_cluster(
+    value, message, tmp_path, capsys, monkeypatch
+):
+    # tcp://127.0.0.1:9 has no scheduler: reaching the cluster would be another error
+    args = [*TOURNAMENT, "--store", tmp_path / "t", "--address", "tcp://127.0.0.1:9"]
+    status, _, err = main_in_process([*args, "--segment-seconds", value], capsys, monkeypatch)
+    lines = err.strip().splitlines()
+    assert status == 2 and len(lines) == 1 and lines[0].startswith("elegantpod: error:"), err
+    assert message in lines[0]
+    assert not (tmp_path / "t").exists()
+
+
+def test_segment_seconds_that_is_not_a_number_is_refused_by_the_parser(capsys):
+    from elegantpod.cli import _parser
+
+    with pytest.raises(SystemExit) as exc:
+        _parser().parse_args([*TOURNAMENT, "--store", "s", "--segment-seconds", "2s"])
+    assert exc.value.code == 2
+    assert "--segment-seconds: invalid float value: '2s'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_segment_seconds_cuts_segments_and_a_resume_may_change_it(tmp_path):
+    store = tmp_path / "t"
+    p = run(
+        "tournament", "--env", "CartPole-v1", "--pods", "1", "--workers", "1",
+        "--segment-seconds", "0.25", "--max-seconds", "6", "--store", str(store),
+        "--json", "--quiet",
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout.strip().splitlines()[-1])["status"] == "finished"
+    assert json.loads((store / "tournament.json").read_text())["segment_seconds"] == 0.25
+    latest = json.loads((store / "state" / "LATEST").read_text())["name"]
+    state = json.loads((store / latest).read_text())
+    steps = [h["env_steps"] for h in state["pods"][0]["history"]]
+    # without it every segment would be PPO's default 32,768 steps; 0.25 s is far fewer
+    assert len(steps) >= 2, steps
+    assert all(b - a < 32_768 for a, b in zip([0, *steps[:-1]], steps, strict=True)), steps
+
+    # a bad value on a resume is refused before anything runs or is written...
+    before = {f: f.stat().st_mtime_ns for f in store.rglob("*")}
+    p = run("tournament", "--store", str(store), "--resume", "--segment-seconds", "0")
+    assert p.returncode == 2 and "segment_seconds must be > 0, got 0.0" in p.stderr, p.stderr
+    assert {f: f.stat().st_mtime_ns for f in store.rglob("*")} == before
+    # ...and a good one changes the store's, visibly, as the other segment budgets do
+    p = run(
+        "tournament", "--store", str(store), "--resume", "--workers", "1",
+        "--segment-seconds", "0.5", "--max-seconds", "9", "--json", "--quiet",
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert "resume: segment_seconds 0.25 -> 0.5" in p.stderr, p.stderr
+    assert json.loads((store / "tournament.json").read_text())["segment_seconds"] == 0.5

@@ -47,7 +47,7 @@ import os
 import sys
 import threading
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, get_type_hints
 
 import gymnasium
 import numpy as np
@@ -503,6 +503,13 @@ class Run(NamedTuple):
     """Return of each world's episode so far (float32)."""
     key: Any
     """The reset-noise key."""
+
+
+# Postponed annotations leave the constructor's as ForwardRef('Any'), to be resolved in
+# the globals of the namespace collections.namedtuple built it in, which lack this
+# module's names: pdoc warned (its issue 765), typing.get_type_hints(Run.__new__) raised.
+# Resolved once here, in this module (no JAX: the fields are typed Any).
+Run.__new__.__annotations__ = get_type_hints(Run)
 
 
 class _Program:

@@ -218,7 +218,8 @@ def load(source: Any, **kwargs: Any) -> MarketData:
     ValueError
         A file that is missing, a directory, empty, binary or not a table, a CSV header
         that repeats a column, or data that fails :func:`load_long`'s or
-        :func:`load_wide`'s checks; the message names the file.
+        :func:`load_wide`'s checks; the message names the file. Rows out of date order
+        are not an error: they are sorted (see :func:`load_long`).
     ImportError
         A parquet file without pyarrow installed.
     """
@@ -237,12 +238,22 @@ def load_long(source: Any, *, source_name: str | None = None) -> MarketData:
     """FinRL's long format: columns ``date, tic, close`` and optionally ``open, high, low,
     volume``; one row per (date, tic).
 
+    Rows may come in any order (shuffled, grouped by ticker, dates descending): they are
+    sorted by date. That is safe because every (date, tic) pair must be unique, so each
+    price is identified by its date and ticker and the row order carries no information;
+    sorting cannot merge two prices, drop one or move one to another day. Data exported
+    from a database or joined from per-ticker downloads is often unordered, and refusing
+    it would only make the user sort it by hand. What stays refused is data that sorting
+    cannot make unambiguous: two rows for one (date, tic), named in the error. Tickers
+    keep the order in which they first appear in the rows (a backtest checks that an
+    agent's tickers match by name and order).
+
     Raises
     ------
     ValueError
-        Missing or repeated columns, unparsable dates, NaN or non-positive prices, negative volume,
-        duplicate (date, tic) rows, dates out of order within a ticker, tickers that do
-        not share the same dates, or ``high < low``.
+        Missing or repeated columns, unparsable dates, NaN or non-positive prices, negative
+        volume, duplicate (date, tic) rows (the first ones named), tickers that do not
+        share the same dates, or ``high < low``.
     """
     frame, label = _read_table(source)
     label = source_name or label
@@ -267,14 +278,8 @@ def load_long(source: Any, *, source_name: str | None = None) -> MarketData:
         rows = frame.loc[dup, ["date", "tic"]].drop_duplicates().head(3)
         shown = ", ".join(f"({d:%Y-%m-%d}, {t!r})" for d, t in rows.itertuples(index=False))
         raise ValueError(f"data {label!r} has duplicate (date, tic) rows: {shown}")
-    for tic, dates in frame.groupby("tic", sort=False)["date"]:
-        diffs = dates.diff().iloc[1:]
-        if (diffs <= pd.Timedelta(0)).any():
-            k = int(np.argmax((diffs <= pd.Timedelta(0)).to_numpy())) + 1
-            raise ValueError(
-                f"data {label!r}: dates of {tic!r} are not in increasing order "
-                f"({dates.iloc[k - 1]:%Y-%m-%d} is followed by {dates.iloc[k]:%Y-%m-%d})"
-            )
+    # No order check: each (date, tic) is unique, and the arrays below are indexed by
+    # the sorted dates, whatever order the rows came in (see the docstring).
     tickers = tuple(pd.unique(frame["tic"]))
     all_dates = pd.DatetimeIndex(sorted(pd.unique(frame["date"])))
     counts = frame.groupby("tic", sort=False)["date"].size()
@@ -304,6 +309,20 @@ def load_wide(
 
     ``date_column`` names the date column; by default a column called ``date`` (any case)
     or else the first column, unless the frame already has a DatetimeIndex.
+
+    Rows may come in any order (shuffled, dates descending): they are sorted by date.
+    That is safe because each row holds one whole day and every date must be unique, so
+    a row's prices stay together under their date and the row order carries no
+    information; unordered exports are common, and refusing them would only make the
+    user sort by hand. A date that appears twice stays refused (the first one is named):
+    no order makes two rows of prices for one day unambiguous.
+
+    Raises
+    ------
+    ValueError
+        No date column or unparsable dates, no ticker columns or no rows, a duplicate
+        date, repeated ticker columns, a price that is not a positive finite number, or a
+        ticker name that :func:`check_name` refuses.
     """
     frame, label = _read_table(source)
     label = source_name or label
@@ -321,12 +340,8 @@ def load_wide(
     if frame.index.has_duplicates:
         d = frame.index[frame.index.duplicated()][0]
         raise ValueError(f"data {label!r} has duplicate date {d:%Y-%m-%d}")
-    if not frame.index.is_monotonic_increasing:
-        k = int(np.argmax(np.diff(frame.index.asi8) < 0)) + 1
-        raise ValueError(
-            f"data {label!r}: dates are not in increasing order "
-            f"({frame.index[k - 1]:%Y-%m-%d} is followed by {frame.index[k]:%Y-%m-%d})"
-        )
+    if not frame.index.is_monotonic_increasing:  # dates are unique: see the docstring
+        frame = frame.sort_index()
     tickers = tuple(str(c) for c in frame.columns)
     if len(set(tickers)) != len(tickers):
         raise ValueError(f"data {label!r} repeats ticker columns: {list(tickers)}")

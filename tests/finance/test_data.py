@@ -136,7 +136,7 @@ def test_long_round_trip_keeps_ohlcv():
     data = load_long(_long_frame())
     assert data.tickers == TICKERS and data.num_days == 10 and data.has_high_low
     _assert_same(load_long(data.to_long()), data)
-    # Rows in any order across tickers are fine as long as each ticker's dates increase.
+    # Rows grouped by ticker, tickers in reverse order: the tickers keep that order.
     shuffled = data.to_long().sort_values(["tic", "date"], ascending=[False, True])
     _assert_same(load_long(shuffled).select(TICKERS), data)
 
@@ -283,11 +283,27 @@ def test_duplicate_rows():
     _raises(["duplicate (date, tic)", "(2021-03-04, 'BBB')"], load_long, frame)
 
 
-def test_dates_not_increasing_within_a_ticker():
+def test_rows_in_any_order_load_as_the_sorted_rows():
+    """Each (date, tic) is unique, so the row order carries nothing: rows are sorted."""
     frame = _long_frame()
+    sorted_data = load_long(frame)
     i, j = _row(frame, 5, "CCC"), _row(frame, 6, "CCC")
-    frame.loc[[i, j], "date"] = frame.loc[[j, i], "date"].to_numpy()
-    _raises(["'CCC'", "increasing", "2021-03-09 is followed by 2021-03-08"], load_long, frame)
+    swapped = frame.iloc[[*range(i), j, *range(i + 1, j), i, *range(j + 1, len(frame))]]
+    _assert_same(load_long(swapped), sorted_data)
+    _assert_same(load_long(frame.iloc[::-1]).select(TICKERS), sorted_data)  # dates descending
+    shuffled = frame.sample(frac=1.0, random_state=0)
+    data = load_long(shuffled)
+    # tickers keep the order of their first row; the arrays are the sorted data's
+    assert data.tickers == tuple(pd.unique(shuffled["tic"]))
+    _assert_same(data.select(TICKERS), sorted_data)
+
+
+def test_a_duplicate_in_shuffled_rows_is_refused_naming_it():
+    frame = _long_frame()
+    twin = frame.iloc[[_row(frame, 7, "AAA")]].assign(close=99.0)  # same day, other price
+    frame = pd.concat([frame, twin], ignore_index=True).sample(frac=1.0, random_state=1)
+    msg = _raises(["duplicate (date, tic)", "(2021-03-10, 'AAA')"], load_long, frame)
+    assert msg.count("(2021-") == 1, msg  # only the pair that repeats
 
 
 def test_ticker_lacking_a_day():
@@ -351,9 +367,46 @@ def test_wide_duplicate_dates():
     _raises(["duplicate date 2021-03-04"], load_wide, frame)
 
 
-def test_wide_unsorted_dates():
-    frame = _wide_frame().iloc[[0, 1, 2, 4, 3, 5, 6, 7, 8, 9]]
-    _raises(["not in increasing order", "2021-03-05 is followed by 2021-03-04"], load_wide, frame)
+def test_wide_unsorted_dates_are_sorted():
+    frame = _wide_frame()
+    _assert_same(load_wide(frame.iloc[[0, 1, 2, 4, 3, 5, 6, 7, 8, 9]]), load_wide(frame))
+    _assert_same(load_wide(frame.iloc[::-1]), load_wide(frame))
+    indexed = frame.set_index(pd.DatetimeIndex(frame["date"])).drop(columns="date")
+    _assert_same(load_wide(indexed.iloc[::-1]), load_wide(frame))  # a DataFrame's index too
+
+
+def _sample_csv_lines() -> tuple[str, list[str]]:
+    """The shipped sample CSV as text: its header and its data lines, in file order."""
+    import gzip
+    import importlib.resources
+
+    path = importlib.resources.files("elegantpod.finance") / "data" / "sp500_closes.csv.gz"
+    header, *lines = gzip.decompress(path.read_bytes()).decode().splitlines()
+    return header, lines
+
+
+def test_a_shuffled_copy_of_the_sample_csv_loads_exactly_as_the_sample(sample, tmp_path):
+    header, lines = _sample_csv_lines()
+    order = np.random.default_rng(0).permutation(len(lines))
+    assert (order != np.arange(len(lines))).sum() > len(lines) // 2  # really shuffled
+    path = tmp_path / "shuffled.csv"
+    path.write_text("\n".join([header, *(lines[k] for k in order)]) + "\n")
+    loaded = load(path)
+    _assert_same(loaded, sample)  # the same text parsed alike: bit for bit
+    assert loaded.dates.is_monotonic_increasing and loaded.source == str(path)
+
+
+def test_a_duplicate_date_in_a_shuffled_sample_csv_is_refused_naming_it(tmp_path):
+    header, lines = _sample_csv_lines()
+    day = next(line for line in lines if line.startswith("2008-09-15,"))
+    moved = day.split(",", 2)
+    twin = ",".join([moved[0], "1.5", moved[2]])  # the same day with another AAPL close
+    order = np.random.default_rng(1).permutation(len(lines))
+    shuffled = [lines[k] for k in order]
+    shuffled.insert(len(shuffled) // 2, twin)
+    path = tmp_path / "twice.csv"
+    path.write_text("\n".join([header, *shuffled]) + "\n")
+    _raises([str(path), "duplicate date 2008-09-15"], load, path)
 
 
 def test_wide_repeated_tickers():
