@@ -17,7 +17,9 @@ from typing import Any
 
 import torch
 
-from elegantpod.config import AUTO_DEVICE, PodSpec, check_json
+from elegantpod.checks import check_json
+from elegantpod.config import PodSpec
+from elegantpod.devices import AUTO_DEVICE
 
 # atomic_write_bytes is re-exported: reports and runs write through it too (a module-level
 # __all__ would hide the rest of this module from the API reference)

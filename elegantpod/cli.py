@@ -9,7 +9,7 @@ import shlex
 import signal
 import sys
 
-from elegantpod.config import parse_assignments
+from elegantpod.checks import parse_assignments
 
 
 def _import_option(p: argparse.ArgumentParser) -> None:
@@ -341,8 +341,8 @@ def train_line(result) -> str:
 def _tournament(args) -> int:
     import json
 
+    from elegantpod.checks import json_safe
     from elegantpod.cluster import cluster
-    from elegantpod.config import json_safe
     from elegantpod.progress import follow, number
     from elegantpod.tournament import Tournament
 

@@ -98,7 +98,7 @@ def cluster(
         context, about 0.5 GiB), at most 8, and at most the CPU cores per GPU.
     pod_bytes
         A pod's estimated size for that choice (``None``: 1 GiB); a tournament passes
-        the size of its largest pod (:func:`elegantpod.config.estimate_pod_bytes`).
+        the size of its largest pod (:func:`elegantpod.memory.estimate_pod_bytes`).
     dashboard_address
         Where the Dask dashboard listens; loopback by default. ``None``: no dashboard.
     memory_limit, timeout, **kwargs

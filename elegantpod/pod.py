@@ -47,9 +47,11 @@ from elegantpod.checkpoint import (
     without_replay,
     write_checkpoint_bytes,
 )
-from elegantpod.config import PodSpec, check_memory, resolve_device
+from elegantpod.config import PodSpec
+from elegantpod.devices import resolve_device
 from elegantpod.envs import make_env
 from elegantpod.envs.base import VecEnv
+from elegantpod.memory import check_memory
 from elegantpod.types import EvalResult, Progress, TrainResult
 
 Tensor = torch.Tensor
@@ -177,7 +179,7 @@ class Pod:
     ----------
     spec
         What to train and for how long. Its device ``"auto"`` is decided here (see
-        :func:`~elegantpod.config.resolve_device`): ``pod.spec`` names the concrete one.
+        :func:`~elegantpod.devices.resolve_device`): ``pod.spec`` names the concrete one.
     out_dir
         Where ``checkpoint.pt`` goes (``None``: no checkpoints).
     resume

@@ -16,16 +16,11 @@ from typing import Any
 
 from elegantpod.agents import get_algo
 from elegantpod.checkpoint import atomic_write_bytes
-from elegantpod.config import (
-    PodSpec,
-    check_fitness,
-    check_json,
-    check_memory,
-    json_safe,
-    replace_checked,
-    resolve_device,
-)
+from elegantpod.checks import check_fitness, check_json, json_safe, replace_checked
+from elegantpod.config import PodSpec
+from elegantpod.devices import resolve_device
 from elegantpod.envs import check_env_id, check_eval_env
+from elegantpod.memory import check_memory
 from elegantpod.types import Progress, TrainResult
 
 OUTPUT_FILES = ("checkpoint.pt", "best.pt", "result.json", "spec.json")

@@ -1,7 +1,8 @@
 import pytest
 
 from elegantpod.agents import DDPGConfig, DQNConfig, PPOConfig, SACConfig, TD3Config
-from elegantpod.config import MAX_EVAL_EPISODES, PodSpec, parse_assignments, replace_checked
+from elegantpod.checks import MAX_EVAL_EPISODES, parse_assignments, replace_checked
+from elegantpod.config import PodSpec
 
 
 def test_replace_checked_coerces_strings_to_field_types():

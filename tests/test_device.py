@@ -8,7 +8,9 @@ import torch
 
 from elegantpod import train
 from elegantpod.agents import PPOConfig
-from elegantpod.config import PodSpec, available_bytes, check_memory, resolve_device
+from elegantpod.config import PodSpec
+from elegantpod.devices import available_bytes, resolve_device
+from elegantpod.memory import check_memory
 from elegantpod.pod import Pod, default_threads, torch_threads
 
 HERE = "cuda" if torch.cuda.is_available() else "cpu"

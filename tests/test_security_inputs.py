@@ -200,7 +200,7 @@ def test_memory_estimate_names_the_sizes_before_allocating():
     with pytest.raises(ValueError, match=r"num_envs=4194304, horizon=100000.*GiB"):
         Pod(PodSpec(env_id="CartPole-v1", algo="ppo", hparams=huge))
     spec = PodSpec(env_id="CartPole-v1", algo="ppo", hparams=PPOConfig())
-    from elegantpod.config import estimate_pod_bytes
+    from elegantpod.memory import estimate_pod_bytes
 
     small = estimate_pod_bytes(spec, obs_dim=4, act_dim=2)
     assert 100_000 < small < 50 * 2**20  # defaults: a few MiB

@@ -11,7 +11,7 @@ import gymnasium
 import torch
 
 from elegantpod.agents.space import Domain
-from elegantpod.config import replace_checked
+from elegantpod.checks import replace_checked
 from elegantpod.types import Batch
 
 Tensor = torch.Tensor

@@ -31,7 +31,7 @@ from elegantpod.agents.nets import EnsembleQ, mlp
 from elegantpod.agents.noise import NoiseConfig
 from elegantpod.agents.offpolicy import OffPolicyConfig, OffPolicyLearner, polyak
 from elegantpod.agents.space import Bound, Choice, Domain
-from elegantpod.config import MAX_NOISE, Limit
+from elegantpod.checks import MAX_NOISE, Limit
 from elegantpod.types import Batch
 
 Tensor = torch.Tensor

@@ -31,7 +31,7 @@ from torch import nn
 from elegantpod.agents.nets import mlp
 from elegantpod.agents.offpolicy import OffPolicyConfig, OffPolicyLearner, polyak
 from elegantpod.agents.space import Bound
-from elegantpod.config import MAX_GRAD_NORM, MAX_STEPS, Limit, in_range
+from elegantpod.checks import MAX_GRAD_NORM, MAX_STEPS, Limit, in_range
 from elegantpod.types import Batch
 
 Tensor = torch.Tensor

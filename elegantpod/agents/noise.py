@@ -36,7 +36,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from elegantpod.config import Limit, short
+from elegantpod.checks import Limit, short
 
 Tensor = torch.Tensor
 

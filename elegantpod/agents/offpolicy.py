@@ -18,7 +18,7 @@ import torch
 from elegantpod.agents.base import Learner
 from elegantpod.agents.noise import ExplorationNoise, NoiseConfig
 from elegantpod.buffers import ReplayBuffer
-from elegantpod.config import (
+from elegantpod.checks import (
     MAX_BATCH,
     MAX_BUFFER,
     MAX_HORIZON,
@@ -70,13 +70,13 @@ class OffPolicyConfig:
         "learning_starts": Limit(0, MAX_BUFFER, integer=True),
         "replay_ratio": Limit(0.0, MAX_REPLAY_RATIO, open_low=True),
     }
-    """Hard range of every numeric hyperparameter (see :class:`~elegantpod.config.Limit`);
+    """Hard range of every numeric hyperparameter (see :class:`~elegantpod.checks.Limit`);
     each algorithm adds its own."""
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first hyperparameter out of range.
 
-        Every number has a hard range (:attr:`limits`, ``elegantpod.config.MAX_*``), so
+        Every number has a hard range (:attr:`limits`, ``elegantpod.checks.MAX_*``), so
         that a typo, a hostile mutation or a store from someone else cannot allocate
         terabytes or start an endless update.
         """

@@ -20,7 +20,7 @@ from torch import nn
 from elegantpod.agents.base import Learner
 from elegantpod.agents.nets import RunningNorm, mlp
 from elegantpod.agents.space import Bound
-from elegantpod.config import (
+from elegantpod.checks import (
     LOG_STD_RANGE,
     MAX_BATCH,
     MAX_ENT_COEF,
@@ -88,12 +88,12 @@ class PPOConfig:
         "max_grad_norm": Limit(0.0, MAX_GRAD_NORM, open_low=True),
         "init_log_std": Limit(*LOG_STD_RANGE),
     }
-    """Hard range of every numeric hyperparameter (see :class:`~elegantpod.config.Limit`)."""
+    """Hard range of every numeric hyperparameter (see :class:`~elegantpod.checks.Limit`)."""
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first hyperparameter out of range.
 
-        Every number has a hard range (:attr:`limits`, ``elegantpod.config.MAX_*``), so
+        Every number has a hard range (:attr:`limits`, ``elegantpod.checks.MAX_*``), so
         that a typo, a hostile mutation or a store from someone else cannot allocate
         terabytes, start an endless update or train with a nonsensical loss.
         """

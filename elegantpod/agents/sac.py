@@ -28,7 +28,7 @@ from elegantpod.agents.nets import EnsembleQ, mlp
 from elegantpod.agents.noise import NoiseConfig
 from elegantpod.agents.offpolicy import OffPolicyConfig, OffPolicyLearner
 from elegantpod.agents.space import Bound, Choice, Domain
-from elegantpod.config import MAX_ENTROPY, MAX_TEMPERATURE, Limit
+from elegantpod.checks import MAX_ENTROPY, MAX_TEMPERATURE, Limit
 from elegantpod.types import Batch
 
 Tensor = torch.Tensor

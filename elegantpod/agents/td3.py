@@ -23,7 +23,7 @@ import torch
 
 from elegantpod.agents.ddpg import DDPG, DDPGConfig
 from elegantpod.agents.space import Bound, Domain
-from elegantpod.config import MAX_DELAY, MAX_NOISE, Limit
+from elegantpod.checks import MAX_DELAY, MAX_NOISE, Limit
 
 Tensor = torch.Tensor
 

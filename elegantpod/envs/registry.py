@@ -8,7 +8,7 @@ import inspect
 import gymnasium
 import torch
 
-from elegantpod.config import resolve_device
+from elegantpod.devices import resolve_device
 from elegantpod.envs.base import VecEnv, check_max_episode_steps, check_num_envs, check_seed
 from elegantpod.envs.classic import NATIVE_ENVS
 from elegantpod.envs.gym import FILE_KWARGS, GymVecEnv, withheld
@@ -176,7 +176,7 @@ def make_env(
     device
         Torch device for state (native) or returned tensors (adapter); ``"auto"``: a
         GPU where torch sees one, else the CPU (see
-        :func:`~elegantpod.config.resolve_device`).
+        :func:`~elegantpod.devices.resolve_device`).
     seed
         Seed for reset noise; the same seed gives the same episodes.
     native

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from elegantpod.config import json_safe
+from elegantpod.checks import json_safe
 from elegantpod.finance import metrics, tearsheet
 from elegantpod.finance.data import check_name, sp500_index
 from elegantpod.finance.trading_env import ENV_ID, StockTradingEnv

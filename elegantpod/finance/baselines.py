@@ -47,13 +47,13 @@ def baseline_scores(
 ) -> dict[str, float]:
     """Each baseline's ``fitness`` over the range: what an agent must beat.
 
-    ``fitness`` is a leaderboard fitness (:data:`~elegantpod.config.FITNESSES`):
+    ``fitness`` is a leaderboard fitness (:data:`~elegantpod.checks.FITNESSES`):
     ``"return"`` is the env's episode return (the change of value in percent of the
     initial amount, times ``reward_scale / 100``), the others the finance metric of the
     daily values, computed as the trading env computes an agent's. ``values`` are
     :func:`baseline_values` of these ``env_kwargs`` when the caller has them already.
     """
-    from elegantpod.config import check_fitness
+    from elegantpod.checks import check_fitness
 
     check_fitness(fitness)
     scale = float(env_kwargs.get("reward_scale", 100.0))

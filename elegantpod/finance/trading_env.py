@@ -403,7 +403,7 @@ class StockTradingEnv:
 
 
 def _check_params(num_envs, episode_days, initial_amount, hmax, trade_fraction, cost, scale):
-    from elegantpod.config import in_range, positive
+    from elegantpod.checks import in_range, positive
 
     check_num_envs(num_envs)
     if episode_days is not None and (isinstance(episode_days, bool) or int(episode_days) < 1):

@@ -15,7 +15,7 @@ from collections import Counter
 
 from elegantpod.agents import get_algo
 from elegantpod.agents.space import Choice
-from elegantpod.config import replace_checked
+from elegantpod.checks import replace_checked
 from elegantpod.tournament import leaderboard as lb
 from elegantpod.tournament import state as checked
 from elegantpod.tournament.generator import (

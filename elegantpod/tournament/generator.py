@@ -20,7 +20,7 @@ from typing import Any
 
 from elegantpod.agents import ALGOS, get_algo
 from elegantpod.agents.space import Bound, Choice
-from elegantpod.config import in_range
+from elegantpod.checks import in_range
 from elegantpod.tournament.leaderboard import Entry, rank
 
 

@@ -37,7 +37,7 @@ from collections import Counter
 from typing import Any
 
 from elegantpod.agents import get_algo
-from elegantpod.config import replace_checked
+from elegantpod.checks import replace_checked
 from elegantpod.tournament import leaderboard as lb
 from elegantpod.tournament import state as checked
 from elegantpod.tournament.breeding import Breeding, recent_score

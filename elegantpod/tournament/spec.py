@@ -9,21 +9,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from elegantpod.agents import get_algo
-from elegantpod.config import (
+from elegantpod.checks import (
     MAX_EVAL_EPISODES,
     MAX_LEARNERS,
-    PodSpec,
     bounded,
     check_finite,
     check_fitness,
     check_json,
     check_learners,
-    check_memory,
     positive,
     replace_checked,
     short,
 )
+from elegantpod.config import PodSpec
 from elegantpod.envs import check_env_id, check_eval_env
+from elegantpod.memory import check_memory
 from elegantpod.tournament import state
 from elegantpod.tournament.generator import GeneratorConfig
 
@@ -86,7 +86,7 @@ class TournamentSpec:
     """Fused learners per pod (see :class:`~elegantpod.agents.fusion.FusedLearners`)."""
     fitness: str = "return"
     """What the leaderboard ranks: the mean evaluation return, or a finance metric of the
-    evaluation episodes (``"sharpe"``, ``"calmar"``... see :data:`elegantpod.config.FITNESSES`)."""
+    evaluation episodes (``"sharpe"``, ``"calmar"``... see :data:`elegantpod.checks.FITNESSES`)."""
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first bad field, before any cluster work."""

@@ -20,8 +20,8 @@ is used before it passes here:
   (``elapsed_seconds``) is not behind any row's time.
 
 Every error is a :class:`StateError` (a ``ValueError``) naming the file and the field,
-and repeats at most :data:`~elegantpod.config.MAX_SHOWN` characters of the bad value
-(:func:`~elegantpod.config.short`): a value can be megabytes, or an integer of
+and repeats at most :data:`~elegantpod.checks.MAX_SHOWN` characters of the bad value
+(:func:`~elegantpod.checks.short`): a value can be megabytes, or an integer of
 thousands of digits that Python refuses to print. Numbers are compared as they are,
 never through ``float()``, so such an integer is refused, not an ``OverflowError``.
 """
@@ -35,7 +35,7 @@ import re
 from typing import Any
 
 from elegantpod.agents import ALGOS, get_algo
-from elegantpod.config import check_finite, config_values, replace_checked, short
+from elegantpod.checks import check_finite, config_values, replace_checked, short
 
 POD_ID = re.compile(r"^p[0-9]{3,9}$")
 """Pod ids the orchestrator makes (``p000``, ``p001``...): the only ones a store may name."""

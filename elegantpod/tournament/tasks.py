@@ -8,7 +8,8 @@ the channels), so the runner only submits it.
 from __future__ import annotations
 
 from elegantpod.agents import BUILTIN, get_algo, register_algo
-from elegantpod.config import PodSpec, estimate_pod_bytes
+from elegantpod.config import PodSpec
+from elegantpod.memory import estimate_pod_bytes
 from elegantpod.tournament.segment import SegmentTask
 from elegantpod.tournament.spec import PodRecord, TournamentSpec
 from elegantpod.tournament.state import learner_config

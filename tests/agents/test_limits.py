@@ -8,7 +8,8 @@ import typing
 import pytest
 
 from elegantpod.agents import ALGOS, BUILTIN, get_algo
-from elegantpod.config import MAX_LEARNERS, PodSpec, replace_checked
+from elegantpod.checks import MAX_LEARNERS, replace_checked
+from elegantpod.config import PodSpec
 from elegantpod.tournament import state
 from elegantpod.tournament.spec import TournamentSpec
 

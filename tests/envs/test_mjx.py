@@ -476,8 +476,9 @@ def test_jax_settings_hold_when_jax_was_imported_first_and_preallocation_is_refu
 def test_the_pod_size_estimate_counts_mjx_worlds():
     """Packing pods on a GPU counts MJX's worlds, which grow with ``num_envs``."""
     from elegantpod.agents import PPOConfig
-    from elegantpod.config import PodSpec, estimate_pod_bytes
+    from elegantpod.config import PodSpec
     from elegantpod.envs.mjx_tasks import bytes_per_world
+    from elegantpod.memory import estimate_pod_bytes
 
     def size(num_envs: int, **env_kwargs) -> int:
         hp = PPOConfig(num_envs=num_envs, horizon=8, minibatch_size=64)

@@ -1,0 +1,104 @@
+"""Device names: their form, and which concrete torch device one names on this machine.
+
+A spec may say ``"auto"`` and travel to a Dask worker with a GPU: the name is checked for
+its form where the spec is written (:func:`check_device_name`) and resolved where the
+pod is built (:func:`resolve_device`). torch is imported only when a name is checked.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+AUTO_DEVICE = "auto"
+"""The device name that stands for "the GPU where there is one, else the CPU"."""
+CUDA_BUILD_HINT = (
+    "install a CUDA build of torch, e.g. "
+    "`pip install torch --index-url https://download.pytorch.org/whl/cu126`"
+)
+
+
+def check_device_name(device: Any) -> None:
+    """Raise ``ValueError`` naming ``device`` unless it is ``"auto"`` or a torch device
+    string (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``...). The form only: whether this
+    machine has the device is :func:`resolve_device`'s question."""
+    if device == AUTO_DEVICE:
+        return
+    if not isinstance(device, str) or not device:
+        raise ValueError(f"device must be a non-empty string, got {device!r}")
+    import torch
+
+    try:
+        torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise ValueError(
+            f"unknown device {device!r}: use 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'"
+        ) from None
+
+
+def resolve_device(device: Any) -> str:
+    """The concrete torch device that ``device`` names on this machine.
+
+    ``"auto"`` becomes ``"cuda"`` where torch sees a CUDA device, else ``"cpu"``. Any other
+    name is returned in torch's spelling once this machine is known to have it.
+
+    Raises
+    ------
+    ValueError
+        For a malformed name, or a device this machine or this torch build lacks (a CUDA
+        device on a CPU-only build of torch: with how to install a CUDA build).
+    """
+    import torch
+
+    if isinstance(device, torch.device):
+        device = str(device)
+    if device == AUTO_DEVICE:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    check_device_name(device)
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        if torch.version.cuda is None:
+            raise ValueError(
+                f"device {device!r}: CUDA is not available in this torch build "
+                f"(torch {torch.__version__} is CPU-only); {CUDA_BUILD_HINT}, or use "
+                "device 'auto' or 'cpu'"
+            )
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ValueError(
+                f"device {device!r}: torch {torch.__version__} was built with CUDA "
+                f"{torch.version.cuda} but sees no CUDA device (no GPU or driver, or "
+                "CUDA_VISIBLE_DEVICES hides them); use device 'auto' or 'cpu'"
+            )
+        if (dev.index or 0) >= count:
+            raise ValueError(
+                f"device {device!r}: this machine has {count} CUDA device(s), "
+                f"cuda:0 to cuda:{count - 1}"
+            )
+    elif dev.type == "mps":
+        mps = getattr(torch.backends, "mps", None)
+        if mps is None or not mps.is_available():
+            raise ValueError(
+                f"device {device!r}: MPS (Apple GPU) is not available here; "
+                "use device 'auto' or 'cpu'"
+            )
+    return str(dev)
+
+
+def available_bytes(device: Any) -> int | None:
+    """Free memory of ``device`` now (``None`` where it cannot be asked).
+
+    ``"auto"`` gives ``None``: the device is decided where the pod is built, and the pod
+    checks its memory there, with the concrete device, before it allocates anything.
+    """
+    import torch
+
+    if device == AUTO_DEVICE:
+        return None
+    dev = torch.device(device)
+    if dev.type == "cpu":
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    if dev.type == "cuda" and torch.cuda.is_available():
+        return int(torch.cuda.mem_get_info(dev)[0])
+    return None

@@ -1,0 +1,96 @@
+"""How much memory a pod will allocate, and a refusal when its device lacks it.
+
+Why: a pod preallocates its rollouts, replay and networks as device tensors; past the
+device's memory that allocation ends the process with a raw error, or swaps the machine
+to a halt. A spec is checked against :func:`estimate_pod_bytes` before the pod is built,
+and a tournament sizes its GPU workers by its largest pod's estimate.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from elegantpod.agents import get_algo
+from elegantpod.agents.noise import SEQ_LEN
+from elegantpod.config import PodSpec
+from elegantpod.devices import available_bytes
+
+
+def estimate_pod_bytes(spec: PodSpec, obs_dim: int = 1, act_dim: int = 1) -> int:
+    """About how many bytes a pod of ``spec`` allocates, for ``obs_dim`` observation
+    dimensions and ``act_dim`` action dimensions (or discrete choices).
+
+    Why: rollouts (``horizon * num_envs`` transitions), replays (``buffer_size``) and
+    networks (``hidden``) are preallocated tensors; past the device's memory their
+    allocation ends the process with a raw error, or swaps the machine to a halt. The
+    estimate counts rollout and replay storage (float32, two observations per
+    transition), the state of the training and evaluation envs, the networks with their
+    gradients and Adam moments, and the largest activations of an update, per fused
+    learner, colored exploration noise's sequences (``SEQ_LEN`` steps per sub-env and
+    action dimension), and the worlds a simulator outside torch keeps per sub-env (MJX's,
+    see :func:`~elegantpod.envs.mjx_tasks.bytes_per_world`). With the default dimensions of 1
+    it is a lower bound, usable before an env exists to tell them.
+    """
+    hp = spec.hparams if spec.hparams is not None else _default_hparams(spec.algo)
+    num_envs, horizon = int(getattr(hp, "num_envs", 1)), int(getattr(hp, "horizon", 1))
+    hidden = tuple(int(h) for h in getattr(hp, "hidden", ()) or ())
+    buffer_size = int(getattr(hp, "buffer_size", 0) or 0)
+    transition = 4 * (2 * obs_dim + act_dim + 3)
+    rollout = horizon * num_envs * transition
+    envs = (num_envs + int(spec.eval_episodes)) * (16 * obs_dim + _world_bytes(spec))
+    widths = (obs_dim, *hidden, act_dim)
+    params = sum(a * b + b for a, b in zip(widths, widths[1:], strict=False))
+    if buffer_size:  # off-policy: actor, twin critics and target copies
+        rows = int(getattr(hp, "batch_size", 1))
+        learner = buffer_size * transition + 6 * (16 * params + 8 * rows * sum(widths))
+    else:  # on-policy: actor and critic, and one pass over the whole rollout
+        rows = min(int(getattr(hp, "minibatch_size", 1)), horizon * num_envs)
+        whole = 8 * horizon * num_envs * max(widths)
+        learner = rollout + whole + 2 * (16 * params + 8 * rows * sum(widths))
+    if getattr(hp, "noise", None) == "colored":  # one sequence per sub-env and action
+        learner += 4 * num_envs * act_dim * SEQ_LEN
+    return rollout + envs + int(spec.learners) * learner
+
+
+def _world_bytes(spec: PodSpec) -> int:
+    """Bytes per sub-env of a simulator that keeps its worlds beside torch (MJX), else 0."""
+    kwargs = spec.env_kwargs or {}
+    if kwargs.get("backend") != "mjx":
+        return 0
+    try:
+        from elegantpod.envs.mjx_tasks import PHYSICS, TASKS, bytes_per_world
+    except ImportError:  # no MuJoCo: the pod cannot be built either
+        return 0
+    if spec.env_id not in TASKS:
+        return 0
+    physics = kwargs.get("physics")
+    if physics in PHYSICS:
+        return bytes_per_world(spec.env_id, physics)
+    # None: "fast" on a GPU, "exact" on a CPU, decided where the pod is built
+    return max(bytes_per_world(spec.env_id, p) for p in PHYSICS)
+
+
+def check_memory(spec: PodSpec, obs_dim: int = 1, act_dim: int = 1) -> None:
+    """Raise ``ValueError`` naming the sizes when a pod of ``spec`` would not fit the
+    memory its device has free now (see :func:`estimate_pod_bytes`)."""
+    need = estimate_pod_bytes(spec, obs_dim, act_dim)
+    have = available_bytes(spec.device)
+    if have is None or need <= have:
+        return
+    hp = spec.hparams if spec.hparams is not None else _default_hparams(spec.algo)
+    keys = ("num_envs", "horizon", "hidden", "buffer_size", "batch_size", "minibatch_size")
+    sizes = [f"{k}={getattr(hp, k)!r}" for k in keys if hasattr(hp, k)]
+    sizes += [f"eval_episodes={spec.eval_episodes}", f"learners={spec.learners}"]
+    raise ValueError(
+        f"this {spec.algo} pod would need about {_gib(need)} of memory "
+        f"({', '.join(sizes)}, obs_dim={obs_dim}) but {spec.device} has {_gib(have)} "
+        "free: lower those sizes"
+    )
+
+
+def _default_hparams(algo: str) -> Any:
+    return get_algo(algo).config_cls()
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:,.1f} GiB"
