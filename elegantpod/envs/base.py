@@ -20,7 +20,7 @@ import threading
 import types
 import warnings
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import gymnasium
 import torch
@@ -98,6 +98,22 @@ class VecEnv(Protocol):
     def close(self) -> None:
         """Release what the env holds (processes, simulators); native envs hold nothing."""
         ...
+
+
+class EnvCarry(NamedTuple):
+    """The tensors a native env's step replaces and the next step reads (its carry).
+
+    Public so that code which must hold them in place (CUDA-graph capture, which copies
+    them into the graph's own memory and back) needs no private field of the env.
+    """
+
+    state: Tensor
+    elapsed: Tensor
+    episode_return: Tensor
+    draws: Tensor
+    """How many reset-noise draws the fused step made since its key was drawn."""
+    reset_key: Tensor
+    """The key of the fused step's counter-based reset noise."""
 
 
 class TorchVecEnv:
@@ -185,6 +201,25 @@ class TorchVecEnv:
         self._compile_key = (type(self), self.num_envs, str(self.device))
         compiled = compiled_step(*self._compile_key) if self._fused else None
         self._step_fn = compiled if compiled is not None else whole_step(type(self))
+
+    @property
+    def fused(self) -> bool:
+        """Whether steps run as one fused region (compiled, or its uncompiled twin)."""
+        return self._fused
+
+    def carry(self) -> EnvCarry:
+        """The tensors one step replaces and the next reads (see :class:`EnvCarry`)."""
+        return EnvCarry(self.state, self.elapsed, self.episode_return, self._draws, self._reset_key)
+
+    def set_carry(self, carry: EnvCarry) -> None:
+        """Make the env step on from ``carry`` (tensors of the same shapes and devices;
+        the env takes them as they are, without copying)."""
+        self.state, self.elapsed, self.episode_return = (
+            carry.state,
+            carry.elapsed,
+            carry.episode_return,
+        )
+        self._draws, self._reset_key = carry.draws, carry.reset_key
 
     def _new_reset_stream(self) -> None:
         """Key the fused step's counter-based reset noise from the env's generator."""

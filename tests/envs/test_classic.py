@@ -217,8 +217,8 @@ def test_reset_noise_is_uniform_seeded_and_counter_based():
 
 
 def test_cpu_envs_compile_from_a_size_on():
-    assert not CartPole(num_envs=CPU_COMPILE_MIN_ENVS - 1)._fused
-    assert CartPole(num_envs=CPU_COMPILE_MIN_ENVS)._fused
+    assert not CartPole(num_envs=CPU_COMPILE_MIN_ENVS - 1).fused
+    assert CartPole(num_envs=CPU_COMPILE_MIN_ENVS).fused
 
 
 # -- one compiled step per class, size and device in a process ----------------------------
