@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from elegantpod.pod import Pod
-    from elegantpod.types import Progress
+from elegantpod.types import Progress
+
+Pod = Any
+"""The :class:`~elegantpod.pod.Pod` a hook is called with (not imported: the pod module
+imports this one)."""
 
 
 class PodHooks:

@@ -23,12 +23,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import gymnasium
 import torch
 
 from elegantpod.agents import get_algo
 from elegantpod.agents.base import Learner
-from elegantpod.agents.fusion import part_of, strip
+from elegantpod.agents.fusion import strip
 from elegantpod.budget import Budget
 from elegantpod.checkpoint import (
     BEST_FILE,
@@ -48,10 +47,19 @@ from elegantpod.collector import Collector
 from elegantpod.config import PodSpec
 from elegantpod.devices import resolve_device
 from elegantpod.envs import make_env
-from elegantpod.envs.base import VecEnv
 from elegantpod.evaluator import Evaluator
 from elegantpod.hooks import PodHooks, continues
 from elegantpod.memory import check_memory
+from elegantpod.pod_build import (
+    build_learner,
+    check_learner_rng,
+    device_types,
+    each_learner,
+    env_dims,
+    iteration_graphs,
+    iterations_left,
+    learner_seeds,
+)
 from elegantpod.saved_pod import SavedPod
 from elegantpod.threads import torch_threads
 from elegantpod.types import EvalResult, Progress, TrainResult
@@ -102,11 +110,11 @@ class Pod:
             **spec.env_kwargs,
         )
         # now with the env's dimensions, before buffers and networks are allocated
-        check_memory(spec, *_dims(self.env))
-        self.learner: Learner = _build_learner(algo, self.env, hparams, spec)
+        check_memory(spec, *env_dims(self.env))
+        self.learner: Learner = build_learner(algo, self.env, hparams, spec)
         horizon = hparams.horizon
         self.collector = Collector(self.env, self.learner, horizon, spec.seed)
-        self.graphs = _iteration_graphs(self.collector, self.learner, spec)
+        self.graphs = iteration_graphs(self.collector, self.learner, spec)
         """The pod's :class:`~elegantpod.capture.IterationGraphs`, or ``None``: eager."""
         self.evaluator = Evaluator(
             spec.env_id,
@@ -201,7 +209,7 @@ class Pod:
         try:
             while True:
                 if self.graphs is not None and self.graphs.capture:
-                    left = _iterations_left(budget.steps, self.env_steps, per_rollout)
+                    left = iterations_left(budget.steps, self.env_steps, per_rollout)
                     stats = self.graphs.run(iterations_left=left) or stats
                 else:
                     stats = learner.update(self.collector.rollout()) or stats
@@ -527,12 +535,12 @@ class Pod:
         # A generator's state only fits generators of its device type: after a move (a
         # GPU pod's checkpoint loaded on a CPU), or into another number of fused
         # learners, this pod keeps its own seeded streams.
-        is_same_kind = _device_types(saved.spec) == _device_types(self.spec)
+        is_same_kind = device_types(saved.spec) == device_types(self.spec)
         if not (restore_rng and is_same_kind):
             # nor the exploration noise drawn from them: a fresh stream starts fresh noise
             learner_state = strip(learner_state, "generator", "noise")
         # Check every RNG state before changing anything: a bad one leaves the pod as it was.
-        _check_learner_rng(learner_state, self.learner, where)
+        check_learner_rng(learner_state, self.learner, where)
         env_gen = getattr(self.env, "generator", None)
         env_rng = saved.env_rng if restore_rng and is_same_kind else None
         if env_rng is not None and env_gen is not None:
@@ -550,7 +558,9 @@ class Pod:
         self.best_score = saved.best_score
         self._invalidate_graphs()
         if not restore_rng:
-            for learner, seed in zip(_learners(self.learner), _seeds(self.spec), strict=True):
+            for learner, seed in zip(
+                each_learner(self.learner), learner_seeds(self.spec), strict=True
+            ):
                 learner.generator.manual_seed(seed)
             return
         if saved.eval_count is not None:  # older checkpoints: none saved
@@ -604,74 +614,3 @@ class Pod:
         pod = cls(resolve_env_kwargs(spec, env_kwargs, path, allow_remote))
         pod._restore(saved)
         return pod
-
-
-def _dims(env: VecEnv) -> tuple[int, int]:
-    """Observation and action dimensions (discrete: choices) of ``env``, for memory checks."""
-    obs = env.observation_space
-    act = env.action_space
-    obs_dim = math.prod(obs.shape) if obs.shape else 1
-    if isinstance(act, gymnasium.spaces.Discrete):
-        return obs_dim, int(act.n)
-    return obs_dim, math.prod(act.shape) if act.shape else 1
-
-
-def _seeds(spec: PodSpec) -> list[int]:
-    """The seed of each learner's generator: ``spec.seed``, then one apart per fused one."""
-    return [spec.seed + 7919 * i for i in range(spec.learners)]
-
-
-def _learners(learner) -> list[Learner]:
-    """The learners behind ``learner``: itself, or each of fused learners."""
-    return list(getattr(learner, "learners", [learner]))
-
-
-def _device_types(spec: PodSpec) -> list[str]:
-    """Device types of the env and of each learner: what the saved generator states fit."""
-    learners = spec.learner_devices or (spec.device,) * spec.learners
-    return [torch.device(d).type for d in (spec.device, *learners)]
-
-
-def _check_learner_rng(state: dict[str, Any], learner, where: str) -> None:
-    """Raise :class:`CheckpointError` naming a learner generator state that does not fit
-    the learner it would be loaded into (see :func:`~elegantpod.agents.fusion.part_of`)."""
-    for i, target in enumerate(_learners(learner)):
-        holder, place = part_of(state, i)
-        if holder.get("generator") is not None:
-            field = f"learner.{place}.generator" if place else "learner.generator"
-            checked_rng_state(holder["generator"], target.generator, where, field)
-
-
-def _iterations_left(max_steps: int | None, env_steps: int, per_rollout: int) -> int | None:
-    """Iterations a run has left (this one included) before its step budget; ``None``:
-    no step budget (a time budget)."""
-    return None if max_steps is None else -(-(max_steps - env_steps) // per_rollout)
-
-
-def _iteration_graphs(collector: Collector, learner: Learner, spec: PodSpec):
-    """The pod's iteration graphs where ``spec.capture`` asks for them and they fit."""
-    if spec.capture is False:
-        return None
-    from elegantpod.capture import IterationGraphs, unsupported
-
-    reason = unsupported(collector, learner)
-    if reason is None:
-        return IterationGraphs(collector, learner)
-    if spec.capture:
-        raise ValueError(f"capture=True, but this pod's iterations cannot be captured: {reason}")
-    return None
-
-
-def _build_learner(algo, env: VecEnv, hparams, spec: PodSpec):
-    """One learner, or ``spec.learners`` fused ones (on ``spec.learner_devices``)."""
-    if spec.learners == 1:
-        return algo(env.observation_space, env.action_space, hparams, spec.device, spec.seed)
-    from elegantpod.agents.fusion import FusedLearners
-
-    devices = spec.learner_devices or (spec.device,) * spec.learners
-    return FusedLearners(
-        [
-            algo(env.observation_space, env.action_space, hparams, dev, seed)
-            for dev, seed in zip(devices, _seeds(spec), strict=True)
-        ]
-    )

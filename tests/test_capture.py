@@ -129,7 +129,7 @@ def test_a_horizon_one_pod_captures_without_falling_back_on_cuda():
         for _ in range(4):
             pod.graphs.run()
     assert pod.graphs.capture and (pod.graphs.captures, pod.graphs.replays) == (1, 3)
-    from elegantpod.envs.base import whole_step
+    from elegantpod.envs.fused_step import whole_step
 
     assert pod.env._step_fn is not whole_step(type(pod.env))  # still compiled
 
@@ -233,7 +233,8 @@ def test_the_static_path_compiles_nothing_after_its_warm_up(monkeypatch, horizon
     iteration, which on a GPU is the capture."""
     from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
-    from elegantpod.envs import CartPole, base
+    from elegantpod.envs import CartPole
+    from elegantpod.envs import fused_step as base
 
     monkeypatch.setattr(base, "COMPILE_BACKEND", "eager")  # dynamo's caching, no Inductor
     hp = dataclasses.replace(HP, num_envs=num_envs, horizon=horizon, minibatch_size=32)
@@ -305,7 +306,7 @@ def _generator_of(func, args, kwargs):
 
 def test_rollout_and_static_update_neither_sync_nor_draw_from_the_default_generator():
     from elegantpod.envs import CartPole
-    from elegantpod.envs.base import whole_step
+    from elegantpod.envs.fused_step import whole_step
 
     pod = Pod(_spec(capture=False, env_kwargs={"compile": True}))
     pod.env._step_fn = whole_step(CartPole)  # the fused step, uncompiled: the same ops

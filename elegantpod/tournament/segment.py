@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,12 +31,7 @@ from elegantpod.checkpoint import (
 from elegantpod.config import PodSpec
 from elegantpod.hooks import PodHooks
 from elegantpod.saved_pod import SavedPod
-
-POLL_SECONDS = 0.25
-"""How often a running segment reads its control variable: well within a second, and
-rare enough that the round trips cost the pod under 5% of its steps/s."""
-EVENT_SECONDS = 0.5
-"""Minimum interval between two progress events of one pod."""
+from elegantpod.tournament.channels import POLL_SECONDS, Control, Events
 
 
 class ParentCheckpointError(CheckpointError):
@@ -138,106 +132,6 @@ class Fenced(RuntimeError):
     """The store's lease names another writer: this segment must not write to it."""
 
 
-class _Control:
-    """A pod's control Variable, read by a background thread; the training thread only
-    reads what that thread last fetched.
-
-    Why a thread: ``Variable.get`` is a round trip to the scheduler, and waits up to its
-    timeout when the scheduler is slow or the variable unset. On the thread that
-    launches a pod's CUDA work every such wait leaves the GPU idle; here it costs the
-    pod nothing, and a command still arrives within about ``POLL_SECONDS`` plus a round
-    trip.
-    """
-
-    def __init__(self, name: str | None):
-        self.name, self.var = name, None
-        self.latest: dict | None = None
-        """The newest message fetched (``None``: none yet, or no control)."""
-        self.fetches = 0
-        """Messages the poller has fetched so far."""
-        self._closed = threading.Event()
-        self._thread: threading.Thread | None = None
-        if name is not None:
-            from distributed import Variable
-
-            self.var = Variable(name)
-            # the client is found from this task's thread: the poller has no worker context
-            _ = self.var.client
-            self._thread = threading.Thread(
-                target=self._poll_until_closed, name=f"elegantpod-control-{name}", daemon=True
-            )
-            self._thread.start()
-
-    def _poll_until_closed(self) -> None:
-        while not self._closed.is_set():
-            try:
-                msg = self.var.get(timeout=1)
-            except Exception:  # unset, or scheduler briefly unreachable: keep the last
-                msg = None
-            if msg is not None:
-                self.latest = msg
-                self.fetches += 1
-            self._closed.wait(POLL_SECONDS)
-
-    def close(self) -> None:
-        """Stop the poller (it ends within a round trip; it is a daemon meanwhile)."""
-        self._closed.set()
-
-    def poll(self, force: bool = False) -> dict | None:
-        """The newest command fetched: a local read, never a round trip (``force`` is
-        kept for callers that waited for a new one)."""
-        return self.latest
-
-    def next(self) -> dict | None:
-        """The newest command, to act on between iterations."""
-        return self.latest
-
-    def stop_requested(self) -> bool:
-        """Polled inside a learner's update: stop now if the pod or tournament stopped."""
-        msg = self.latest
-        if msg is None:
-            return False
-        return msg.get("state") == "stopped" or msg.get("tournament") == "stopped"
-
-
-class _Events:
-    def __init__(self, topic: str | None, pod_id: str, segment: int):
-        self.topic, self.pod_id, self.segment, self.sent = topic, pod_id, segment, 0
-        self.last = time.monotonic()  # the first progress event after EVENT_SECONDS
-        self.worker = None
-        if topic is not None:
-            from distributed import get_worker
-
-            self.worker = get_worker()
-
-    def publish(self, msg, force: bool = False) -> None:
-        """Send ``msg`` (a dict, or a function making one) unless rate-limited.
-
-        A function is called only when the event goes out, so what it drains (the
-        training returns since the last event) is never drained into a dropped event.
-        """
-        if self.worker is None:
-            return
-        now = time.monotonic()
-        if not force and now - self.last < EVENT_SECONDS:
-            return
-        self.last = now
-        if callable(msg):
-            msg = msg()
-        self.sent += 1
-        self.worker.log_event(
-            self.topic,
-            {
-                "pod": self.pod_id,
-                "segment": self.segment,
-                "seq": self.sent,
-                "time": time.time(),
-                "worker": self.worker.address,
-                **msg,
-            },
-        )
-
-
 def _finite(x: float) -> float | None:
     return x if isinstance(x, float) and math.isfinite(x) else None
 
@@ -273,7 +167,7 @@ def _run_segment(task: SegmentTask) -> SegmentResult:
         resident.release(pod)
         pod, taken = None, False
     rebuilt = pod is None
-    control = _Control(task.control)
+    control = Control(task.control)
     try:
         if pod is None:
             pod = Pod(spec)
@@ -406,7 +300,7 @@ class _SegmentHooks(PodHooks):
     def __init__(self, task: SegmentTask, control, start_steps: int, start_wall: float):
         super().__init__()
         self.control, self.start_steps, self.start_wall = control, start_steps, start_wall
-        self.events = _Events(task.topic, task.pod_id, task.segment)
+        self.events = Events(task.topic, task.pod_id, task.segment)
         self.stopped = False
         self.applied_version = -1
 

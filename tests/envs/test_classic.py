@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from elegantpod.envs import Acrobot, CartPole, MountainCarContinuous, Pendulum, make_env
-from elegantpod.envs.base import (
+from elegantpod.envs.fused_step import (
     CPU_COMPILE_MIN_ENVS,
     ENTRIES_PER_SIZE,
     compiled_step,
@@ -278,7 +278,7 @@ def test_compiles_in_a_copied_context_and_another_thread_keep_their_limits(monke
     from torch._dynamo.eval_frame import _debug_get_cache_entry_list
     from torch._dynamo.utils import counters
 
-    from elegantpod.envs import base
+    from elegantpod.envs import fused_step as base
 
     monkeypatch.setattr(base, "COMPILE_BACKEND", "eager")  # dynamo's caching, no Inductor
     sizes = list(range(7001, 7006))
@@ -312,7 +312,7 @@ def test_a_failure_inside_a_capture_is_not_a_failed_compile(monkeypatch):
     """Inside a CUDA-graph capture (simulated: torch's query says so) a step that fails
     raises to the capture, which then fails on its own; the compiled step stays for
     this process. Outside one, the same failure marks the compile failed."""
-    from elegantpod.envs import base
+    from elegantpod.envs import fused_step as base
 
     monkeypatch.setattr(base, "COMPILE_BACKEND", "eager")
     env = CartPole(num_envs=13, compile=True)
