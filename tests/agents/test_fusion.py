@@ -222,3 +222,19 @@ def test_fused_ppo_solves_cartpole(seed):
     )
     result = Pod(spec).run()
     assert result.solved and result.eval_return_mean >= 475
+
+
+def test_the_saved_layout_is_known_here_only():
+    """``strip`` and ``part_of`` (issue 33: three modules walked the fused layout)."""
+    from elegantpod.agents.fusion import part_of, strip
+
+    state = {"modules": 1, "replay": "r0", "generator": "g0", "fused": [{"replay": "r1"}, "odd"]}
+    kept = strip(state, "replay")
+    assert kept == {"modules": 1, "generator": "g0", "fused": [{}, "odd"]}
+    assert state["fused"][0] == {"replay": "r1"}  # pure: the input is untouched
+    plain = {"modules": 1}
+    assert strip(plain, "replay") is plain  # nothing to drop: the same object
+    assert part_of(state, 0) == (state, "")
+    assert part_of(state, 1) == ({"replay": "r1"}, "fused[0]")
+    assert part_of(state, 2) == (state, "")  # not a dict: the first learner's
+    assert part_of(state, 3) == (state, "")  # past the saved ones: the first learner's

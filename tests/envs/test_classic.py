@@ -327,3 +327,23 @@ def test_a_failure_inside_a_capture_is_not_a_failed_compile(monkeypatch):
     with pytest.warns(RuntimeWarning, match="torch.compile failed"), pytest.raises(RuntimeError):
         env.step(wrong)  # not capturing: marked failed, then the eager step raises too
     assert env._step_fn is whole_step(CartPole) and compiled_step(CartPole, 13, "cpu") is None
+
+
+def test_the_public_carry_moves_an_env_on_from_another_state():
+    """What CUDA-graph capture holds in place (issue 33: it read private fields)."""
+    a, b = CartPole(num_envs=16, seed=1), CartPole(num_envs=16, seed=2)
+    a.reset(seed=1)
+    b.reset(seed=2)
+    act = torch.ones(16, dtype=torch.int64)
+    for _ in range(3):
+        a.step(act)
+    carry = a.carry()
+    assert carry.state is a.state and carry.elapsed is a.elapsed
+    b.set_carry(type(carry)(*(t.clone() for t in carry)))
+    b.generator.set_state(a.generator.get_state())
+    for _ in range(40):  # through episode ends: the reset noise follows the carry too
+        oa, ra, ta, ua, _ = a.step(act)
+        ob, rb, tb, ub, _ = b.step(act)
+        torch.testing.assert_close(ob, oa, rtol=0, atol=0)
+        assert torch.equal(ta, tb) and torch.equal(ua, ub) and torch.equal(ra, rb)
+    assert a.fused is False  # 16 sub-envs on a CPU step eagerly
