@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -93,7 +94,7 @@ def iterate(pod) -> None:
     if captured(pod):
         pod.graphs.run()
     else:
-        pod.learner.update(pod.worker.rollout())
+        pod.learner.update(pod.collector.rollout())
 
 
 class Timer:
@@ -264,7 +265,7 @@ def step_probe(args, record) -> dict[str, Any]:
         if not on_gpu:  # the static path that graphs record, run eagerly
             from elegantpod.capture import IterationGraphs
 
-            pod.graphs = IterationGraphs(pod.worker, pod.learner, capture=False)
+            pod.graphs = IterationGraphs(pod.collector, pod.learner, capture=False)
         t = time.perf_counter()
         pod.graphs.run() if pod.graphs is not None else iterate(pod)  # warm-up + capture
         if on_gpu:
@@ -462,7 +463,7 @@ def pod_child(args) -> int:
             go, give_up = Path(args.ready) / "go", time.monotonic() + args.budget
             while not go.exists() and time.monotonic() < give_up:  # the parent may be gone
                 time.sleep(0.02)
-            per = pod.env.num_envs * pod.worker.horizon
+            per = pod.env.num_envs * pod.collector.horizon
             steps, t = 0, time.perf_counter()
             while time.perf_counter() - t < args.seconds:
                 iterate(pod)
@@ -522,7 +523,9 @@ def lone_pod(hparams: dict[str, Any], device: str, seconds: float) -> float:
     """Env steps per second of one pod trained alone in this process with a tournament
     pod's settings (evaluations included), after a warm-up that compiles and captures."""
     from elegantpod.agents import PPOConfig
+    from elegantpod.budget import Budget
     from elegantpod.config import PodSpec
+    from elegantpod.hooks import PodHooks
     from elegantpod.pod import Pod
 
     spec = PodSpec(
@@ -531,9 +534,10 @@ def lone_pod(hparams: dict[str, Any], device: str, seconds: float) -> float:
     )  # fmt: skip
     pod = Pod(spec)
     done = []
-    pod.run(on_iteration=lambda p, stats: done.append(1) or len(done) < 3, final_eval=False)
+    budget = dataclasses.replace(Budget.of(pod.spec, pod.learner), evaluate_at_end=False)
+    pod.run(budget, PodHooks(on_update=lambda p, stats: done.append(1) or len(done) < 3))
     start, t = pod.env_steps, time.perf_counter()
-    pod.run(should_stop=lambda: time.perf_counter() - t >= seconds, final_eval=False)
+    pod.run(budget, PodHooks(should_stop=lambda: time.perf_counter() - t >= seconds))
     rate = (pod.env_steps - start) / (time.perf_counter() - t)
     pod.close()
     return rate

@@ -32,7 +32,7 @@ its error string and the run goes on), the JSON rewritten after each one:
    ahead of time (``compile_s``), then called until ``--seconds`` pass.
 3. **PPO training env steps/s** (rollout and update) at ``--ppo-sizes``: horizon 128,
    4 epochs, 4 minibatches, hidden (64, 64) tanh on both sides. Ours is a PPO pod run
-   through ``Pod.run(on_iteration=...)``, the public hook called after each update
+   through ``PodHooks(on_update=...)``, the public hook called after each update
    (whose host statistics synchronize the device), without evaluations; the first
    iterations are the warm-up (reported), then iterations are timed until
    ``--seconds`` pass. The peer's is ``make_train`` with ``NUM_ENVS=N`` and
@@ -94,7 +94,9 @@ from _common import (
 
 from elegantpod import Pod, PodSpec
 from elegantpod.agents import PPOConfig
+from elegantpod.budget import Budget
 from elegantpod.envs import make_env
+from elegantpod.hooks import PodHooks
 
 NAME = "gpu_frontier"
 ENV_ID = "CartPole-v1"
@@ -443,7 +445,7 @@ def ours_env_step(n: int, device: torch.device, seconds: float) -> dict[str, Any
 def ours_ppo(
     n: int, device: torch.device, seconds: float, warmup_iters: int, capture: bool | None = None
 ) -> dict[str, Any]:
-    """A PPO pod's rollout + update iterations, timed through ``on_iteration``.
+    """A PPO pod's rollout + update iterations, timed through its ``on_update`` hook.
 
     ``capture=None`` is the pod's default (CUDA graphs where supported); the eager run
     (``capture=False``) is measured beside it, so the table shows what capture buys."""
@@ -460,7 +462,7 @@ def ours_ppo(
         hparams=hparams,
         device=str(device),
         seed=0,
-        max_seconds=max(120.0, 20 * seconds),  # a safety net: on_iteration stops the run
+        max_seconds=max(120.0, 20 * seconds),  # a safety net: on_update stops the run
         eval_every_steps=2**62,  # no evaluation: training throughput only
         capture=capture,
     )
@@ -478,7 +480,8 @@ def ours_ppo(
         return None
 
     run_start = time.perf_counter()
-    pod.run(on_iteration=on_iteration, final_eval=False)
+    budget = Budget(seconds=spec.max_seconds, evaluate_at_end=False)  # no evaluation
+    pod.run(budget, PodHooks(on_update=on_iteration))
     pod.close()
     captured = pod.graphs is not None and pod.graphs.capture
     eager = None

@@ -5,7 +5,7 @@ Three measurements, every one time-boxed, the whole run kept under ``--budget`` 
 1. **env steps/s**: ``make_env(env_id, num_envs=N, device=dev, seed=0)`` stepped with
    random actions drawn on the device beforehand (a ring of ``RING`` batches, so neither
    sampling nor a host round-trip is timed), under ``torch.inference_mode()``.
-2. **PPO training steps/s**: a real ``Worker`` rollout plus ``PPO.update`` loop, with a
+2. **PPO training steps/s**: a real ``Collector`` rollout plus ``PPO.update`` loop, with a
    ``PPOConfig`` sized for the batch (``num_envs=N``, ``--horizon`` steps, ``--epochs``
    passes, ``--minibatches`` minibatches per pass); counted as ``N * horizon`` env steps
    per iteration over a window that includes the update, split into rollout and update.
@@ -55,8 +55,8 @@ from _common import (
 )
 
 from elegantpod.agents import PPO, PPOConfig
+from elegantpod.collector import Collector
 from elegantpod.envs import make_env
-from elegantpod.pod import Worker
 
 NAME = "gpu_throughput"
 ENVS = ("CartPole-v1", "Pendulum-v1")
@@ -142,7 +142,7 @@ def measure_env_step(env, seconds: float) -> dict[str, Any]:
 def measure_ppo(
     env, seconds: float, horizon: int, epochs: int, minibatches: int, compile_mode=None
 ):
-    """Env steps per second of PPO training: ``Worker.rollout`` + ``PPO.update`` per iteration."""
+    """Env steps per second of PPO training: ``Collector.rollout`` + ``PPO.update`` each."""
     n, dev = env.num_envs, env.device
     config = PPOConfig(
         num_envs=n,
@@ -155,7 +155,7 @@ def measure_ppo(
     if compile_mode is not None:
         learner.actor = torch.compile(learner.actor, mode=compile_mode)
         learner.critic = torch.compile(learner.critic, mode=compile_mode)
-    worker = Worker(env, learner, horizon, seed=0)
+    worker = Collector(env, learner, horizon, seed=0)
     t0 = time.perf_counter()
     for _ in range(PPO_WARMUP_ITERS):
         learner.update(worker.rollout())
@@ -509,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
         "ppo_train, num_envs * horizon per rollout+update iteration",
         "env_step": f"make_env(id, num_envs=N, device, seed=0), a ring of {RING} random "
         "action batches pre-drawn on the device, torch.inference_mode()",
-        "ppo_train": f"Worker(env, PPO, horizon, seed=0).rollout() + PPO.update(batch); "
+        "ppo_train": f"Collector(env, PPO, horizon, seed=0).rollout() + PPO.update(batch); "
         f"PPOConfig(num_envs=N, horizon={args.horizon}, epochs={args.epochs}, "
         f"minibatch_size=N*horizon//{args.minibatches}); {PPO_WARMUP_ITERS} warm-up iterations",
         "rows": [],

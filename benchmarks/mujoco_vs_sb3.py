@@ -72,9 +72,9 @@ def run_ours(env_id: str, algo: str, seed: int, budget: int, episodes: int) -> d
     pod = Pod(spec)
     t0 = time.perf_counter()
     while pod.env_steps < budget:  # the pod's own loop, minus its end-of-run evaluation
-        batch = pod.worker.rollout()
+        batch = pod.collector.rollout()
         pod.learner.update(batch)
-        pod.env_steps += pod.env.num_envs * pod.worker.horizon
+        pod.env_steps += pod.env.num_envs * pod.collector.horizon
     wall = time.perf_counter() - t0
     ev = pod.evaluate()
     pod.env.close()

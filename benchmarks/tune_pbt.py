@@ -135,6 +135,7 @@ def main() -> None:
                 import torch
 
                 from elegantpod.agents import get_algo
+                from elegantpod.budget import Budget
                 from elegantpod.config import PodSpec
                 from elegantpod.pod import Pod
 
@@ -169,10 +170,8 @@ def main() -> None:
                     pod.apply_hparams(hp)
                 steps = task.segment_steps or get_algo(task.algo).default_segment_steps
                 while True:
-                    pod.spec = dataclasses.replace(
-                        pod.spec, max_steps=pod.env_steps + steps, eval_every_steps=10**12
-                    )
-                    pod.run(final_eval=False, threads=1)
+                    budget = Budget(steps=pod.env_steps + steps, evaluate_at_end=False)
+                    pod.run(budget, threads=1)
                     score = pod.evaluate().score(pspec.fitness)[0]
                     with tempfile.TemporaryDirectory() as d:
                         pod.save(Path(d) / "pod.pt")

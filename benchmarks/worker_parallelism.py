@@ -12,7 +12,7 @@ Two measurements, each at ``num_envs`` in (1, 2, 4, 8), sync and async alternati
 - ``env``: random actions (pre-generated torch tensors) stepped through our adapter,
   ``make_env("Hopper-v5", num_envs=N, vectorization_mode=mode)``; sub-env steps per
   second.
-- ``rollout``: a SAC pod's rollout phase, ``pod.worker.rollout()`` (actor forward pass,
+- ``rollout``: a SAC pod's rollout phase, ``pod.collector.rollout()`` (actor forward pass,
   env step, buffer write for ``horizon`` vector steps), learning not timed; SAC's
   ``learning_starts=0`` so that the actor, not uniform noise, picks the actions.
 
@@ -102,10 +102,10 @@ def bench_rollout(n: int, mode: str, sub_steps: int, seed: int) -> float:
     try:
         rollouts = max(1, sub_steps // (n * HORIZON))
         for _ in range(max(1, WARMUP_VECTOR_STEPS // HORIZON)):
-            pod.worker.rollout()
+            pod.collector.rollout()
         start = time.perf_counter()
         for _ in range(rollouts):
-            pod.worker.rollout()
+            pod.collector.rollout()
         elapsed = time.perf_counter() - start
     finally:
         pod.env.close()
@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         "async": "gymnasium AsyncVectorEnv: one worker process per sub-env, shared memory",
         "parts": {
             "env": "random actions through make_env(ENV_ID, N, vectorization_mode=mode)",
-            "rollout": f"SAC pod (learning_starts=0, horizon {HORIZON}): pod.worker.rollout()",
+            "rollout": f"SAC pod (learning_starts=0, horizon {HORIZON}): pod.collector.rollout()",
         },
         "configs": configs,
     }

@@ -9,15 +9,15 @@ Python and took 174 ms, while end-to-end-compiled JAX PPO did the same work in 1
 
 - **rollout**: ``horizon`` vector steps of policy forward, action sampling, the env's
   fused step (:func:`elegantpod.envs.base.whole_step`, itself one compiled kernel) and
-  the buffer writes, then copies of the env's and worker's carried tensors back into
+  the buffer writes, then copies of the env's and collector's carried tensors back into
   the tensors the graph reads, so that each replay continues where the last one ended;
 - **update**: GAE, every epoch's permutation and minibatch gradient steps (loss,
   backward, gradient clipping, Adam with ``capturable=True`` reading a tensor learning
   rate) and the observation normalizer's update, summing the statistics into a device
   tensor that is read once per iteration.
 
-Both record the very functions the eager path runs (:meth:`Worker.rollout
-<elegantpod.pod.Worker.rollout>`, :meth:`PPO.update_static
+Both record the very functions the eager path runs (:meth:`Collector.rollout
+<elegantpod.collector.Collector.rollout>`, :meth:`PPO.update_static
 <elegantpod.agents.ppo.PPO.update_static>`), so a replay computes what an eager
 iteration computes from the same state, including the random draws: the learner's and
 the env's generators are registered with each graph and advance as they would eagerly.
@@ -28,7 +28,7 @@ optimizer) or changes a constant (a new clipping range, discount or entropy weig
 noticed through :meth:`IterationGraphs.fingerprint` before the next replay and the graphs
 are captured again. The learning rate is no constant: Adam reads it from a device tensor
 that a new ``lr`` changes in place. Tensors the pod reassigns as it runs (the env's
-state after a reset, the worker's observation) are copied into the graph's own before a
+state after a reset, the collector's observation) are copied into the graph's own before a
 replay instead, so a restart of the pod's episodes keeps its graphs.
 
 The first iteration after a (re)capture runs eagerly on a side stream: it warms up
@@ -56,8 +56,6 @@ from elegantpod.agents.ppo import PPO
 
 Tensor = torch.Tensor
 
-ENV_CARRY = ("state", "elapsed", "episode_return", "_draws", "_reset_key")
-"""A native env's tensors that one step replaces and the next step reads."""
 
 MIN_CAPTURE_ITERATIONS = 2
 """Iterations that must remain for a capture to pay: the warm-up iteration that precedes
@@ -91,16 +89,16 @@ def _pod_streams(device: torch.device) -> tuple[Any, Any]:
         return _streams[key]
 
 
-def unsupported(worker: Any, learner: Any) -> str | None:
+def unsupported(collector: Any, learner: Any) -> str | None:
     """Why this pod's iterations cannot be captured, or ``None`` when they can."""
     from elegantpod.envs.base import TorchVecEnv
 
     if not isinstance(learner, PPO):
         return f"whole-iteration capture covers PPO, not {type(learner).__name__}"
-    env = worker.env
+    env = collector.env
     if env.device.type != "cuda" or learner.device != env.device:
         return "CUDA graphs need the env and the learner on one CUDA device"
-    if not isinstance(env, TorchVecEnv) or not env._fused:
+    if not isinstance(env, TorchVecEnv) or not env.fused:
         return f"{env.env_id} is not a native env with a fused step"
     if not hasattr(torch.cuda.CUDAGraph, "register_generator_state"):
         return f"torch {torch.__version__} cannot capture a custom generator in a CUDA graph"
@@ -112,20 +110,20 @@ class IterationGraphs:
 
     Parameters
     ----------
-    worker, learner
-        The pod's :class:`~elegantpod.pod.Worker` and its PPO learner.
+    collector, learner
+        The pod's :class:`~elegantpod.pod.Collector` and its PPO learner.
     capture
         ``False`` runs the same static path (:meth:`PPO.update_static`, statistics on
         the device, carried tensors kept in place) eagerly and captures nothing: what a
         CPU test compares with the plain eager path, and with a captured GPU run.
     """
 
-    def __init__(self, worker: Any, learner: PPO, capture: bool = True) -> None:
+    def __init__(self, collector: Any, learner: PPO, capture: bool = True) -> None:
         if capture:
-            reason = unsupported(worker, learner)
+            reason = unsupported(collector, learner)
             if reason is not None:
                 raise ValueError(f"cannot capture this pod's iterations: {reason}")
-        self.worker, self.learner, self.capture = worker, learner, capture
+        self.collector, self.learner, self.capture = collector, learner, capture
         self.sums = torch.zeros(len(PPO.STAT_KEYS), device=learner.device)
         self.steps = 0
         self.graphs: tuple[Any, Any] | None = None
@@ -135,7 +133,7 @@ class IterationGraphs:
         self.replays = 0
         """How many iterations replayed captured graphs."""
         self._fingerprint: Fingerprint | None = None
-        self._static: dict[tuple[str, str], Tensor] = {}
+        self._static: dict[str, Tensor] = {}
         learner.use_static_update(capture)
 
     # -- running --------------------------------------------------------------------------
@@ -161,7 +159,7 @@ class IterationGraphs:
 
     def _eager_iteration(self) -> None:
         self._as_inference()
-        batch = self.worker.rollout()
+        batch = self.collector.rollout()
         self.steps = self.learner.update_static(batch, self.sums)
 
     def invalidate(self) -> None:
@@ -181,12 +179,12 @@ class IterationGraphs:
         the rollout buffer, the normalizer's statistics, the episode counters and the
         random generators.
         """
-        learner, worker = self.learner, self.worker
+        learner, collector = self.learner, self.collector
         skip = set(getattr(learner, "tensor_hparams", ()))
         config = dataclasses.asdict(learner.config)
         values: list[Any] = [sorted((k, repr(v)) for k, v in config.items() if k not in skip)]
-        held: list[Any] = [worker.buffer, learner.generator, worker.env.generator]
-        held += [v for v in vars(worker.buffer).values() if isinstance(v, Tensor)]
+        held: list[Any] = [collector.buffer, learner.generator, collector.env.generator]
+        held += [v for v in vars(collector.buffer).values() if isinstance(v, Tensor)]
         held += list(learner.params)
         for opt in learner.optimizers.values():
             for state in opt.state.values():
@@ -197,30 +195,40 @@ class IterationGraphs:
                     sorted((k, repr(v)) for k, v in group.items() if not isinstance(v, Tensor))
                 )
         held += list(learner.obs_norm.buffers())
-        held += [worker.return_sum, worker.episodes]
+        held += [collector.return_sum, collector.episodes]
         return Fingerprint(values, held)
 
-    def _carried(self) -> list[tuple[Any, str]]:
-        return [(self.worker.env, name) for name in ENV_CARRY] + [(self.worker, "obs")]
+    def _carried(self) -> dict[str, Tensor]:
+        """The tensors an iteration replaces and the next reads: the env's carry (see
+        :class:`~elegantpod.envs.base.EnvCarry`), then the collector's observation."""
+        carry = {f"env.{k}": v for k, v in self.collector.env.carry()._asdict().items()}
+        carry["collector.obs"] = self.collector.obs
+        return carry
+
+    def _set_carried(self, tensors: dict[str, Tensor]) -> None:
+        """Make the env and the collector go on from ``tensors`` (as :meth:`_carried`)."""
+        env = self.collector.env
+        fields = {k.removeprefix("env."): v for k, v in tensors.items() if k.startswith("env.")}
+        env.set_carry(type(env.carry())(**fields))
+        self.collector.obs = tensors["collector.obs"]
 
     def _as_inference(self) -> None:
         """Make the carried tensors inference tensors (a reset makes plain ones), so the
         env's compiled step meets one variant on this path, the one a rollout makes."""
         with torch.inference_mode():
-            for owner, name in self._carried():
-                current = getattr(owner, name)
-                if not current.is_inference():
-                    setattr(owner, name, current.clone())
+            carried = self._carried()
+            if not all(t.is_inference() for t in carried.values()):
+                self._set_carried(
+                    {k: t if t.is_inference() else t.clone() for k, t in carried.items()}
+                )
 
     def _sync_in(self) -> None:
         """Copy tensors the pod reassigned since the last replay into the graph's own."""
         with torch.inference_mode():
-            for owner, name in self._carried():
-                static = self._static[(type(owner).__name__, name)]
-                current = getattr(owner, name)
-                if current is not static:
-                    static.copy_(current)
-                    setattr(owner, name, static)
+            for key, current in self._carried().items():
+                if current is not self._static[key]:
+                    self._static[key].copy_(current)
+            self._set_carried(dict(self._static))
 
     # -- capturing -------------------------------------------------------------------------
     def _warm_up_and_capture(self) -> None:
@@ -264,7 +272,7 @@ class IterationGraphs:
     def _side_allocated(self) -> list[Tensor]:
         """Tensors a warm-up may have made on its side stream: the carried ones and the
         optimizer's lazily created moments."""
-        out = [getattr(owner, name) for owner, name in self._carried()]
+        out = list(self._carried().values())
         for opt in self.learner.optimizers.values():
             for state in opt.state.values():
                 out += [v for v in state.values() if isinstance(v, Tensor) and v.is_cuda]
@@ -277,33 +285,29 @@ class IterationGraphs:
     def _new_graph(self) -> Any:
         graph = torch.cuda.CUDAGraph()
         graph.register_generator_state(self.learner.generator)
-        if self.worker.env.generator is not self.learner.generator:
-            graph.register_generator_state(self.worker.env.generator)
+        if self.collector.env.generator is not self.learner.generator:
+            graph.register_generator_state(self.collector.env.generator)
         return graph
 
     def _capture_rollout(self) -> Any:
-        carried = self._carried()
         with torch.inference_mode():
-            static = {}
-            for owner, name in carried:
-                # a private copy the graph reads, unless another carried tensor owns
-                # this memory (CartPole's observation is a view of its state)
-                static[(type(owner).__name__, name)] = getattr(owner, name)
+            # the graph reads these tensors where they are (CartPole's observation is a
+            # view of its state: copies would split them)
+            static = self._carried()
             self._static = static
             graph = self._new_graph()
             try:
                 with torch.cuda.device(self.learner.device), self._graph(graph):
-                    self.worker.rollout()
-                    for owner, name in carried:
-                        static[(type(owner).__name__, name)].copy_(getattr(owner, name))
+                    self.collector.rollout()
+                    for key, current in self._carried().items():
+                        static[key].copy_(current)
             finally:
-                for owner, name in carried:
-                    setattr(owner, name, static[(type(owner).__name__, name)])
+                self._set_carried(dict(static))
         return graph
 
     def _capture_update(self) -> Any:
         graph = self._new_graph()
-        batch = self.worker.buffer.batch()
+        batch = self.collector.buffer.batch()
         with torch.cuda.device(self.learner.device), self._graph(graph):
             self.steps = self.learner.update_static(batch, self.sums)
         return graph

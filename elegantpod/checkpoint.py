@@ -195,22 +195,18 @@ def without_replay(payload: dict[str, Any]) -> dict[str, Any]:
     Pure: the dicts on the way to a replay are copied, the tensors are shared, and a
     payload with no replay is returned as it is (the same object).
     """
+    from elegantpod.agents.fusion import strip
+
     learner = payload.get("learner")
     if not isinstance(learner, dict):
         return payload
     fused = learner.get("fused")
-    has_fused_replay = isinstance(fused, list) and any(
-        isinstance(x, dict) and x.get("replay") is not None for x in fused
-    )
-    if learner.get("replay") is None and not has_fused_replay:
-        return payload
-    learner = {k: v for k, v in learner.items() if k != "replay"}
-    if has_fused_replay:
-        learner["fused"] = [
-            {k: v for k, v in x.items() if k != "replay"} if isinstance(x, dict) else x
-            for x in fused
-        ]
-    return {**payload, "learner": learner}
+    parts = fused if isinstance(fused, list) else []
+    if learner.get("replay") is None and not any(
+        isinstance(x, dict) and x.get("replay") is not None for x in parts
+    ):
+        return payload  # nothing to drop (an empty "replay" entry stays as it is)
+    return {**payload, "learner": strip(learner, "replay")}
 
 
 def _unsafe(path, exc: UnsafeFileError) -> str:

@@ -1,4 +1,4 @@
-"""A pod: worker (rollouts), learner (updates) and evaluator (deterministic episodes).
+"""A pod: collector (rollouts), learner (updates) and evaluator (deterministic episodes).
 
 The pod is the unit a tournament schedules. It trains for a budget of env steps and/or
 seconds, or until an evaluation reaches a target return, reporting :class:`Progress`
@@ -15,165 +15,67 @@ what each would do alone.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
-import os
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import gymnasium
 import torch
 
 from elegantpod.agents import get_algo
 from elegantpod.agents.base import Learner
-from elegantpod.buffers import RolloutBuffer
+from elegantpod.agents.fusion import strip
+from elegantpod.budget import Budget
 from elegantpod.checkpoint import (
     BEST_FILE,
     CHECKPOINT_FILE,
     CheckpointError,
     check_devices,
-    check_origin,
     checked_rng_state,
     checkpoint_bytes,
-    load_checkpoint,
     resolve_checkpoint,
     resolve_env_kwargs,
     save_checkpoint,
-    spec_of,
     without_replay,
     write_checkpoint_bytes,
 )
+from elegantpod.checks import replace_checked
+from elegantpod.collector import Collector
 from elegantpod.config import PodSpec
 from elegantpod.devices import resolve_device
 from elegantpod.envs import make_env
-from elegantpod.envs.base import VecEnv
+from elegantpod.evaluator import Evaluator
+from elegantpod.hooks import PodHooks, continues
 from elegantpod.memory import check_memory
+from elegantpod.pod_build import (
+    build_learner,
+    check_learner_rng,
+    device_types,
+    each_learner,
+    env_dims,
+    iteration_graphs,
+    iterations_left,
+    learner_seeds,
+)
+from elegantpod.saved_pod import SavedPod
+from elegantpod.threads import torch_threads
 from elegantpod.types import EvalResult, Progress, TrainResult
 
 Tensor = torch.Tensor
-
-
-class Worker:
-    """Steps a batched env with a learner's exploration policy into a rollout buffer."""
-
-    def __init__(self, env: VecEnv, learner: Learner, horizon: int, seed: int):
-        self.env, self.learner, self.horizon = env, learner, int(horizon)
-        self.buffer = RolloutBuffer(
-            horizon,
-            env.num_envs,
-            learner.obs_shape,
-            learner.action_shape,
-            learner.action_dtype,
-            env.device,
-        )
-        self.seed = int(seed)
-        self.obs = env.reset(seed=self.seed)
-        self.is_fresh = True
-        """Every episode is fresh (after a reset): the next rollout tells the learner."""
-        # Finished-episode statistics stay on the device: no host sync per step.
-        self.return_sum = torch.zeros((), device=env.device, dtype=torch.float64)
-        self.episodes = torch.zeros((), device=env.device, dtype=torch.int64)
-
-    def restart(self) -> None:
-        """Start fresh episodes as at construction (the env reset with the worker's seed)
-        and forget the finished-episode statistics; the learner's exploration noise
-        restarts at the next rollout."""
-        self.obs = self.env.reset(seed=self.seed)
-        self.is_fresh = True
-        self.return_sum.zero_()
-        self.episodes.zero_()
-
-    @torch.inference_mode()
-    def rollout(self):
-        """Collect ``horizon`` vector steps; returns the time-major :class:`Batch`.
-
-        After each step the learner hears which episodes ended
-        (``learner.episodes_ended``), so that its exploration noise restarts with them.
-        """
-        if self.is_fresh:
-            # At the rollout, not in restart(): a pod rebuilt from a checkpoint (fresh
-            # episodes, the saved noise) then restarts its noise exactly as a pod that
-            # restarted its episodes after saving the same state.
-            self.learner.episodes_ended(None)
-            self.is_fresh = False
-        obs = self.obs
-        for t in range(self.horizon):
-            stored, env_action = self.learner.explore(obs)
-            next_obs, reward, terminated, truncated, info = self.env.step(env_action)
-            self.buffer.write(t, obs, stored, reward, info["final_obs"], terminated, truncated)
-            done = terminated | truncated
-            self.learner.episodes_ended(done)
-            self.return_sum += (info["episode_return"] * done).sum()
-            self.episodes += done.sum()
-            obs = next_obs
-        self.obs = obs
-        return self.buffer.batch()
-
-    def pop_train_return(self) -> float:
-        """Mean return of training episodes finished since the last call (NaN if none)."""
-        n = int(self.episodes)
-        mean = float(self.return_sum) / n if n else math.nan
-        self.return_sum.zero_()
-        self.episodes.zero_()
-        return mean
-
-
-class Evaluator:
-    """Runs ``episodes`` deterministic episodes in parallel on a separate env.
-
-    ``env_kwargs`` configure that env (a trading env's validation dates, say); an env
-    that reports ``episode_metrics()`` (Sharpe, Calmar...) has them collected too.
-    """
-
-    def __init__(self, env_id: str, episodes: int, device, seed: int, env_kwargs=None):
-        self.env = make_env(
-            env_id, num_envs=episodes, device=device, seed=seed, **(env_kwargs or {})
-        )
-        self.episodes, self.seed, self.count = int(episodes), int(seed), 0
-        self.seconds = 0.0
-        """Wall seconds spent evaluating so far (a tournament reports its share)."""
-
-    @torch.inference_mode()
-    def evaluate(self, learner: Learner) -> EvalResult:
-        """One episode per sub-env; fresh, reproducible start states on each call."""
-        start = time.perf_counter()
-        try:
-            return self._evaluate(learner)
-        finally:
-            self.seconds += time.perf_counter() - start
-
-    def _evaluate(self, learner: Learner) -> EvalResult:
-        self.count += 1
-        obs = self.env.reset(seed=self.seed + 7919 * self.count)
-        n = self.episodes
-        finished = torch.zeros(n, dtype=torch.bool, device=self.env.device)
-        returns = torch.zeros(n, dtype=torch.float64, device=self.env.device)
-        lengths = torch.zeros(n, dtype=torch.int64, device=self.env.device)
-        limit = self.env.max_episode_steps or 100_000
-        for step in range(limit + 1):
-            obs, _, terminated, truncated, info = self.env.step(
-                learner.act(obs, deterministic=True)
-            )
-            done = (terminated | truncated) & ~finished
-            returns = torch.where(done, info["episode_return"].double(), returns)
-            lengths = torch.where(done, info["episode_length"], lengths)
-            finished |= done
-            if step % 16 == 15 and bool(finished.all()):
-                break
-        if not bool(finished.all()):
-            raise RuntimeError(f"evaluation did not finish {n} episodes within {limit} steps")
-        # envs that record whole episodes (a full-range trading env) report more metrics
-        measured = self.env.episode_metrics() if getattr(self.env, "record", False) else {}
-        extra = {k: tuple(v) for k, v in measured.items()}
-        return EvalResult(tuple(returns.tolist()), tuple(int(x) for x in lengths.tolist()), extra)
+_WRITER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="elegantpod-checkpoint")
+"""Writes snapshots in the background of the evaluation that follows them."""
 
 
 class Pod:
-    """Worker + learner + evaluator for one :class:`PodSpec`.
+    """Collector + learner + evaluator for one :class:`PodSpec`.
+
+    Run it with :meth:`run` (a :class:`~elegantpod.budget.Budget` and
+    :class:`~elegantpod.hooks.PodHooks`: the only ways to bound, watch and stop a run),
+    evaluate it with :meth:`evaluate`, change its hyperparameters with
+    :meth:`set_hparams`, and save and load it with :meth:`save` and :meth:`load`.
 
     Parameters
     ----------
@@ -208,11 +110,11 @@ class Pod:
             **spec.env_kwargs,
         )
         # now with the env's dimensions, before buffers and networks are allocated
-        check_memory(spec, *_dims(self.env))
-        self.learner: Learner = _build_learner(algo, self.env, hparams, spec)
+        check_memory(spec, *env_dims(self.env))
+        self.learner: Learner = build_learner(algo, self.env, hparams, spec)
         horizon = hparams.horizon
-        self.worker = Worker(self.env, self.learner, horizon, spec.seed)
-        self.graphs = _iteration_graphs(self.worker, self.learner, spec)
+        self.collector = Collector(self.env, self.learner, horizon, spec.seed)
+        self.graphs = iteration_graphs(self.collector, self.learner, spec)
         """The pod's :class:`~elegantpod.capture.IterationGraphs`, or ``None``: eager."""
         self.evaluator = Evaluator(
             spec.env_id,
@@ -226,8 +128,9 @@ class Pod:
         self.last_eval: EvalResult | None = None
         self.best_score: float | None = None
         """The best evaluation score (fitness) so far, the one ``best.pt`` holds."""
-        self.stop_event = threading.Event()
-        """Set by :meth:`request_stop`; the run in progress (or the next) polls it."""
+        self._hooks: PodHooks | None = None  # the run in progress's
+        # The pod owns its learner's stop check: the hooks of the run in progress.
+        self.learner.should_stop = self._should_stop
         self._saved_at: int | None = None  # env_steps of the last checkpoint written
         if resume:
             if self.out_dir is None:
@@ -260,80 +163,77 @@ class Pod:
     # -- training ---------------------------------------------------------------------
     def run(
         self,
-        callback: Callable[[Progress], bool | None] | None = None,
-        on_iteration: Callable[[Pod, dict[str, float]], bool | None] | None = None,
-        should_stop: Callable[[], bool] | None = None,
+        budget: Budget | None = None,
+        hooks: PodHooks | None = None,
         threads: int | None = None,
-        final_eval: bool = True,
     ) -> TrainResult:
-        """Train until the target, the step budget or the time budget is reached.
+        """Train until the budget is spent, the spec's target is reached, or the hooks
+        stop the run.
 
-        ``callback(progress)`` is called after each evaluation and
-        ``on_iteration(pod, stats)`` after each learner update (this is where a
-        tournament polls its controls and publishes progress); either returning
-        ``False`` stops the run. ``should_stop()`` is polled inside each update too,
-        between gradient steps, as is :meth:`request_stop`: a stop then ends even a long
-        update within one gradient step, and the run ends (checkpointed) with the
-        weights learned so far. It must be cheap (read a remote control at most every
-        few tenths of a second). ``final_eval=False`` skips the evaluation that a spent
-        budget triggers (a tournament segment evaluates itself, while its checkpoint is
-        written).
+        Parameters
+        ----------
+        budget
+            Steps, seconds and when to evaluate; ``None``: what the spec asks for
+            (:meth:`Budget.of <elegantpod.budget.Budget.of>`).
+        hooks
+            Called after each update and each evaluation, and polled between gradient
+            steps (see :class:`~elegantpod.hooks.PodHooks`); a stop then ends even a long
+            update within one gradient step, and the run ends (checkpointed) with the
+            weights learned so far.
+        threads
+            Torch's intra-op thread count during the run (restored after it): ``None``
+            is :func:`~elegantpod.threads.default_threads` of the pod's device (one on a
+            CPU), ``0`` leaves torch's own setting alone.
+
         ``wall_seconds`` counts from here (envs and networks already built) to the end of
         the evaluation that first met the target, or to the end of training.
-
-        ``threads`` is torch's intra-op thread count during the run (restored after it):
-        ``None`` is :func:`default_threads` of the pod's device (one on a CPU), ``0``
-        leaves torch's own setting alone.
         """
+        budget = Budget.of(self.spec, self.learner) if budget is None else budget
+        hooks = PodHooks() if hooks is None else hooks
         with torch_threads(threads, self.spec.device):
-            return self._run(callback, on_iteration, should_stop, final_eval)
+            return self._run(budget, hooks)
 
-    def _run(self, callback, on_iteration, should_stop, final_eval) -> TrainResult:
+    def _should_stop(self) -> bool:
+        """The learner's stop check: the run in progress's hooks (outside a run, never)."""
+        hooks = self._hooks
+        return hooks is not None and hooks.should_stop()
+
+    def _run(self, budget: Budget, hooks: PodHooks) -> TrainResult:
         spec, learner = self.spec, self.learner
-        max_steps = spec.max_steps or (None if spec.max_seconds else learner.default_max_steps)
-        eval_every = spec.eval_every_steps or learner.default_eval_every()
-        next_eval = (self.env_steps // eval_every + 1) * eval_every
+        every = budget.evaluate_every
+        next_eval = None if every is None else (self.env_steps // every + 1) * every
         start = time.perf_counter()
         solved, stats = False, {}
-        per_rollout = self.env.num_envs * self.worker.horizon
-
-        def is_stopping() -> bool:
-            return self.stop_event.is_set() or (should_stop is not None and bool(should_stop()))
-
-        # a learner that does not poll (a user's own, say) stops between updates only
-        outside = getattr(learner, "should_stop", None) or (lambda: False)
-        learner.should_stop = is_stopping
+        per_rollout = self.env.num_envs * self.collector.horizon
+        self._hooks = hooks
         try:
             while True:
                 if self.graphs is not None and self.graphs.capture:
-                    left = _iterations_left(max_steps, self.env_steps, per_rollout)
+                    left = iterations_left(budget.steps, self.env_steps, per_rollout)
                     stats = self.graphs.run(iterations_left=left) or stats
                 else:
-                    batch = self.worker.rollout()
-                    stats = learner.update(batch) or stats
+                    stats = learner.update(self.collector.rollout()) or stats
                 self.env_steps += per_rollout
-                if is_stopping():
-                    break
-                if on_iteration is not None and on_iteration(self, stats) is False:
+                if hooks.should_stop() or not continues(hooks.on_update(self, stats)):
                     break
                 elapsed = time.perf_counter() - start
-                out_of_steps = max_steps is not None and self.env_steps >= max_steps
-                out_of_time = spec.max_seconds is not None and elapsed >= spec.max_seconds
-                budget_spent = (out_of_steps or out_of_time) and final_eval
-                if self.env_steps >= next_eval or budget_spent:
-                    next_eval += eval_every
+                out_of_steps = budget.steps is not None and self.env_steps >= budget.steps
+                out_of_time = budget.seconds is not None and elapsed >= budget.seconds
+                due = next_eval is not None and self.env_steps >= next_eval
+                if due or ((out_of_steps or out_of_time) and budget.evaluate_at_end):
+                    if next_eval is not None:
+                        next_eval += every
                     progress = self._evaluate(start, stats)
                     score = progress.eval_return_mean if progress.score is None else progress.score
                     solved = spec.target_reward is not None and score >= spec.target_reward
                     if self.out_dir is not None:
                         self._save_evaluated(score)
-                    if callback is not None and callback(progress) is False:
+                    if not continues(hooks.on_evaluation(self, progress)):
                         break
                 if solved or out_of_steps or out_of_time:
                     break
         finally:
-            learner.should_stop = outside
-            self.stop_event.clear()  # the request is answered
+            self._hooks = None
         wall = time.perf_counter() - start
         ckpt = None
         if self.out_dir is not None:
@@ -381,20 +281,60 @@ class Pod:
             wall_seconds=time.perf_counter() - start,
             eval_return_mean=ev.mean,
             eval_return_std=ev.std,
-            train_return_mean=self.worker.pop_train_return(),
+            train_return_mean=self.collector.pop_train_return(),
             stats=dict(stats),
             score=None if self.spec.fitness == "return" else ev.score(self.spec.fitness)[0],
         )
         self.curve.append(p)
         return p
 
-    def evaluate(self) -> EvalResult:
-        """A fresh deterministic evaluation of the current policy."""
-        return self.evaluator.evaluate(self.learner)
+    def evaluate(self, episode_index: int | None = None) -> EvalResult:
+        """A deterministic evaluation of the current policy: the next one, or with
+        ``episode_index`` a repeat of an earlier one's episodes (see
+        :meth:`Evaluator.evaluate <elegantpod.evaluator.Evaluator.evaluate>`)."""
+        return self.evaluator.evaluate(self.learner, episode_index)
+
+    @property
+    def evaluations(self) -> int:
+        """Evaluations run so far, counted across saves and loads (the last one's
+        ``episode_index``)."""
+        return self.evaluator.count
+
+    @property
+    def eval_seconds(self) -> float:
+        """Wall seconds this pod object has spent evaluating."""
+        return self.evaluator.seconds
+
+    def pop_train_return(self) -> float:
+        """Mean return of the training episodes finished since the last call (NaN if
+        none); a run's evaluations take it too (``Progress.train_return_mean``)."""
+        return self.collector.pop_train_return()
+
+    def snapshot_and_evaluate(
+        self, write: Callable[[bytes], Any], origin: dict[str, str] | None = None
+    ) -> EvalResult:
+        """Snapshot the pod, evaluate it while ``write(snapshot_bytes)`` runs in the
+        background, and return the evaluation once both are done.
+
+        What a tournament segment does at its end: the checkpoint leaves the critical
+        path, and the snapshot counts the evaluation that follows it (so a pod loaded
+        from it evaluates next what this pod would). ``origin`` is recorded in the
+        snapshot (see :func:`~elegantpod.checkpoint.origin_of`). An error of either is
+        raised, once both have ended.
+        """
+        payload = self.checkpoint_payload(evaluations_ahead=1)
+        if origin is not None:
+            payload["origin"] = dict(origin)
+        written = _WRITER.submit(write, checkpoint_bytes(payload))
+        try:
+            ev = self.evaluate()
+        finally:
+            written.result()
+        return ev
 
     # -- a pod that stays built between runs ---------------------------------------------
     def restart_episodes(self) -> None:
-        """Put the training env and worker where ``Pod(spec).load(checkpoint)`` puts them.
+        """Put the training env and collector where ``Pod(spec).load(checkpoint)`` puts them.
 
         Why: a tournament can keep a pod built on its worker between segments instead of
         rebuilding it from its checkpoint. After its own :meth:`save`, this call makes the
@@ -404,21 +344,20 @@ class Pod:
 
         What it does: the training env starts fresh episodes, reset with ``spec.seed`` as
         at construction, while its random generator keeps its state (as a load restores
-        it); the training-return statistics, ``curve`` and ``last_eval`` are cleared, and
-        a pending :meth:`request_stop` is dropped. Weights, optimizer moments, step
-        clocks, replay, the learners' and the env's random generators, ``env_steps``
-        and the evaluator's episode counter stay as they are.
+        it); the training-return statistics, ``curve`` and ``last_eval`` are cleared.
+        Weights, optimizer moments, step clocks, replay, the learners' and the env's
+        random generators, ``env_steps`` and the evaluator's episode counter stay as
+        they are.
         """
         generator = getattr(self.env, "generator", None)
         kept = generator.get_state() if generator is not None else None
-        self.worker.restart()
+        self.collector.restart()
         if kept is not None:
             generator.set_state(kept)
-        # Graphs stay: the env's and worker's new tensors are copied into the graphs'
+        # Graphs stay: the env's and collector's new tensors are copied into the graphs'
         # own before the next replay, the episode counters were zeroed in place.
         self.curve = []
         self.last_eval = None
-        self.stop_event.clear()
 
     def apply_hparams(self, hparams: Any) -> None:
         """Switch to ``hparams`` (the algorithm's config; ``None``: its defaults, as for a
@@ -464,23 +403,25 @@ class Pod:
             self.learner.set_hparams(**changes)
         self.spec = dataclasses.replace(self.spec, hparams=hparams)
 
+    def set_hparams(self, **changes: Any) -> None:
+        """Change hyperparameters by name, live (``pod.set_hparams(lr=3e-4)``).
+
+        Checked like :meth:`apply_hparams` (structural ones refused, bad values named,
+        the pod unchanged then); ``spec.hparams`` follows, so a checkpoint saved after
+        it records the settings in force.
+        """
+        self.apply_hparams(replace_checked(self.learner.config, changes))
+
     def _invalidate_graphs(self) -> None:
         """Capture again before the next replay: a load replaced tensors and generator
         states the graphs hold (a fingerprint would see most of it; this is certain)."""
         if self.graphs is not None:
             self.graphs.invalidate()
 
-    def request_stop(self) -> None:
-        """Ask the run in progress (or else the next) to end within one gradient step.
-
-        Safe to call from any thread: a control thread, a widget, a signal handler.
-        """
-        self.stop_event.set()
-
     def close(self) -> None:
         """Release the envs (an async gymnasium env's worker processes, say)."""
         self.env.close()
-        self.evaluator.env.close()
+        self.evaluator.close()
 
     def __enter__(self) -> Pod:
         return self
@@ -528,7 +469,11 @@ class Pod:
         }
 
     def load(
-        self, path: str | Path, *, restore_rng: bool = True, expect: dict[str, Any] | None = None
+        self,
+        path: str | Path | SavedPod,
+        *,
+        restore_rng: bool = True,
+        expect: dict[str, Any] | None = None,
     ) -> None:
         """Restore learner, step count and RNG state from a checkpoint of the same architecture.
 
@@ -566,58 +511,40 @@ class Pod:
         ``env_id``, ``algo``, ``pod``): a store's checkpoint must say it is what its record
         says before anything of it is used.
 
+        ``path`` may be a :class:`~elegantpod.saved_pod.SavedPod` already read (a caller
+        that inspected the file first reads it once).
+
         Raises
         ------
         CheckpointError
             Naming the file and the field that is missing, malformed or does not fit.
         """
-        data = load_checkpoint(path, map_location=self.spec.device)
+        saved = path if isinstance(path, SavedPod) else SavedPod.read(path, self.spec.device)
         if expect is not None:
-            check_origin(data, path, **expect)
-        self._restore(data, path, restore_rng)
+            saved.check_origin(**expect)
+        self._restore(saved, restore_rng)
 
-    def _restore(self, data: dict[str, Any], path, restore_rng: bool = True) -> None:
-        where = f"checkpoint {str(path)!r}"
-        saved = spec_of(data, path)
-        if saved.algo != self.spec.algo or saved.env_id != self.spec.env_id:
+    def _restore(self, saved: SavedPod, restore_rng: bool = True) -> None:
+        where = f"checkpoint {saved.path!r}"
+        if saved.spec.algo != self.spec.algo or saved.spec.env_id != self.spec.env_id:
             raise CheckpointError(
-                f"{where} holds a {saved.algo!r} agent for {saved.env_id!r}, "
+                f"{where} holds a {saved.spec.algo!r} agent for {saved.spec.env_id!r}, "
                 f"not {self.spec.algo!r} for {self.spec.env_id!r}"
             )
-        env_steps = data.get("env_steps")
-        if isinstance(env_steps, bool) or not isinstance(env_steps, int) or env_steps < 0:
-            raise CheckpointError(
-                f"{where}: field 'env_steps' must be an integer >= 0, got {env_steps!r}"
-            )
-        learner_state = data.get("learner")
-        if not isinstance(learner_state, dict):
-            raise CheckpointError(f"{where}: field 'learner' is missing or not a dict")
+        learner_state = saved.learner
         # A generator's state only fits generators of its device type: after a move (a
         # GPU pod's checkpoint loaded on a CPU), or into another number of fused
         # learners, this pod keeps its own seeded streams.
-        is_same_kind = _device_types(saved) == _device_types(self.spec)
+        is_same_kind = device_types(saved.spec) == device_types(self.spec)
         if not (restore_rng and is_same_kind):
-            learner_state = _without_generators(learner_state)
+            # nor the exploration noise drawn from them: a fresh stream starts fresh noise
+            learner_state = strip(learner_state, "generator", "noise")
         # Check every RNG state before changing anything: a bad one leaves the pod as it was.
-        _check_learner_rng(learner_state, self.learner, where)
+        check_learner_rng(learner_state, self.learner, where)
         env_gen = getattr(self.env, "generator", None)
-        env_rng = data.get("env_rng") if restore_rng and is_same_kind else None
+        env_rng = saved.env_rng if restore_rng and is_same_kind else None
         if env_rng is not None and env_gen is not None:
             env_rng = checked_rng_state(env_rng, env_gen, where, "env_rng")
-        best_score = data.get("best_score")  # older checkpoints: none saved
-        if best_score is not None and (
-            isinstance(best_score, bool)
-            or not isinstance(best_score, int | float)
-            or not math.isfinite(best_score)
-        ):
-            raise CheckpointError(
-                f"{where}: field 'best_score' must be a finite number or None, got {best_score!r}"
-            )
-        eval_count = data.get("eval_count", self.evaluator.count)  # older: none saved
-        if isinstance(eval_count, bool) or not isinstance(eval_count, int) or eval_count < 0:
-            raise CheckpointError(
-                f"{where}: field 'eval_count' must be an integer >= 0, got {eval_count!r}"
-            )
         try:
             self.learner.load_state_dict(learner_state)
         except (RuntimeError, ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
@@ -626,15 +553,18 @@ class Pod:
                 f"{where}: field 'learner' does not fit this {self.spec.algo} network "
                 f"(hidden={self.learner.config.hidden}): {first}"
             ) from exc
-        self.env_steps = env_steps
+        self.env_steps = saved.env_steps
         self._saved_at = None  # a loaded state is not the file in out_dir
-        self.best_score = None if best_score is None else float(best_score)
+        self.best_score = saved.best_score
         self._invalidate_graphs()
         if not restore_rng:
-            for learner, seed in zip(_learners(self.learner), _seeds(self.spec), strict=True):
+            for learner, seed in zip(
+                each_learner(self.learner), learner_seeds(self.spec), strict=True
+            ):
                 learner.generator.manual_seed(seed)
             return
-        self.evaluator.count = eval_count
+        if saved.eval_count is not None:  # older checkpoints: none saved
+            self.evaluator.count = saved.eval_count
         if env_rng is not None and env_gen is not None:
             env_gen.set_state(env_rng)
 
@@ -675,147 +605,12 @@ class Pod:
             or state, a device this machine lacks, or data you did not pass.
         """
         path = resolve_checkpoint(path)
-        data = load_checkpoint(path)
-        spec = spec_of(data, path)
+        saved = SavedPod.read(path)
+        spec = saved.spec
         if device is not None:
             spec = dataclasses.replace(spec, device=device, learner_devices=())
         else:
             check_devices(spec, path)
         pod = cls(resolve_env_kwargs(spec, env_kwargs, path, allow_remote))
-        pod._restore(data, path)
+        pod._restore(saved)
         return pod
-
-
-def default_threads(device: str) -> int | None:
-    """Torch threads a run on ``device`` uses when the caller names none.
-
-    On a CPU: ``OMP_NUM_THREADS`` where the environment sets it, else one. Why: the
-    batched envs and small networks of a pod gain little from intra-op threads, and on a
-    busy machine (two cores shared with other processes) torch's default of one thread
-    per core stalls each op on a descheduled thread: CartPole PPO to 475 took 51 s
-    instead of 4 s (``benchmarks/threads.py``, medians of 3, load average 4). Elsewhere
-    (a GPU): ``None``, torch's own setting.
-    """
-    if torch.device(resolve_device(device)).type != "cpu":
-        return None
-    text = os.environ.get("OMP_NUM_THREADS", "").strip()
-    return int(text) if text.isdigit() and int(text) > 0 else 1
-
-
-def check_threads(threads: Any) -> None:
-    """Raise ``ValueError`` unless ``threads`` is ``None`` or an integer >= 0."""
-    if threads is None:
-        return
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
-        raise ValueError(
-            f"threads must be an integer >= 1 (0: torch's own setting), got {threads!r}"
-        )
-
-
-@contextlib.contextmanager
-def torch_threads(threads: int | None, device: str) -> Iterator[int]:
-    """Run the block with ``threads`` torch intra-op threads, then restore the count.
-
-    ``None``: :func:`default_threads` of ``device``; ``0``: leave torch's setting alone.
-    Yields the count in effect. The count is process-wide: pods running in threads of one
-    process (a Dask worker's) should all ask for the same.
-    """
-    check_threads(threads)
-    want = default_threads(device) if threads is None else threads or None
-    before = torch.get_num_threads()
-    if want is None or want == before:
-        yield before
-        return
-    torch.set_num_threads(want)
-    try:
-        yield want
-    finally:
-        torch.set_num_threads(before)
-
-
-def _dims(env: VecEnv) -> tuple[int, int]:
-    """Observation and action dimensions (discrete: choices) of ``env``, for memory checks."""
-    obs = env.observation_space
-    act = env.action_space
-    obs_dim = math.prod(obs.shape) if obs.shape else 1
-    if isinstance(act, gymnasium.spaces.Discrete):
-        return obs_dim, int(act.n)
-    return obs_dim, math.prod(act.shape) if act.shape else 1
-
-
-def _seeds(spec: PodSpec) -> list[int]:
-    """The seed of each learner's generator: ``spec.seed``, then one apart per fused one."""
-    return [spec.seed + 7919 * i for i in range(spec.learners)]
-
-
-def _learners(learner) -> list[Learner]:
-    """The learners behind ``learner``: itself, or each of fused learners."""
-    return list(getattr(learner, "learners", [learner]))
-
-
-def _device_types(spec: PodSpec) -> list[str]:
-    """Device types of the env and of each learner: what the saved generator states fit."""
-    learners = spec.learner_devices or (spec.device,) * spec.learners
-    return [torch.device(d).type for d in (spec.device, *learners)]
-
-
-def _without_generators(state: dict[str, Any]) -> dict[str, Any]:
-    """A learner state (fused or not) without its random generator states, nor the
-    exploration noise drawn from them (a fresh stream starts fresh noise)."""
-    drop = ("generator", "noise")
-    out = {k: v for k, v in state.items() if k not in drop}
-    if isinstance(out.get("fused"), list):
-        out["fused"] = [
-            {k: v for k, v in x.items() if k not in drop} if isinstance(x, dict) else x
-            for x in out["fused"]
-        ]
-    return out
-
-
-def _check_learner_rng(state: dict[str, Any], learner, where: str) -> None:
-    """Raise :class:`CheckpointError` naming a learner generator state that does not fit
-    the learner it would be loaded into (fused learner ``i`` takes ``fused[i - 1]``'s
-    state when there is one, else the first learner's)."""
-    fused = state.get("fused")
-    extras = fused if isinstance(fused, list) else []
-    for i, target in enumerate(_learners(learner)):
-        holder, field = state, "learner.generator"
-        if 1 <= i <= len(extras) and isinstance(extras[i - 1], dict):
-            holder, field = extras[i - 1], f"learner.fused[{i - 1}].generator"
-        if holder.get("generator") is not None:
-            checked_rng_state(holder["generator"], target.generator, where, field)
-
-
-def _iterations_left(max_steps: int | None, env_steps: int, per_rollout: int) -> int | None:
-    """Iterations a run has left (this one included) before its step budget; ``None``:
-    no step budget (a time budget)."""
-    return None if max_steps is None else -(-(max_steps - env_steps) // per_rollout)
-
-
-def _iteration_graphs(worker: Worker, learner: Learner, spec: PodSpec):
-    """The pod's iteration graphs where ``spec.capture`` asks for them and they fit."""
-    if spec.capture is False:
-        return None
-    from elegantpod.capture import IterationGraphs, unsupported
-
-    reason = unsupported(worker, learner)
-    if reason is None:
-        return IterationGraphs(worker, learner)
-    if spec.capture:
-        raise ValueError(f"capture=True, but this pod's iterations cannot be captured: {reason}")
-    return None
-
-
-def _build_learner(algo, env: VecEnv, hparams, spec: PodSpec):
-    """One learner, or ``spec.learners`` fused ones (on ``spec.learner_devices``)."""
-    if spec.learners == 1:
-        return algo(env.observation_space, env.action_space, hparams, spec.device, spec.seed)
-    from elegantpod.agents.fusion import FusedLearners
-
-    devices = spec.learner_devices or (spec.device,) * spec.learners
-    return FusedLearners(
-        [
-            algo(env.observation_space, env.action_space, hparams, dev, seed)
-            for dev, seed in zip(devices, _seeds(spec), strict=True)
-        ]
-    )

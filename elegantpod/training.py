@@ -20,7 +20,9 @@ from elegantpod.checks import check_fitness, check_json, json_safe, replace_chec
 from elegantpod.config import PodSpec
 from elegantpod.devices import resolve_device
 from elegantpod.envs import check_env_id, check_eval_env
+from elegantpod.hooks import PodHooks
 from elegantpod.memory import check_memory
+from elegantpod.threads import check_threads, torch_threads
 from elegantpod.types import Progress, TrainResult
 
 OUTPUT_FILES = ("checkpoint.pt", "best.pt", "result.json", "spec.json")
@@ -186,7 +188,7 @@ def train(
         (or ``OMP_NUM_THREADS`` where the environment sets it); on a GPU, torch's own
         setting. ``0``: torch's own setting (one thread per core). Why one: on a busy
         2-core machine torch's default of 2 threads made CartPole PPO take 51 s instead
-        of 4 s; see :func:`~elegantpod.pod.default_threads`. The pod is built with the
+        of 4 s; see :func:`~elegantpod.threads.default_threads`. The pod is built with the
         same count, so ``threads=1`` repeats a run made with ``OMP_NUM_THREADS=1``.
     out
         Directory for ``checkpoint.pt`` (the latest state, written at each evaluation
@@ -230,7 +232,7 @@ def train(
         On Ctrl-C (in the main thread): the pod stops within one gradient step, and
         ``out`` holds its checkpoint and result, so ``resume=True`` continues it.
     """
-    from elegantpod.pod import Pod, check_threads, torch_threads
+    from elegantpod.pod import Pod
 
     check_threads(threads)
     spec = build_spec(
@@ -261,9 +263,13 @@ def train(
             return _spent(pod)
         if out_dir is not None:  # with the device the pod uses ("auto" decided)
             atomic_write_bytes(out_dir / "spec.json", pod.spec.to_json().encode())
-        with _ctrl_c_stops(pod) as interrupted:
-            show = watching() if progress is None else bool(progress)
-            result = with_best(_run(pod, show, callback, threads), pod)
+        show = watching() if progress is None else bool(progress)
+        hooks = _TrainHooks(pod, show, callback)
+        with _ctrl_c_stops(hooks) as interrupted:
+            try:
+                result = with_best(pod.run(hooks=hooks, threads=threads), pod)
+            finally:
+                hooks.close()
     if out_dir is not None:
         record = json_safe(result.to_dict(with_curve=True))
         atomic_write_bytes(out_dir / "result.json", json.dumps(record, indent=2).encode())
@@ -273,7 +279,7 @@ def train(
 
 
 @contextlib.contextmanager
-def _ctrl_c_stops(pod) -> Iterator[list[bool]]:
+def _ctrl_c_stops(hooks: PodHooks) -> Iterator[list[bool]]:
     """While training: the first Ctrl-C asks the pod to stop (within one gradient step;
     the run then ends as a finished one does, checkpointed), a second one interrupts at
     once. Only the main thread can own signals; elsewhere Ctrl-C behaves as usual.
@@ -290,7 +296,7 @@ def _ctrl_c_stops(pod) -> Iterator[list[bool]]:
 
     def on_sigint(signum, frame):
         flag[0] = True
-        pod.request_stop()
+        hooks.request_stop()
         signal.signal(signal.SIGINT, signal.default_int_handler)  # the second one is hard
 
     signal.signal(signal.SIGINT, on_sigint)
@@ -409,29 +415,32 @@ def _clock(seconds: float) -> str:
     return f"{h:d}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
 
 
-def _run(pod, progress: bool, callback, threads: int | None) -> TrainResult:
-    """``pod.run`` with a progress bar when ``progress`` is set."""
-    spec = pod.spec
-    bar = _bar(pod) if progress else None
-    by_time = bar is not None and bar.unit == "s"
+class _TrainHooks(PodHooks):
+    """What ``train()`` does at each evaluation: the progress bar (when shown) and the
+    user's ``callback``; Ctrl-C stops through :meth:`request_stop`."""
 
-    def on_progress(p: Progress) -> bool | None:
+    def __init__(self, pod, progress: bool, callback) -> None:
+        super().__init__()
+        self.spec, self.callback = pod.spec, callback
+        self.bar = _bar(pod) if progress else None
+        self.by_time = self.bar is not None and self.bar.unit == "s"
+
+    def on_evaluation(self, pod, p: Progress) -> bool | None:
+        bar = self.bar
         if bar is not None:
             # The postfix first: ``update`` redraws, and the line then shows this
             # evaluation rather than the one before.
-            shown = {"steps": f"{p.env_steps:,}"} if by_time else {}
+            shown = {"steps": f"{p.env_steps:,}"} if self.by_time else {}
             if p.score is None:  # the fitness is the evaluation return
                 shown["eval_return"] = f"{p.eval_return_mean:.4g}"
             else:
-                shown[spec.fitness] = f"{p.score:.4g}"
+                shown[self.spec.fitness] = f"{p.score:.4g}"
             bar.set_postfix(shown, refresh=False)
-            done = min(p.wall_seconds, bar.total) if by_time else p.env_steps
+            done = min(p.wall_seconds, bar.total) if self.by_time else p.env_steps
             bar.update(done - bar.n)
             bar.refresh()
-        return callback(p) if callback is not None else None
+        return self.callback(p) if self.callback is not None else None
 
-    try:
-        return pod.run(callback=on_progress, threads=threads)
-    finally:
-        if bar is not None:
-            bar.close()
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

@@ -14,6 +14,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from elegantpod import Pod, PodSpec
 from elegantpod.agents.ppo import PPOConfig
+from elegantpod.budget import Budget
 from elegantpod.capture import IterationGraphs, unsupported
 
 HP = PPOConfig(num_envs=16, horizon=16, minibatch_size=64, epochs=2)
@@ -38,19 +39,19 @@ def test_the_static_iteration_is_the_eager_iteration():
     """``update_static`` runs the kernels ``update`` runs, in the same order: the same
     weights, optimizer moments, statistics and next observations, bit for bit."""
     static, eager = Pod(_spec(capture=False)), Pod(_spec(capture=False))
-    graphs = IterationGraphs(static.worker, static.learner, capture=False)
+    graphs = IterationGraphs(static.collector, static.learner, capture=False)
     for _ in range(3):
         got = graphs.run()
-        want = eager.learner.update(eager.worker.rollout())
+        want = eager.learner.update(eager.collector.rollout())
         assert got == want
     _assert_same_learners(static, eager)
-    torch.testing.assert_close(static.worker.obs, eager.worker.obs, rtol=0, atol=0)
-    assert static.worker.pop_train_return() == eager.worker.pop_train_return()
+    torch.testing.assert_close(static.collector.obs, eager.collector.obs, rtol=0, atol=0)
+    assert static.collector.pop_train_return() == eager.collector.pop_train_return()
 
 
 def test_capture_is_refused_with_its_reason_where_it_cannot_apply():
     pod = Pod(_spec(capture=False))
-    assert "CUDA" in unsupported(pod.worker, pod.learner)
+    assert "CUDA" in unsupported(pod.collector, pod.learner)
     assert pod.graphs is None
     assert Pod(_spec()).graphs is None  # the default on a CPU: eager, silently
     with pytest.raises(ValueError, match="capture=True.*CUDA"):
@@ -58,7 +59,7 @@ def test_capture_is_refused_with_its_reason_where_it_cannot_apply():
     with pytest.raises(ValueError, match="capture must be True, False or None, got 'yes'"):
         _spec(capture="yes").validate()
     sac = Pod(PodSpec(env_id="Pendulum-v1", algo="sac", device="cpu", capture=False))
-    assert "covers PPO, not SAC" in unsupported(sac.worker, sac.learner)
+    assert "covers PPO, not SAC" in unsupported(sac.collector, sac.learner)
 
 
 def test_a_spec_without_capture_loads_as_before():
@@ -75,11 +76,11 @@ def test_captured_iterations_match_eager_ones_on_cuda():
     assert captured.graphs is not None and eager.graphs is None
     for _ in range(4):
         got = captured.graphs.run()
-        want = eager.learner.update(eager.worker.rollout())
+        want = eager.learner.update(eager.collector.rollout())
         assert got == pytest.approx(want, rel=1e-4, abs=1e-6)
     assert captured.graphs.captures == 1
     _assert_same_learners(captured, eager, exact=False)
-    torch.testing.assert_close(captured.worker.obs, eager.worker.obs, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(captured.collector.obs, eager.collector.obs, rtol=1e-4, atol=1e-5)
 
 
 @needs_cuda
@@ -102,7 +103,7 @@ def test_graphs_follow_hparams_restarts_and_loads_on_cuda(tmp_path):
     twin = Pod(dataclasses.replace(pod.spec, capture=False))
     twin.load(pod.checkpoint_path)
     pod.graphs.run()
-    twin.learner.update(twin.worker.rollout())
+    twin.learner.update(twin.collector.rollout())
     _assert_same_learners(pod, twin, exact=False)
 
 
@@ -128,7 +129,7 @@ def test_a_horizon_one_pod_captures_without_falling_back_on_cuda():
         for _ in range(4):
             pod.graphs.run()
     assert pod.graphs.capture and (pod.graphs.captures, pod.graphs.replays) == (1, 3)
-    from elegantpod.envs.base import whole_step
+    from elegantpod.envs.fused_step import whole_step
 
     assert pod.env._step_fn is not whole_step(type(pod.env))  # still compiled
 
@@ -148,7 +149,7 @@ def test_a_captured_pod_solves_cartpole_on_cuda():
 # -- what a graph holds: fingerprints, the learning rate, restarts (issue 30) --------------
 def _static_pod(**kw):
     pod = Pod(_spec(capture=False, **kw))
-    pod.graphs = IterationGraphs(pod.worker, pod.learner, capture=False)
+    pod.graphs = IterationGraphs(pod.collector, pod.learner, capture=False)
     return pod
 
 
@@ -218,7 +219,7 @@ def test_a_capture_is_made_only_where_two_iterations_remain():
         pod.graphs.capture = True  # the capture path, as on a GPU (where it would succeed)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            pod.run(final_eval=False)
+            pod.run(Budget(steps=iterations * per_rollout, evaluate_at_end=False))
         failed = [w for w in caught if "capturing the pod's iterations failed" in str(w.message)]
         # one iteration: no capture tried; two: tried, and on this CPU it fails
         assert bool(failed) is attempts and pod.graphs.captures == 0
@@ -232,7 +233,8 @@ def test_the_static_path_compiles_nothing_after_its_warm_up(monkeypatch, horizon
     iteration, which on a GPU is the capture."""
     from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
-    from elegantpod.envs import CartPole, base
+    from elegantpod.envs import CartPole
+    from elegantpod.envs import fused_step as base
 
     monkeypatch.setattr(base, "COMPILE_BACKEND", "eager")  # dynamo's caching, no Inductor
     hp = dataclasses.replace(HP, num_envs=num_envs, horizon=horizon, minibatch_size=32)
@@ -246,7 +248,7 @@ def test_the_static_path_compiles_nothing_after_its_warm_up(monkeypatch, horizon
             env_kwargs={"compile": True},
         )
     )
-    graphs = IterationGraphs(pod.worker, pod.learner, capture=False)
+    graphs = IterationGraphs(pod.collector, pod.learner, capture=False)
     code = base.step_function(CartPole, num_envs, "cpu").__code__
     graphs.run()  # the warm-up
     assert len(_debug_get_cache_entry_list(code)) == 1
@@ -304,20 +306,20 @@ def _generator_of(func, args, kwargs):
 
 def test_rollout_and_static_update_neither_sync_nor_draw_from_the_default_generator():
     from elegantpod.envs import CartPole
-    from elegantpod.envs.base import whole_step
+    from elegantpod.envs.fused_step import whole_step
 
     pod = Pod(_spec(capture=False, env_kwargs={"compile": True}))
     pod.env._step_fn = whole_step(CartPole)  # the fused step, uncompiled: the same ops
     assert pod.env._fused
-    graphs = IterationGraphs(pod.worker, pod.learner, capture=False)
+    graphs = IterationGraphs(pod.collector, pod.learner, capture=False)
     graphs.run()  # lazily made state (Adam's moments) exists from here on
     spy = _HostSyncSpy()
     adam = pod.learner.optimizers["ppo"]
     adam.register_step_pre_hook(lambda *_: setattr(spy, "in_optimizer", True))
     adam.register_step_post_hook(lambda *_: setattr(spy, "in_optimizer", False))
     with spy:
-        pod.worker.rollout()
-        pod.learner.update_static(pod.worker.buffer.batch(), graphs.sums)
+        pod.collector.rollout()
+        pod.learner.update_static(pod.collector.buffer.batch(), graphs.sums)
     assert spy.syncs == [] and spy.default_draws == []
     with spy:  # the spy sees what it looks for
         torch.rand(3).nonzero()

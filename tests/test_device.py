@@ -11,7 +11,8 @@ from elegantpod.agents import PPOConfig
 from elegantpod.config import PodSpec
 from elegantpod.devices import available_bytes, resolve_device
 from elegantpod.memory import check_memory
-from elegantpod.pod import Pod, default_threads, torch_threads
+from elegantpod.pod import Pod
+from elegantpod.threads import default_threads, torch_threads
 
 HERE = "cuda" if torch.cuda.is_available() else "cpu"
 CPU_ONLY_TORCH = torch.version.cuda is None

@@ -9,13 +9,15 @@ import torch
 
 from elegantpod.agents import PPOConfig, SACConfig
 from elegantpod.config import PodSpec
-from elegantpod.pod import Evaluator, Pod
+from elegantpod.evaluator import Evaluator
+from elegantpod.hooks import PodHooks
+from elegantpod.pod import Pod
 
 
 def test_budget_in_steps_and_progress_callback():
     seen = []
     pod = Pod(PodSpec(env_id="CartPole-v1", algo="ppo", max_steps=8192, eval_every_steps=2048))
-    result = pod.run(callback=seen.append)
+    result = pod.run(hooks=PodHooks(on_evaluation=lambda pod, p: seen.append(p)))
     assert result.env_steps == 8192 and not result.solved
     assert [p.env_steps for p in seen] == [2048, 4096, 6144, 8192]
     assert all(p.wall_seconds > 0 for p in seen)
@@ -24,7 +26,7 @@ def test_budget_in_steps_and_progress_callback():
 
 def test_callback_false_stops_and_time_budget():
     pod = Pod(PodSpec(env_id="CartPole-v1", algo="ppo", max_steps=10**7, eval_every_steps=2048))
-    result = pod.run(callback=lambda p: False)
+    result = pod.run(hooks=PodHooks(on_evaluation=lambda pod, p: False))
     assert result.env_steps == 2048
     pod = Pod(PodSpec(env_id="CartPole-v1", algo="ppo", max_seconds=0.5))
     result = pod.run()
@@ -85,13 +87,15 @@ def test_a_stop_request_reaches_a_pod_inside_a_long_update(learners):
     pod = Pod(
         PodSpec(env_id="CartPole-v1", algo="ppo", max_steps=2048, hparams=hp, learners=learners)
     )
-    timer = threading.Timer(0.5, pod.request_stop)
+    hooks = PodHooks()
+    timer = threading.Timer(0.5, hooks.request_stop)
     timer.start()
     start = time.perf_counter()
-    result = pod.run()
+    result = pod.run(hooks=hooks)
     timer.join()
     assert time.perf_counter() - start < 8
-    assert result.env_steps == 2048 and not pod.stop_event.is_set()  # answered, cleared
+    assert result.env_steps == 2048 and hooks.stop_requested
+    assert pod.learner.should_stop() is False  # the run's hooks are gone after it
 
 
 def test_should_stop_is_polled_between_gradient_steps():
@@ -103,7 +107,7 @@ def test_should_stop_is_polled_between_gradient_steps():
 
     hp = SACConfig(learning_starts=64, replay_ratio=100.0, batch_size=32)
     pod = Pod(PodSpec(env_id="Pendulum-v1", algo="sac", max_steps=10**6, hparams=hp))
-    result = pod.run(should_stop=should_stop)
+    result = pod.run(hooks=PodHooks(should_stop=should_stop))
     assert result.env_steps == 64  # one rollout; its update owed 6400 gradient steps
     assert pod.learner.gradient_steps == 10
     assert pod.learner.should_stop() is False  # the pod's check is gone after the run
@@ -121,11 +125,11 @@ def _record(spec: PodSpec) -> tuple[list, list, dict]:
     rollouts, stats = [], []
 
     def on_iteration(pod, s):
-        rollouts.append((pod.worker.buffer.obs.clone(), pod.worker.buffer.action.clone()))
+        rollouts.append((pod.collector.buffer.obs.clone(), pod.collector.buffer.action.clone()))
         stats.append(dict(s))
 
     pod = Pod(spec)
-    pod.run(on_iteration=on_iteration)
+    pod.run(hooks=PodHooks(on_update=on_iteration))
     weights = {
         f"{name}.{k}": v.clone()
         for name, m in pod.learner.modules.items()
@@ -239,7 +243,11 @@ def test_restarted_episodes_continue_as_a_pod_rebuilt_from_the_checkpoint(algo, 
     )
     kept = Pod(spec)
     updates = []
-    kept.run(on_iteration=lambda pod, stats: updates.append(stats) if len(updates) < 1 else False)
+    kept.run(
+        hooks=PodHooks(
+            on_update=lambda pod, stats: updates.append(stats) if len(updates) < 1 else False
+        )
+    )
     assert kept.env_steps == 2 * per_rollout and kept.evaluator.count == 1 and kept.curve
     kept.save(tmp_path / "ckpt.pt")
     rebuilt = Pod(spec)
@@ -343,7 +351,7 @@ def test_a_restarted_static_path_pod_continues_as_one_rebuilt_from_its_checkpoin
 
     def static_pod() -> Pod:
         pod = Pod(spec)
-        pod.graphs = IterationGraphs(pod.worker, pod.learner, capture=False)
+        pod.graphs = IterationGraphs(pod.collector, pod.learner, capture=False)
         return pod
 
     kept = static_pod()

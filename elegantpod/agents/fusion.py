@@ -207,3 +207,39 @@ def _average_into(tensors: list[Tensor]) -> None:
     mean = torch.stack([t.to(home.device, home.dtype) for t in tensors]).mean(0)
     for t in tensors:
         t.copy_(mean.to(t.device, t.dtype))
+
+
+# -- the saved layout ---------------------------------------------------------------------
+# A fused pod saves one state: the first learner's whole state, and under "fused" the
+# extras (replay, generator, noise...) of learners 2..K. Only this module knows that.
+
+
+def strip(state: dict[str, Any], *keys: str) -> dict[str, Any]:
+    """A learner state (fused or single) without ``keys``, in every learner's part.
+
+    Pure: the dicts on the way are copied, tensors shared; a state holding none of the
+    keys comes back as it is (the same object), so a caller can tell nothing changed.
+    """
+    fused = state.get("fused")
+    parts = fused if isinstance(fused, list) else []
+    in_parts = any(isinstance(x, dict) and any(k in x for k in keys) for x in parts)
+    if not any(k in state for k in keys) and not in_parts:
+        return state
+    out = {k: v for k, v in state.items() if k not in keys}
+    if in_parts:
+        out["fused"] = [
+            {k: v for k, v in x.items() if k not in keys} if isinstance(x, dict) else x
+            for x in parts
+        ]
+    return out
+
+
+def part_of(state: dict[str, Any], i: int) -> tuple[dict[str, Any], str]:
+    """Where learner ``i``'s extras are in a saved state, and that place's name for
+    error messages: ``fused[i - 1]`` where the state has it (a dict), else the first
+    learner's (as :meth:`FusedLearners.load_state_dict` loads them)."""
+    fused = state.get("fused")
+    parts = fused if isinstance(fused, list) else []
+    if 1 <= i <= len(parts) and isinstance(parts[i - 1], dict):
+        return parts[i - 1], f"fused[{i - 1}]"
+    return state, ""

@@ -16,14 +16,20 @@ evaluators and buffers never special-case where an env came from:
 
 from __future__ import annotations
 
-import threading
-import types
 import warnings
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import gymnasium
 import torch
+
+from elegantpod.envs.fused_step import (
+    CPU_COMPILE_MIN_ENVS,
+    compiled_step,
+    is_capturing,
+    mark_failed,
+    whole_step,
+)
 
 Tensor = torch.Tensor
 StepResult = tuple[Tensor, Tensor, Tensor, Tensor, dict[str, Any]]
@@ -100,6 +106,22 @@ class VecEnv(Protocol):
         ...
 
 
+class EnvCarry(NamedTuple):
+    """The tensors a native env's step replaces and the next step reads (its carry).
+
+    Public so that code which must hold them in place (CUDA-graph capture, which copies
+    them into the graph's own memory and back) needs no private field of the env.
+    """
+
+    state: Tensor
+    elapsed: Tensor
+    episode_return: Tensor
+    draws: Tensor
+    """How many reset-noise draws the fused step made since its key was drawn."""
+    reset_key: Tensor
+    """The key of the fused step's counter-based reset noise."""
+
+
 class TorchVecEnv:
     """Base class of native batched envs: time limits, episode statistics, auto-reset.
 
@@ -126,11 +148,13 @@ class TorchVecEnv:
         statistics and the auto-reset) as one ``torch.compile`` region: one fused kernel
         on CUDA, one vectorized C++ loop on CPU, in place of some thirty small eager ops
         whose per-op dispatch, not arithmetic, is what a step costs. ``None`` (default):
-        on CUDA, and on CPU from :data:`CPU_COMPILE_MIN_ENVS` sub-envs, where it was
+        on CUDA, and on CPU from
+        :data:`~elegantpod.envs.fused_step.CPU_COMPILE_MIN_ENVS` sub-envs, where it was
         measured to pay (``benchmarks/results/env_throughput.json``); smaller CPU envs
         run eagerly, as compiling costs seconds that a small, short run never earns
         back. The compiled step is shared in the process by every env of the same
-        class, size and device (see :func:`compiled_step`), so a rebuilt env does not
+        class, size and device (see
+        :func:`~elegantpod.envs.fused_step.compiled_step`), so a rebuilt env does not
         compile again. If compiling fails (no Triton, no C compiler), the env warns once
         and runs the same step uncompiled (same numbers), as do later envs of that
         class, size and device.
@@ -186,6 +210,25 @@ class TorchVecEnv:
         compiled = compiled_step(*self._compile_key) if self._fused else None
         self._step_fn = compiled if compiled is not None else whole_step(type(self))
 
+    @property
+    def fused(self) -> bool:
+        """Whether steps run as one fused region (compiled, or its uncompiled twin)."""
+        return self._fused
+
+    def carry(self) -> EnvCarry:
+        """The tensors one step replaces and the next reads (see :class:`EnvCarry`)."""
+        return EnvCarry(self.state, self.elapsed, self.episode_return, self._draws, self._reset_key)
+
+    def set_carry(self, carry: EnvCarry) -> None:
+        """Make the env step on from ``carry`` (tensors of the same shapes and devices;
+        the env takes them as they are, without copying)."""
+        self.state, self.elapsed, self.episode_return = (
+            carry.state,
+            carry.elapsed,
+            carry.episode_return,
+        )
+        self._draws, self._reset_key = carry.draws, carry.reset_key
+
     def _new_reset_stream(self) -> None:
         """Key the fused step's counter-based reset noise from the env's generator."""
         self._reset_key = torch.randint(
@@ -197,9 +240,9 @@ class TorchVecEnv:
     initial_state: Callable[[Tensor], Tensor] | None = None
     """Optional classmethod mapping uniforms ``u`` in [0, 1), ``(state_dim, n)``, to
     initial states. Given it, the fused step draws reset noise inside its compiled region
-    (a counter-based hash, :func:`uniform_noise`), which on CPU is some 7x cheaper than
-    the Mersenne Twister of a ``torch.Generator``; without it, the fused step calls
-    :meth:`_sample_initial_state` for every row each step."""
+    (a counter-based hash, :func:`~elegantpod.envs.fused_step.uniform_noise`), which on
+    CPU is some 7x cheaper than the Mersenne Twister of a ``torch.Generator``; without
+    it, the fused step calls :meth:`_sample_initial_state` for every row each step."""
 
     def _sample_initial_state(self, n: int) -> Tensor:
         """Return ``n`` fresh initial states, ``(state_dim, n)``, drawn with ``self.generator``."""
@@ -296,7 +339,7 @@ class TorchVecEnv:
             # Inside a CUDA-graph capture a (re)compile fails for reasons of the capture
             # (Inductor synchronizes, allocates, autotunes), not of this env: the
             # capture fails and its caller trains on eagerly; the compiled step stays.
-            if self._step_fn is whole_step(type(self)) or _is_capturing():
+            if self._step_fn is whole_step(type(self)) or is_capturing():
                 raise
             warnings.warn(
                 f"{self.env_id}: torch.compile failed ({type(exc).__name__}: {exc}); "
@@ -305,7 +348,7 @@ class TorchVecEnv:
                 stacklevel=4,
             )
             self._step_fn = whole_step(type(self))
-            _mark_failed(self._compile_key)
+            mark_failed(self._compile_key)
             return self._step_fn(*args)
 
     def close(self) -> None:
@@ -313,174 +356,3 @@ class TorchVecEnv:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_envs={self.num_envs}, device={self.device})"
-
-
-CPU_COMPILE_MIN_ENVS = 512
-"""Sub-envs from which a CPU env compiles its step by default (see ``compile``)."""
-
-ENTRIES_PER_SIZE = 2
-"""Compiled graphs one env size may need: a step runs with plain tensors (the state after
-``reset``) and with inference tensors (in a rollout), and dynamo compiles each apart.
-Each class, size and device has a code object of its own (see :func:`compiled_step`),
-so these stay well under dynamo's default ``recompile_limit`` of 8 per code object."""
-
-COMPILE_BACKEND = "inductor"
-"""The ``torch.compile`` backend of compiled steps built from now on. ``"eager"`` or
-``"aot_eager"`` run dynamo's tracing, guards and caching without Inductor's code
-generation: what CPU tests use to check when a step compiles, in milliseconds."""
-
-_compiled: dict[tuple[type, int, str], Callable | None] = {}
-_step_functions: dict[tuple[type, int, str], Callable] = {}
-_whole_steps: dict[type, Callable] = {}
-_compiled_lock = threading.Lock()
-
-
-def _is_capturing() -> bool:
-    """Whether a CUDA-graph capture is underway on the current stream (False on a build
-    without CUDA, where torch's query raises)."""
-    try:
-        return bool(torch.cuda.is_current_stream_capturing())
-    except Exception:
-        return False
-
-
-def whole_step(cls: type[TorchVecEnv]) -> Callable:
-    """The fused step of ``cls``: one pure function from this step's tensors to the next.
-
-    ``step(state, elapsed, episode_return, action, noise, draws, max_steps)`` returns
-    ``(state, obs, final_obs, reward, terminated, truncated, episode_return,
-    episode_length, elapsed, kept_return, draws + 1)``: the state after auto-reset and
-    its observation, the true next observation, the reward, ``uint8`` termination and
-    truncation flags, the return and length of each episode so far (read where an
-    episode ended), and the counters to carry on (zero where an episode ended). Rows
-    whose episode ended restart from ``initial_state(uniform_noise(shape, noise,
-    draws))`` or, for a class without :attr:`TorchVecEnv.initial_state`, from
-    ``noise`` itself, an initial state for every row. ``max_steps`` 0: no time limit.
-    One function per class, so that dynamo caches its graphs in one place.
-
-    Flags and selections go through float32 rather than bool tensors: Inductor's CPU
-    code stores and reloads bool vectors slowly (they made a fused CartPole step 2x
-    slower at 4,096 sub-envs), while float and uint8 stores vectorize.
-    """
-    with _compiled_lock:
-        if cls not in _whole_steps:
-            _whole_steps[cls] = _make_whole_step(cls)
-        return _whole_steps[cls]
-
-
-_M32 = 0xFFFFFFFF
-
-
-def _mix32(x: Tensor) -> Tensor:
-    """A 32-bit integer finalizer (xor-shift-multiply), on int64 lanes masked to 32 bits.
-
-    The multipliers are odd and below 2**31, so no product leaves int64's range: signed
-    overflow would be undefined behaviour in Inductor's C++.
-    """
-    x = x ^ (x >> 16)
-    x = (x * 0x7FEB352D) & _M32
-    x = x ^ (x >> 15)
-    x = (x * 0x2C1B3C6D) & _M32
-    return x ^ (x >> 16)
-
-
-def uniform_noise(shape: tuple[int, int], key: Tensor, draws: Tensor) -> Tensor:
-    """Uniforms in [0, 1) for draw number ``draws`` of stream ``key``: float32 with 24
-    random bits, a pure function of its inputs.
-
-    Counter-based, like JAX's and Philox's generators: every element hashes its own
-    index, the draw counter and the key, so the noise needs no generator state, is the
-    same compiled or not, and fuses into the step's kernel.
-    """
-    d, n = shape
-    index = torch.arange(d * n, device=key.device, dtype=torch.int64).view(d, n)
-    x = _mix32(((index + draws * (d * n)) & _M32) ^ key)
-    return (x >> 8).to(torch.float32) * (1.0 / 16777216.0)
-
-
-def _make_whole_step(cls: type[TorchVecEnv]) -> Callable:
-    # Plain functions with ``cls`` in the closure: bound classmethods would make dynamo
-    # guard them with a Python lambda (``a.__self__ is b.__self__``) on every call.
-    dynamics, observe = cls.dynamics.__func__, cls.observe.__func__
-    initial_state = getattr(cls.initial_state, "__func__", None)
-
-    def step(state, elapsed, episode_return, action, noise, draws, max_steps: int):
-        if initial_state is None:
-            fresh = noise
-        else:
-            fresh = initial_state(cls, uniform_noise(tuple(state.shape), noise, draws))
-        next_state, reward, terminated = dynamics(cls, state, action)
-        elapsed = elapsed + 1
-        episode_return = episode_return + reward
-        term = terminated.to(torch.float32)
-        trunc = (elapsed >= max_steps).to(torch.float32) if max_steps else torch.zeros_like(term)
-        done = torch.maximum(term, trunc)
-        # two spellings of one test, so that Inductor keeps ``done`` as float32 rather
-        # than merging them into a bool buffer that both loops share
-        new_state = torch.where(done * 2.0 > 1.0, fresh, next_state)
-        done = done > 0.5
-        return (
-            new_state,
-            observe(cls, new_state),
-            observe(cls, next_state),
-            reward,
-            term.to(torch.uint8),
-            trunc.to(torch.uint8),
-            episode_return,
-            elapsed,
-            torch.where(done, 0, elapsed),
-            torch.where(done, 0.0, episode_return),
-            draws + 1,
-        )
-
-    step.__qualname__ = f"{cls.__qualname__}.whole_step"
-    return step
-
-
-def compiled_step(cls: type[TorchVecEnv], num_envs: int, device: str) -> Callable | None:
-    """The process's one compiled :func:`whole_step` of ``cls`` for ``num_envs``
-    sub-envs on ``device``.
-
-    Built on first request and shared by every later env of that class, size and device,
-    so that rebuilding a pod (a tournament segment) reuses it instead of compiling again.
-    ``None`` once compiling it failed here: such envs run the step uncompiled.
-
-    Dynamo keeps the compiled graphs of one function under its code object, and past
-    ``torch._dynamo.config.recompile_limit`` (8) graphs of one code object runs new
-    ones eagerly. Raising that limit does not hold: from torch 2.12 dynamo's config is
-    per thread and per ``contextvars`` context, and Dask runs each task in a copied
-    context, so a limit raised in one task is gone in the next and in other threads.
-    Instead each class, size and device compiles its own copy of the step function (see
-    :func:`step_function`): it holds the :data:`ENTRIES_PER_SIZE` graphs of its one
-    size, under torch's default limits, in any thread and context.
-    """
-    key = (cls, int(num_envs), str(device))
-    fn = step_function(cls, num_envs, device)
-    with _compiled_lock:
-        if key not in _compiled:
-            _compiled[key] = torch.compile(fn, dynamic=False, backend=COMPILE_BACKEND)
-        return _compiled[key]
-
-
-def step_function(cls: type[TorchVecEnv], num_envs: int, device: str) -> Callable:
-    """The uncompiled function that :func:`compiled_step` compiles for this class, size
-    and device: :func:`whole_step` of ``cls`` under a code object of its own, where
-    dynamo keeps that size's compiled graphs (its cache entries count them)."""
-    key = (cls, int(num_envs), str(device))
-    step = whole_step(cls)
-    with _compiled_lock:
-        if key not in _step_functions:
-            label = f"{cls.__name__}_step_{int(num_envs)}_{str(device).replace(':', '_')}"
-            code = step.__code__.replace(co_name=label)  # a new code object: its own cache
-            fn = types.FunctionType(
-                code, step.__globals__, label, step.__defaults__, step.__closure__
-            )
-            fn.__qualname__ = f"{cls.__qualname__}.whole_step[{int(num_envs)}, {device}]"
-            _step_functions[key] = fn
-        return _step_functions[key]
-
-
-def _mark_failed(key: tuple[type, int, str]) -> None:
-    """Later envs of ``key`` run eagerly rather than fail to compile again (seconds each)."""
-    with _compiled_lock:
-        _compiled[key] = None

@@ -15,33 +15,23 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from elegantpod.budget import Budget
 from elegantpod.checkpoint import (
     CheckpointError,
-    checkpoint_bytes,
     checkpoint_exists,
-    load_checkpoint,
-    origin_of,
     strip_replay,
     write_checkpoint_bytes,
 )
 from elegantpod.config import PodSpec
-
-_NO_EVAL_BEFORE_THE_END = 2**60
-_WRITER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="elegantpod-checkpoint")
-"""Writes segment checkpoints in the background of the segments' evaluations."""
-POLL_SECONDS = 0.25
-"""How often a running segment reads its control variable: well within a second, and
-rare enough that the round trips cost the pod under 5% of its steps/s."""
-EVENT_SECONDS = 0.5
-"""Minimum interval between two progress events of one pod."""
+from elegantpod.hooks import PodHooks
+from elegantpod.saved_pod import SavedPod
+from elegantpod.tournament.channels import POLL_SECONDS, Control, Events
 
 
 class ParentCheckpointError(CheckpointError):
@@ -142,106 +132,6 @@ class Fenced(RuntimeError):
     """The store's lease names another writer: this segment must not write to it."""
 
 
-class _Control:
-    """A pod's control Variable, read by a background thread; the training thread only
-    reads what that thread last fetched.
-
-    Why a thread: ``Variable.get`` is a round trip to the scheduler, and waits up to its
-    timeout when the scheduler is slow or the variable unset. On the thread that
-    launches a pod's CUDA work every such wait leaves the GPU idle; here it costs the
-    pod nothing, and a command still arrives within about ``POLL_SECONDS`` plus a round
-    trip.
-    """
-
-    def __init__(self, name: str | None):
-        self.name, self.var = name, None
-        self.latest: dict | None = None
-        """The newest message fetched (``None``: none yet, or no control)."""
-        self.fetches = 0
-        """Messages the poller has fetched so far."""
-        self._closed = threading.Event()
-        self._thread: threading.Thread | None = None
-        if name is not None:
-            from distributed import Variable
-
-            self.var = Variable(name)
-            # the client is found from this task's thread: the poller has no worker context
-            _ = self.var.client
-            self._thread = threading.Thread(
-                target=self._poll_until_closed, name=f"elegantpod-control-{name}", daemon=True
-            )
-            self._thread.start()
-
-    def _poll_until_closed(self) -> None:
-        while not self._closed.is_set():
-            try:
-                msg = self.var.get(timeout=1)
-            except Exception:  # unset, or scheduler briefly unreachable: keep the last
-                msg = None
-            if msg is not None:
-                self.latest = msg
-                self.fetches += 1
-            self._closed.wait(POLL_SECONDS)
-
-    def close(self) -> None:
-        """Stop the poller (it ends within a round trip; it is a daemon meanwhile)."""
-        self._closed.set()
-
-    def poll(self, force: bool = False) -> dict | None:
-        """The newest command fetched: a local read, never a round trip (``force`` is
-        kept for callers that waited for a new one)."""
-        return self.latest
-
-    def next(self) -> dict | None:
-        """The newest command, to act on between iterations."""
-        return self.latest
-
-    def stop_requested(self) -> bool:
-        """Polled inside a learner's update: stop now if the pod or tournament stopped."""
-        msg = self.latest
-        if msg is None:
-            return False
-        return msg.get("state") == "stopped" or msg.get("tournament") == "stopped"
-
-
-class _Events:
-    def __init__(self, topic: str | None, pod_id: str, segment: int):
-        self.topic, self.pod_id, self.segment, self.sent = topic, pod_id, segment, 0
-        self.last = time.monotonic()  # the first progress event after EVENT_SECONDS
-        self.worker = None
-        if topic is not None:
-            from distributed import get_worker
-
-            self.worker = get_worker()
-
-    def publish(self, msg, force: bool = False) -> None:
-        """Send ``msg`` (a dict, or a function making one) unless rate-limited.
-
-        A function is called only when the event goes out, so what it drains (the
-        training returns since the last event) is never drained into a dropped event.
-        """
-        if self.worker is None:
-            return
-        now = time.monotonic()
-        if not force and now - self.last < EVENT_SECONDS:
-            return
-        self.last = now
-        if callable(msg):
-            msg = msg()
-        self.sent += 1
-        self.worker.log_event(
-            self.topic,
-            {
-                "pod": self.pod_id,
-                "segment": self.segment,
-                "seq": self.sent,
-                "time": time.time(),
-                "worker": self.worker.address,
-                **msg,
-            },
-        )
-
-
 def _finite(x: float) -> float | None:
     return x if isinstance(x, float) and math.isfinite(x) else None
 
@@ -277,7 +167,7 @@ def _run_segment(task: SegmentTask) -> SegmentResult:
         resident.release(pod)
         pod, taken = None, False
     rebuilt = pod is None
-    control = _Control(task.control)
+    control = Control(task.control)
     try:
         if pod is None:
             pod = Pod(spec)
@@ -308,9 +198,10 @@ def _run(task: SegmentTask, spec: PodSpec, pod, rebuilt: bool, start_wall: float
     done_already = False
     # Idempotent: a re-run of a segment that already wrote its checkpoint reuses it, if
     # this writer wrote it (a writer whose lease was taken may have left one).
-    if rebuilt and _is_own(task, task.checkpoint):
+    own = _own_checkpoint(task, pod.spec.device) if rebuilt else None
+    if own is not None:
         try:
-            pod.load(task.checkpoint, expect=_expected(task, spec, task.pod_id))
+            pod.load(own, expect=_expected(task, spec, task.pod_id))
             done_already = True
         except CheckpointError:  # not this pod's shape (e.g. a structural change)
             done_already = False
@@ -328,78 +219,19 @@ def _run(task: SegmentTask, spec: PodSpec, pod, rebuilt: bool, start_wall: float
                 raise ParentCheckpointError(f"parent checkpoint: {exc}") from None
     # The learner was built from the spec, so the spec's (possibly mutated) hyperparameters
     # are in force; the checkpoint only brought weights, optimizer moments and step count.
-    hp = dataclasses.asdict(pod.learner.config)
     start_steps = pod.env_steps
-    events = _Events(task.topic, task.pod_id, task.segment)
-    stopped = False
-    applied_version = -1
-
-    def on_iteration(p, stats: dict[str, float]) -> bool | None:
-        nonlocal stopped, applied_version
-        cmd = control.next()
-        while cmd is not None:
-            if cmd.get("version", -1) != applied_version and cmd.get("hparams"):
-                p.learner.set_hparams(**cmd["hparams"])
-                applied_version = cmd.get("version", -1)
-            if cmd.get("state") == "stopped" or cmd.get("tournament") == "stopped":
-                stopped = True
-                return False
-            if cmd.get("state") != "paused":
-                break
-            events.publish({"type": "status", "status": "paused", "env_steps": p.env_steps})
-            time.sleep(POLL_SECONDS)
-            cmd = control.poll(force=True)
-        elapsed = time.perf_counter() - start_wall
-        events.publish(
-            lambda: {
-                "type": "progress",
-                "status": "running",
-                "env_steps": p.env_steps,
-                "steps_per_second": (p.env_steps - start_steps) / max(elapsed, 1e-9),
-                "train_return": _finite(p.worker.pop_train_return()),
-                "eval_return": p.curve[-1].eval_return_mean if p.curve else None,
-                "losses": {k: v for k, v in stats.items() if math.isfinite(v)},
-                "hparams_version": applied_version,
-                "lr": p.learner.config.lr,
-            }
-        )
-        return None
-
-    eval_before = getattr(pod.evaluator, "seconds", 0.0)
+    hooks = _SegmentHooks(task, control, start_steps, start_wall)
+    eval_before = pod.eval_seconds
     captures_before, replays_before = _graph_counts(pod)
     if not done_already:
-        budget_steps = start_steps + task.segment_steps if task.segment_steps else None
-        # One evaluation, at the end: a tournament scores segments, and evaluations in
-        # between would only slow training (a trading env's full validation range).
-        pod.spec = dataclasses.replace(
-            spec,
-            max_steps=budget_steps,
-            max_seconds=task.segment_seconds,
-            device=pod.spec.device,
-            eval_every_steps=_NO_EVAL_BEFORE_THE_END,
-        )
-
-        def stop_now() -> bool:  # polled inside long updates too
-            nonlocal stopped
-            stopped = stopped or control.stop_requested()
-            return stopped
-
-        pod.run(on_iteration=on_iteration, should_stop=stop_now, final_eval=False)
+        pod.run(budget=_budget(task, pod, start_steps), hooks=hooks)
         # The checkpoint leaves the critical path: snapshot the pod in memory, write the
         # snapshot while the segment's evaluation runs, and return only once it is
         # written (so a killed worker still costs at most this segment).
-        payload = pod.checkpoint_payload(evaluations_ahead=1)
+        origin = None
         if task.tournament_uid is not None and task.writer is not None:
-            payload["origin"] = {
-                "tournament": task.tournament_uid,
-                "pod": task.pod_id,
-                "writer": task.writer,
-            }
-        written = _WRITER.submit(_write_fenced, task, checkpoint_bytes(payload))
-        try:
-            ev = pod.evaluate()
-        finally:
-            written.result()
+            origin = {"tournament": task.tournament_uid, "pod": task.pod_id, "writer": task.writer}
+        ev = pod.snapshot_and_evaluate(lambda data: _write_fenced(task, data), origin)
         if task.resume_from and getattr(pod.learner, "replay", None) is not None:
             # The replay is needed only where the pod resumes: its newest checkpoint.
             # The previous one may stay on for the leaderboard or a child; without it.
@@ -408,17 +240,17 @@ def _run(task: SegmentTask, spec: PodSpec, pod, rebuilt: bool, start_wall: float
                 strip_replay(task.resume_from)
     else:
         # The checkpoint counted this segment's one evaluation ahead: repeat it exactly.
-        pod.evaluator.count -= 1
-        ev = pod.evaluate()
+        ev = pod.evaluate(episode_index=pod.evaluations)
     hp = dataclasses.asdict(pod.learner.config)  # live mutations included
     captures, replays = _graph_counts(pod)
     wall = time.perf_counter() - start_wall
     target = spec.target_reward
     score_mean, score_std = ev.score(spec.fitness)
+    events = hooks.events
     events.publish(
         {
             "type": "segment_end",
-            "status": "stopped" if stopped else "finished",
+            "status": "stopped" if hooks.stopped else "finished",
             "env_steps": pod.env_steps,
             "eval_return": ev.mean,
         },
@@ -435,16 +267,78 @@ def _run(task: SegmentTask, spec: PodSpec, pod, rebuilt: bool, start_wall: float
         score_std=score_std,
         checkpoint=task.checkpoint,
         solved=target is not None and score_mean >= target,
-        stopped=stopped,
+        stopped=hooks.stopped,
         steps_per_second=(pod.env_steps - start_steps) / max(wall, 1e-9),
         events_sent=events.sent,
         hparams=hp,
         worker=worker_name,
-        eval_seconds=getattr(pod.evaluator, "seconds", 0.0) - eval_before,
+        eval_seconds=pod.eval_seconds - eval_before,
         rebuilt=rebuilt,
         captures=captures - captures_before,
         replays=replays - replays_before,
     )
+
+
+def _budget(task: SegmentTask, pod, start_steps: int) -> Budget:
+    """The segment's budget: its steps on top of the pod's count and its seconds; no
+    evaluation inside it (the segment evaluates once, at its end, while its snapshot is
+    written), as a tournament scores segments and evaluations in between would only
+    slow training (a trading env's full validation range)."""
+    if task.segment_steps:
+        steps = start_steps + task.segment_steps
+    else:  # a time budget alone, or (never from a tournament) none: the algorithm's default
+        steps = None if task.segment_seconds else pod.learner.default_max_steps
+    return Budget(
+        steps=steps, seconds=task.segment_seconds, evaluate_every=None, evaluate_at_end=False
+    )
+
+
+class _SegmentHooks(PodHooks):
+    """A segment's hooks: after each update, apply new hyperparameters, hold while
+    paused, and publish progress; between gradient steps, end on a stop."""
+
+    def __init__(self, task: SegmentTask, control, start_steps: int, start_wall: float):
+        super().__init__()
+        self.control, self.start_steps, self.start_wall = control, start_steps, start_wall
+        self.events = Events(task.topic, task.pod_id, task.segment)
+        self.stopped = False
+        self.applied_version = -1
+
+    def should_stop(self) -> bool:  # polled inside long updates too
+        self.stopped = self.stopped or self.control.stop_requested() or super().should_stop()
+        return self.stopped
+
+    def on_update(self, pod, stats: dict[str, float]) -> bool | None:
+        control, events = self.control, self.events
+        cmd = control.next()
+        while cmd is not None:
+            if cmd.get("version", -1) != self.applied_version and cmd.get("hparams"):
+                pod.set_hparams(**cmd["hparams"])
+                self.applied_version = cmd.get("version", -1)
+            if cmd.get("state") == "stopped" or cmd.get("tournament") == "stopped":
+                self.stopped = True
+                return False
+            if cmd.get("state") != "paused":
+                break
+            events.publish({"type": "status", "status": "paused", "env_steps": pod.env_steps})
+            time.sleep(POLL_SECONDS)
+            cmd = control.poll(force=True)
+        elapsed = time.perf_counter() - self.start_wall
+        start_steps, version = self.start_steps, self.applied_version
+        events.publish(
+            lambda: {
+                "type": "progress",
+                "status": "running",
+                "env_steps": pod.env_steps,
+                "steps_per_second": (pod.env_steps - start_steps) / max(elapsed, 1e-9),
+                "train_return": _finite(pod.pop_train_return()),
+                "eval_return": pod.curve[-1].eval_return_mean if pod.curve else None,
+                "losses": {k: v for k, v in stats.items() if math.isfinite(v)},
+                "hparams_version": version,
+                "lr": getattr(pod.spec.hparams, "lr", None),
+            }
+        )
+        return None
 
 
 def _graph_counts(pod) -> tuple[int, int]:
@@ -466,26 +360,29 @@ def _expected(task: SegmentTask, spec: PodSpec, pod_id: str | None) -> dict[str,
     }
 
 
-def _is_own(task: SegmentTask, path: str) -> bool:
-    """Whether ``path`` is a checkpoint this segment's writer already wrote for it."""
+def _own_checkpoint(task: SegmentTask, device: str) -> SavedPod | None:
+    """The segment's checkpoint, if a run of it already wrote one under this writer
+    (read once, onto the pod's ``device``: its origin is checked here, and the pod
+    loads the same value)."""
     try:
-        data = load_checkpoint(path)
+        saved = SavedPod.read(task.checkpoint, map_location=device)
     except CheckpointError:
-        return False
+        return None
     if task.writer is None:
-        return True
+        return saved
     try:
-        origin = origin_of(data, path)
+        origin = saved.origin()
     except CheckpointError:
-        return False
-    return origin is not None and origin["writer"] == task.writer and origin["pod"] == task.pod_id
+        return None
+    is_own = origin is not None and origin["writer"] == task.writer
+    return saved if is_own and origin["pod"] == task.pod_id else None
 
 
 def _write_fenced(task: SegmentTask, data: bytes) -> None:
     """Write the segment's checkpoint, unless the store's lease names another writer.
 
     The check and the write are two requests, so a takeover landing between them still
-    lets one checkpoint through; the new writer never adopts it (:func:`_is_own`), and
+    lets one checkpoint through; the new writer never adopts it (:func:`_own_checkpoint`), and
     its own segment overwrites it.
     """
     if task.writer is not None and task.store is not None:

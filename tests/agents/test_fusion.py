@@ -9,9 +9,10 @@ import torch
 
 from elegantpod.agents import DQN, PPO, SAC, TD3, DQNConfig, PPOConfig, SACConfig, TD3Config
 from elegantpod.agents.fusion import FusedLearners
+from elegantpod.collector import Collector
 from elegantpod.config import PodSpec
 from elegantpod.envs import make_env
-from elegantpod.pod import Pod, Worker
+from elegantpod.pod import Pod
 from elegantpod.types import Batch
 
 
@@ -49,7 +50,7 @@ def _snapshot(learner):
 def test_fused_parameters_and_moments_are_the_average(cls, config, env_id):
     env = make_env(env_id, num_envs=config.num_envs, seed=0)
     fused = FusedLearners(_learners(cls, config, env))
-    batch = Worker(env, fused, 64 if cls is SAC else config.horizon, seed=0).rollout()
+    batch = Collector(env, fused, 64 if cls is SAC else config.horizon, seed=0).rollout()
     # let the learners diverge: each updates on its own shard, no fusion in between
     for learner, shard in zip(fused.learners, fused.shard(batch), strict=True):
         learner.update(shard)
@@ -78,7 +79,7 @@ def test_ppo_fuses_after_every_epoch_and_ends_identical():
     cfg = PPOConfig(num_envs=8, horizon=16, minibatch_size=32, epochs=3)
     fused = _CountingFusion(_learners(PPO, cfg, env, k=4))
     assert getattr(fused, "calls", 0) == 0  # copied from the first learner, not averaged
-    batch = Worker(env, fused, cfg.horizon, seed=0).rollout()
+    batch = Collector(env, fused, cfg.horizon, seed=0).rollout()
     stats = fused.update(batch)
     assert fused.calls == cfg.epochs
     assert set(stats) >= {"losses/policy", "losses/value"}
@@ -135,7 +136,7 @@ def test_fused_off_policy_clocks_count_the_pods_env_steps():
         num_envs=4, horizon=8, learning_starts=256, batch_size=32, epsilon_decay_steps=1024
     )
     collector = DQN(env.observation_space, env.action_space, cfg, "cpu", seed=9)
-    worker = Worker(env, collector, cfg.horizon, seed=0)
+    worker = Collector(env, collector, cfg.horizon, seed=0)
     batches = []
     for _ in range(40):  # copies: the worker's rollout buffer is reused
         b = worker.rollout()
@@ -153,7 +154,7 @@ def test_shards_partition_the_sub_envs():
     env = make_env("CartPole-v1", num_envs=6, seed=0)
     cfg = PPOConfig(num_envs=6, horizon=4)
     fused = FusedLearners(_learners(PPO, cfg, env, k=3))
-    batch = Worker(env, fused, cfg.horizon, seed=0).rollout()
+    batch = Collector(env, fused, cfg.horizon, seed=0).rollout()
     shards = fused.shard(batch)
     assert [s.reward.shape for s in shards] == [(4, 2)] * 3
     torch.testing.assert_close(torch.cat([s.obs for s in shards], dim=1), batch.obs)
@@ -221,3 +222,19 @@ def test_fused_ppo_solves_cartpole(seed):
     )
     result = Pod(spec).run()
     assert result.solved and result.eval_return_mean >= 475
+
+
+def test_the_saved_layout_is_known_here_only():
+    """``strip`` and ``part_of`` (issue 33: three modules walked the fused layout)."""
+    from elegantpod.agents.fusion import part_of, strip
+
+    state = {"modules": 1, "replay": "r0", "generator": "g0", "fused": [{"replay": "r1"}, "odd"]}
+    kept = strip(state, "replay")
+    assert kept == {"modules": 1, "generator": "g0", "fused": [{}, "odd"]}
+    assert state["fused"][0] == {"replay": "r1"}  # pure: the input is untouched
+    plain = {"modules": 1}
+    assert strip(plain, "replay") is plain  # nothing to drop: the same object
+    assert part_of(state, 0) == (state, "")
+    assert part_of(state, 1) == ({"replay": "r1"}, "fused[0]")
+    assert part_of(state, 2) == (state, "")  # not a dict: the first learner's
+    assert part_of(state, 3) == (state, "")  # past the saved ones: the first learner's

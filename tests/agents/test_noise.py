@@ -15,9 +15,11 @@ import torch
 from elegantpod.agents import DDPG, SAC, TD3, DDPGConfig, SACConfig, TD3Config
 from elegantpod.agents.noise import NOISE_KINDS, ExplorationNoise, NoiseConfig, powerlaw_noise
 from elegantpod.agents.space import Bound, Choice, check_search_space
+from elegantpod.collector import Collector
 from elegantpod.config import PodSpec
 from elegantpod.envs import make_env
-from elegantpod.pod import Pod, Worker
+from elegantpod.hooks import PodHooks
+from elegantpod.pod import Pod
 
 OBS = gym.spaces.Box(-1, 1, (3,), np.float32)
 ACT = gym.spaces.Box(-2.0, 2.0, (2,), np.float32)
@@ -142,7 +144,7 @@ def test_a_worker_restarts_the_noise_of_ended_episodes_and_after_a_reset():
     ddpg = DDPG(
         env.observation_space, env.action_space, DDPGConfig(noise="colored", learning_starts=0)
     )
-    worker = Worker(env, ddpg, horizon=10, seed=0)
+    worker = Collector(env, ddpg, horizon=10, seed=0)
     worker.rollout()  # steps 0..9; every episode ended after step 6
     assert ddpg.noise.process.position.tolist() == [3, 3, 3]
     worker.rollout()  # steps 10..19; the next ends after step 13
@@ -320,7 +322,7 @@ def test_a_pod_rebuilt_from_its_checkpoint_continues_bit_for_bit(algo, tmp_path)
     """As test_pod's kept-vs-rebuilt test, with colored noise in the checkpoint."""
     spec, per_rollout = _pod_spec(algo)
     kept = Pod(spec)
-    kept.run(on_iteration=lambda pod, stats: pod.env_steps < 4 * per_rollout)
+    kept.run(hooks=PodHooks(on_update=lambda pod, stats: pod.env_steps < 4 * per_rollout))
     assert kept.learner.noise.process.kind == "colored"  # past warm-up, noise in progress
     kept.save(tmp_path / "ckpt.pt")
     rebuilt = Pod(spec)
@@ -333,11 +335,11 @@ def test_a_pod_rebuilt_from_its_checkpoint_continues_bit_for_bit(algo, tmp_path)
     actions = {id(kept): [], id(rebuilt): []}
 
     def record(pod, stats):
-        actions[id(pod)].append(pod.worker.buffer.action.clone())
+        actions[id(pod)].append(pod.collector.buffer.action.clone())
 
     for pod in (kept, rebuilt):
         pod.spec = segment
-        pod.run(on_iteration=record)
+        pod.run(hooks=PodHooks(on_update=record))
     assert len(actions[id(kept)]) == 6
     assert all(torch.equal(a, b) for a, b in zip(*actions.values(), strict=True))
     a, b = _weights(kept), _weights(rebuilt)

@@ -72,7 +72,7 @@ def test_checkpoint_round_trip_through_pod(algo, env, tmp_path):
     # Replay, RNG streams and step clocks came back too: the same rollout teaches both
     # learners exactly the same thing.
     rng = a.generator.get_state()
-    batch = pod.worker.rollout()  # exploring draws from a's generator: rewind it
+    batch = pod.collector.rollout()  # exploring draws from a's generator: rewind it
     a.generator.set_state(rng)
     a.update(batch)
     b.update(batch)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from elegantpod.envs import Acrobot, CartPole, MountainCarContinuous, Pendulum, make_env
-from elegantpod.envs.base import (
+from elegantpod.envs.fused_step import (
     CPU_COMPILE_MIN_ENVS,
     ENTRIES_PER_SIZE,
     compiled_step,
@@ -217,8 +217,8 @@ def test_reset_noise_is_uniform_seeded_and_counter_based():
 
 
 def test_cpu_envs_compile_from_a_size_on():
-    assert not CartPole(num_envs=CPU_COMPILE_MIN_ENVS - 1)._fused
-    assert CartPole(num_envs=CPU_COMPILE_MIN_ENVS)._fused
+    assert not CartPole(num_envs=CPU_COMPILE_MIN_ENVS - 1).fused
+    assert CartPole(num_envs=CPU_COMPILE_MIN_ENVS).fused
 
 
 # -- one compiled step per class, size and device in a process ----------------------------
@@ -278,7 +278,7 @@ def test_compiles_in_a_copied_context_and_another_thread_keep_their_limits(monke
     from torch._dynamo.eval_frame import _debug_get_cache_entry_list
     from torch._dynamo.utils import counters
 
-    from elegantpod.envs import base
+    from elegantpod.envs import fused_step as base
 
     monkeypatch.setattr(base, "COMPILE_BACKEND", "eager")  # dynamo's caching, no Inductor
     sizes = list(range(7001, 7006))
@@ -312,7 +312,7 @@ def test_a_failure_inside_a_capture_is_not_a_failed_compile(monkeypatch):
     """Inside a CUDA-graph capture (simulated: torch's query says so) a step that fails
     raises to the capture, which then fails on its own; the compiled step stays for
     this process. Outside one, the same failure marks the compile failed."""
-    from elegantpod.envs import base
+    from elegantpod.envs import fused_step as base
 
     monkeypatch.setattr(base, "COMPILE_BACKEND", "eager")
     env = CartPole(num_envs=13, compile=True)
@@ -327,3 +327,23 @@ def test_a_failure_inside_a_capture_is_not_a_failed_compile(monkeypatch):
     with pytest.warns(RuntimeWarning, match="torch.compile failed"), pytest.raises(RuntimeError):
         env.step(wrong)  # not capturing: marked failed, then the eager step raises too
     assert env._step_fn is whole_step(CartPole) and compiled_step(CartPole, 13, "cpu") is None
+
+
+def test_the_public_carry_moves_an_env_on_from_another_state():
+    """What CUDA-graph capture holds in place (issue 33: it read private fields)."""
+    a, b = CartPole(num_envs=16, seed=1), CartPole(num_envs=16, seed=2)
+    a.reset(seed=1)
+    b.reset(seed=2)
+    act = torch.ones(16, dtype=torch.int64)
+    for _ in range(3):
+        a.step(act)
+    carry = a.carry()
+    assert carry.state is a.state and carry.elapsed is a.elapsed
+    b.set_carry(type(carry)(*(t.clone() for t in carry)))
+    b.generator.set_state(a.generator.get_state())
+    for _ in range(40):  # through episode ends: the reset noise follows the carry too
+        oa, ra, ta, ua, _ = a.step(act)
+        ob, rb, tb, ub, _ = b.step(act)
+        torch.testing.assert_close(ob, oa, rtol=0, atol=0)
+        assert torch.equal(ta, tb) and torch.equal(ua, ub) and torch.equal(ra, rb)
+    assert a.fused is False  # 16 sub-envs on a CPU step eagerly

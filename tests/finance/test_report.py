@@ -248,7 +248,7 @@ def test_a_four_year_report_renders_in_seconds():
 def test_a_segments_evaluate_at_the_end_sentinel_is_said_in_words(trained, tmp_path):
     """A tournament's segment sets ``eval_every_steps`` to 2**60 ("only at the end") on the
     pod's spec, which its checkpoint records: the report must not show the number."""
-    from elegantpod.tournament.segment import _NO_EVAL_BEFORE_THE_END
+    _NO_EVAL_BEFORE_THE_END = 2**60  # what segments wrote into checkpoints before issue 33
 
     before = trained.spec
     trained.spec = dataclasses.replace(before, eval_every_steps=_NO_EVAL_BEFORE_THE_END)

@@ -59,9 +59,9 @@ def test_child_copies_parent_weights_but_keeps_its_own_seed(tmp_path):
 
 def _publish_burst(n: int) -> tuple[int, int]:
     """On a worker: publish ``n`` progress events back to back; (messages built, sent)."""
-    from elegantpod.tournament.segment import _Events
+    from elegantpod.tournament.channels import Events
 
-    events = _Events("elegantpod-test-burst", "p000", 1)
+    events = Events("elegantpod-test-burst", "p000", 1)
     events.last = 0.0  # as if the last event were long ago: the first one goes out
     built = 0
 
@@ -146,11 +146,11 @@ def _control_reads(name: str) -> tuple[float, float, bool, int]:
 
     from distributed import Variable
 
-    from elegantpod.tournament.segment import _Control
+    from elegantpod.tournament.channels import Control
 
     var = Variable(name)
     var.set({"state": "running", "version": 1})
-    control = _Control(name)
+    control = Control(name)
     try:
         slowest = 0.0
         for _ in range(200):  # half a second or more of reads: the poller's round trips
