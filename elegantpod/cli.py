@@ -342,7 +342,7 @@ def _tournament(args) -> int:
     import json
 
     from elegantpod.checks import json_safe
-    from elegantpod.cluster import cluster
+    from elegantpod.dask_cluster import cluster
     from elegantpod.progress import follow, number
     from elegantpod.tournament import Tournament
 
