@@ -343,7 +343,7 @@ def _tournament(args) -> int:
 
     from elegantpod.checks import json_safe
     from elegantpod.dask_cluster import cluster
-    from elegantpod.progress import follow, number
+    from elegantpod.progress import fmt_steps, follow, leaderboard_note, number
     from elegantpod.tournament import Tournament
 
     budget = {
@@ -448,18 +448,10 @@ def ended_by(summary: dict, pressed: bool) -> dict:
     return summary
 
 
-def fmt_steps(x) -> str:
-    """An env-step count as the progress lines print it (``163,840``)."""
-    try:
-        return f"{int(x):,}"
-    except (TypeError, ValueError):  # "-": none
-        return str(x)
-
-
 def summary_line(summary: dict, fitness: str, target: float | None) -> str:
     """The line a tournament ends with: how it ended (``stopped`` after Ctrl-C), whether
     it reached its target (only when it has one), and its best agent."""
-    from elegantpod.progress import number
+    from elegantpod.progress import fmt_steps, number
 
     line = f"tournament {summary['status']}: "
     if target is not None:
@@ -471,20 +463,6 @@ def summary_line(summary: dict, fitness: str, target: float | None) -> str:
         f"best {fitness} {number(summary['best_score'])} by {summary['best_pod'] or '-'}, "
         f"{fmt_steps(summary['env_steps_total'])} env steps in {summary['wall_seconds']:.1f}s; "
         f"store {summary['store']}"
-    )
-
-
-def leaderboard_note(statuses) -> str | None:
-    """The line under a printed leaderboard that explains a ``replaced`` (or stopped,
-    failed) status: the leaderboard keeps each pod's best evaluation ever, so its entry,
-    and checkpoint, outlive the pod. ``None`` when every pod listed is still around."""
-    gone = sorted({s for s in statuses if s in ("replaced", "stopped", "failed")})
-    if not gone:
-        return None
-    return (
-        "The leaderboard keeps each pod's best evaluation ever, with its checkpoint: a pod "
-        f"{' or '.join(gone)} since keeps its entry (replaced: later on it ranked low among "
-        "the live pods, and a new pod took its place)"
     )
 
 

@@ -560,7 +560,7 @@ def test_a_tournament_stopped_by_ctrl_c_says_stopped_and_no_solved_without_a_tar
 
 
 def test_steps_print_alike_and_a_replaced_leader_is_explained():
-    from elegantpod.cli import fmt_steps, leaderboard_note
+    from elegantpod.progress import fmt_steps, leaderboard_note
 
     assert fmt_steps(163_840) == "163,840" and fmt_steps("-") == "-"
     import numpy as np
