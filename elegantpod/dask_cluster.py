@@ -1,9 +1,10 @@
 """``cluster()``: a Dask client on the embedded default, a GPU node, or an existing scheduler.
 
-This module and :mod:`elegantpod.tournament.orchestrator` are the only places that talk
-to Dask's client API. How local workers start is in :mod:`elegantpod.local_workers`, a
-GPU node's processes in :mod:`elegantpod.gpu_layout`, a Dask Gateway cluster in
-:mod:`elegantpod.gateway`.
+This module (with the three it starts clusters with: :mod:`elegantpod.local_workers`,
+how local workers start; :mod:`elegantpod.gpu_layout`, a GPU node's processes;
+:mod:`elegantpod.gateway`, a Dask Gateway cluster) and
+:mod:`elegantpod.tournament.orchestrator` are the only places that talk to Dask's
+client API.
 
 Why ``dask_cluster`` and not ``cluster``: Python sets a package attribute to every
 submodule it imports, so a submodule named ``cluster`` replaced the function

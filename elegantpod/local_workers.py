@@ -1,10 +1,11 @@
 """How local Dask worker processes start: their settings, a deadline, the script guard.
 
-What a ``LocalCluster`` of CPU workers and a GPU node's :class:`~elegantpod.gpu_layout.GPUCluster`
-share, apart from :mod:`elegantpod.dask_cluster` (which starts them) so that the GPU
-layout needs nothing back from it: the malloc settings of every worker process, the
-deadline that stops workers that never come up, and the error a script without the
-``__main__`` guard gets instead of a hang.
+What a ``LocalCluster`` of CPU workers and a GPU node's
+:class:`~elegantpod.gpu_layout.GPUCluster` share: the malloc settings of every worker
+process, the deadline that stops workers that never come up, and the error a script
+without the ``__main__`` guard gets instead of a hang. Apart from
+:mod:`elegantpod.dask_cluster`, which starts both, so that the GPU layout needs nothing
+back from it (they imported each other).
 """
 
 from __future__ import annotations
