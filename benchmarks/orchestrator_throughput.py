@@ -55,8 +55,8 @@ from distributed import Client, as_completed
 
 from elegantpod import Tournament
 from elegantpod.agents import PPOConfig
-from elegantpod.cluster import TRIM_THRESHOLD
 from elegantpod.config import PodSpec
+from elegantpod.local_workers import TRIM_THRESHOLD
 from elegantpod.tournament.segment import SegmentTask, run_segment
 
 NAME = "orchestrator_throughput"

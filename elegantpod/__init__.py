@@ -8,8 +8,6 @@ evaluator) that train, evaluate and checkpoint themselves.
 """
 
 import importlib as _importlib
-import sys as _sys
-import types as _types
 
 # Lazy: ``import elegantpod`` (and ``python -m elegantpod.cli``) imports no torch, pandas
 # or Dask until a name is used. That keeps the CLI's --help instant, and lets the CLI take
@@ -24,7 +22,8 @@ _WHERE = {
     **dict.fromkeys(
         ["CheckpointError", "load_checkpoint", "save_checkpoint"], "elegantpod.checkpoint"
     ),
-    **dict.fromkeys(["cluster", "gateway_cluster", "shutdown"], "elegantpod.cluster"),
+    **dict.fromkeys(["cluster", "shutdown"], "elegantpod.dask_cluster"),
+    "gateway_cluster": "elegantpod.gateway",
     "PodSpec": "elegantpod.config",
     **dict.fromkeys(["available_envs", "make_env", "register_env"], "elegantpod.envs"),
     "Budget": "elegantpod.budget",
@@ -56,24 +55,6 @@ def __dir__() -> list[str]:
     the submodules loaded so far and the module's dunders; no private helpers."""
     here = {n for n in globals() if not n.startswith("_") or n.startswith("__")}
     return sorted(here | set(_WHERE))
-
-
-class _Package(_types.ModuleType):
-    """``elegantpod.cluster`` is the function :func:`~elegantpod.cluster.cluster`, though a
-    submodule of that name exists too. Python's import system sets a package attribute to
-    each submodule it loads, so ``from elegantpod.cluster import shutdown`` anywhere would
-    turn ``elegantpod.cluster(...)`` into "'module' object is not callable". The
-    submodule stays what ``from elegantpod.cluster import name`` and
-    ``importlib.import_module("elegantpod.cluster")`` give (``import elegantpod.cluster
-    as m`` reads the package attribute, so it gives the function)."""
-
-    def __setattr__(self, name: str, value) -> None:
-        if name == "cluster" and isinstance(value, _types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-_sys.modules[__name__].__class__ = _Package
 
 
 __version__ = "0.1.0"

@@ -33,10 +33,9 @@ def run_demo(seed: int = 0, max_seconds: float = 150.0, out_dir: str | None = No
     int
         0 when the tournament finished with no failed pod and the report was written.
     """
-    from elegantpod.cli import fmt_steps, leaderboard_note
     from elegantpod.finance import DateSplits, backtest
     from elegantpod.finance.report import verdict
-    from elegantpod.progress import follow
+    from elegantpod.progress import fmt_steps, follow, leaderboard_note
     from elegantpod.tournament import Tournament
     from elegantpod.workspace import workdir
 

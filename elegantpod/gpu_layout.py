@@ -29,7 +29,13 @@ from typing import Any
 
 from distributed import LocalCluster, Nanny
 
+from elegantpod.local_workers import worker_settings
+
 _logger = logging.getLogger(__name__)
+
+GPU_THREADS = 1
+"""Threads of a local GPU worker process: one pod per process (the module's docstring
+says why); a GPU is shared by ``pods_per_gpu`` processes instead."""
 
 MAX_PODS_PER_GPU = 8
 """Automatic packing stops here: past it, small pods contend for the GPU's streams."""
@@ -116,10 +122,8 @@ def gpu_layout(
         ``{name: {"cls": Nanny, "options": {...}}}``, names ``"gpu<i>-<k>"``: one thread,
         ``CUDA_VISIBLE_DEVICES`` of its GPU alone, a ``GPU`` resource of
         ``1 / pods_per_gpu`` (a GPU's processes add up to one), and the worker settings
-        of :func:`elegantpod.cluster.worker_settings` in its config.
+        of :func:`elegantpod.local_workers.worker_settings` in its config.
     """
-    from elegantpod.cluster import worker_settings
-
     gpus = [str(g) for g in gpus]
     if not gpus:
         raise ValueError("gpu_layout needs at least one GPU")
@@ -140,7 +144,7 @@ def gpu_layout(
             opts = {
                 **base,
                 "name": name,
-                "nthreads": 1,
+                "nthreads": GPU_THREADS,
                 "env": {**base.get("env", {}), "CUDA_VISIBLE_DEVICES": gpu},
                 "resources": {**base.get("resources", {}), "GPU": 1 / n},
                 "config": {**base.get("config", {}), **worker_settings()},
@@ -171,7 +175,7 @@ class GPUCluster(LocalCluster):
 
     ``LocalCluster``'s scheduler, security and host handling; the workers come from
     ``layout``, started with the worker settings of
-    :func:`elegantpod.cluster.worker_settings`. ``scale(n)`` keeps the layout's first
+    :func:`elegantpod.local_workers.worker_settings`. ``scale(n)`` keeps the layout's first
     ``n`` processes (at most the layout: more would not fit the GPUs' memory plan).
     """
 
@@ -179,14 +183,16 @@ class GPUCluster(LocalCluster):
         import dask
         from distributed.worker_memory import parse_memory_limit
 
-        from elegantpod.cluster import worker_settings
-
         if not layout:
             raise ValueError("GPUCluster needs a layout with at least one process")
         self._layout = dict(layout)
         limit = parse_memory_limit(memory_limit, 1, total_cores=len(layout), logger=_logger)
         super().__init__(
-            n_workers=0, threads_per_worker=1, processes=True, memory_limit=limit, **kwargs
+            n_workers=0,
+            threads_per_worker=GPU_THREADS,
+            processes=True,
+            memory_limit=limit,
+            **kwargs,
         )
         dask.config.set({"distributed.worker.daemon": False})  # see cluster()
         with dask.config.set(worker_settings()):

@@ -1,4 +1,5 @@
-"""Progress lines for a running tournament (the CLI and ``make demo`` print the same)."""
+"""Progress lines for a running tournament, and how a printed leaderboard shows its step
+counts and statuses (the CLI and ``make demo`` print the same)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,28 @@ def number(x) -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "-"
     return f"{x:.4g}" if abs(x) < 1e5 else f"{x:,.0f}"
+
+
+def fmt_steps(x) -> str:
+    """An env-step count as the progress lines print it (``163,840``)."""
+    try:
+        return f"{int(x):,}"
+    except (TypeError, ValueError):  # "-": none
+        return str(x)
+
+
+def leaderboard_note(statuses) -> str | None:
+    """The line under a printed leaderboard that explains a ``replaced`` (or stopped,
+    failed) status: the leaderboard keeps each pod's best evaluation ever, so its entry,
+    and checkpoint, outlive the pod. ``None`` when every pod listed is still around."""
+    gone = sorted({s for s in statuses if s in ("replaced", "stopped", "failed")})
+    if not gone:
+        return None
+    return (
+        "The leaderboard keeps each pod's best evaluation ever, with its checkpoint: a pod "
+        f"{' or '.join(gone)} since keeps its entry (replaced: later on it ranked low among "
+        "the live pods, and a new pod took its place)"
+    )
 
 
 def follow(t, every: float | None = 2.0) -> None:

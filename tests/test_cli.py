@@ -522,7 +522,7 @@ def test_an_import_that_exits_is_an_error_not_success(tmp_path, capsys, monkeypa
 
 
 def test_threads_within_the_bound_are_accepted():
-    from elegantpod.cli import max_threads
+    from elegantpod.cli_args import max_threads
 
     assert max_threads() >= 4 and max_threads() <= 4 * (os.cpu_count() or 64)
 
@@ -540,7 +540,7 @@ SUMMARY = {
 
 
 def test_a_tournament_stopped_by_ctrl_c_says_stopped_and_no_solved_without_a_target():
-    from elegantpod.cli import ended_by, summary_line
+    from elegantpod.cli_commands import ended_by, summary_line
 
     stopped = ended_by(SUMMARY, pressed=True)
     assert stopped["status"] == "stopped" and SUMMARY["status"] == "finished"
@@ -560,7 +560,7 @@ def test_a_tournament_stopped_by_ctrl_c_says_stopped_and_no_solved_without_a_tar
 
 
 def test_steps_print_alike_and_a_replaced_leader_is_explained():
-    from elegantpod.cli import fmt_steps, leaderboard_note
+    from elegantpod.progress import fmt_steps, leaderboard_note
 
     assert fmt_steps(163_840) == "163,840" and fmt_steps("-") == "-"
     import numpy as np
@@ -573,7 +573,7 @@ def test_steps_print_alike_and_a_replaced_leader_is_explained():
 
 
 def test_the_train_line_gives_the_best_evaluation_and_the_agent(tmp_path):
-    from elegantpod.cli import train_line
+    from elegantpod.cli_commands import train_line
     from elegantpod.types import TrainResult
 
     r = TrainResult(
@@ -607,7 +607,7 @@ def test_a_lone_pod_per_algorithm_is_one_warning_line(tmp_path, capsys, monkeypa
 
 # -- --segment-seconds (the Python API's segment_seconds) --------------------------------
 def test_segment_seconds_is_parsed_and_defaults_to_the_spec_default():
-    from elegantpod.cli import _parser
+    from elegantpod.cli_args import _parser
     from elegantpod.tournament.spec import TournamentSpec
 
     args = _parser().parse_args([*TOURNAMENT, "--store", "s", "--segment-seconds", "2.5"])
@@ -640,7 +640,7 @@ def test_a_bad_segment_seconds_is_one_clear_error_before_any_cluster(
 
 
 def test_segment_seconds_that_is_not_a_number_is_refused_by_the_parser(capsys):
-    from elegantpod.cli import _parser
+    from elegantpod.cli_args import _parser
 
     with pytest.raises(SystemExit) as exc:
         _parser().parse_args([*TOURNAMENT, "--store", "s", "--segment-seconds", "2s"])

@@ -22,7 +22,8 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
-from elegantpod.cluster import GATEWAY_OPTIONS, MMAP_THRESHOLD, TRIM_THRESHOLD
+from elegantpod.gateway import GATEWAY_OPTIONS
+from elegantpod.local_workers import MMAP_THRESHOLD, TRIM_THRESHOLD
 
 yaml = pytest.importorskip("yaml")
 if sys.version_info >= (3, 11):

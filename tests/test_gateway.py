@@ -9,7 +9,7 @@ import time
 import pytest
 
 from elegantpod import Tournament, cluster, gateway_cluster, shutdown
-from elegantpod.cluster import close_gateway
+from elegantpod.gateway import close_gateway
 from tests.helpers import wait_until
 from tests.servers import gateway_clusters, gateway_server, processes_under
 

@@ -11,7 +11,6 @@ import dask
 import pytest
 from distributed import Client, get_worker
 
-from elegantpod.cluster import MMAP_THRESHOLD, TRIM_THRESHOLD
 from elegantpod.gpu_layout import (
     CUDA_CONTEXT,
     GPUCluster,
@@ -21,6 +20,7 @@ from elegantpod.gpu_layout import (
     pods_per_gpu,
     resident_slots,
 )
+from elegantpod.local_workers import MMAP_THRESHOLD, TRIM_THRESHOLD
 from elegantpod.tournament.runner import cluster_info, plan_gpus
 
 GIB = 2**30

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from elegantpod.cluster import close_gateway
+from elegantpod.gateway import close_gateway
 from tests.helpers import wait_until
 from tests.servers import daskhub
 from tests.test_browser import CHROMIUM, FLAGS, _run_cell, click_pause

@@ -1,7 +1,12 @@
-"""The package namespace as ``dir()`` and tab completion show it (issue 32)."""
+"""The package namespace as ``dir()`` and tab completion show it (issue 32), and no
+submodule shadows one of its functions (issue 33)."""
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
+
+INIT = Path(__file__).resolve().parents[1] / "elegantpod" / "__init__.py"
 
 
 def test_dir_lists_each_public_name_once_and_no_helper_imports():
@@ -18,3 +23,44 @@ def test_dir_lists_each_public_name_once_and_no_helper_imports():
     import elegantpod
 
     assert set(elegantpod.__all__) <= set(dir(elegantpod))
+
+
+def test_cluster_is_the_function_after_every_submodule_is_imported():
+    """A submodule named like a package function replaces it when imported (Python sets
+    the package attribute); ``elegantpod.cluster`` once was both. Every module is
+    imported here in a fresh interpreter, and the package's functions must survive."""
+    code = (
+        "import importlib, pkgutil, types\n"
+        "import elegantpod\n"
+        "import elegantpod.dask_cluster\n"
+        "for info in pkgutil.walk_packages(elegantpod.__path__, 'elegantpod.'):\n"
+        "    importlib.import_module(info.name)\n"
+        "assert type(elegantpod) is types.ModuleType, type(elegantpod)\n"
+        "assert isinstance(elegantpod.cluster, types.FunctionType), elegantpod.cluster\n"
+        "assert elegantpod.cluster.__name__ == 'cluster'\n"
+        "assert elegantpod.cluster is elegantpod.dask_cluster.cluster\n"
+        "shadowed = [n for n in elegantpod.__all__ if n != 'finance'\n"
+        "            and isinstance(getattr(elegantpod, n), types.ModuleType)]\n"
+        "assert not shadowed, shadowed\n"
+        "print(len(list(pkgutil.walk_packages(elegantpod.__path__, 'elegantpod.'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) > 40  # the walk really imported the package
+
+
+def test_the_package_has_no_import_hook():
+    """``elegantpod/__init__.py`` imports lazily (PEP 562) and patches nothing of the
+    import system: no finder on ``sys.meta_path``, no module class swapped in."""
+    source = INIT.read_text(encoding="utf-8")
+    for hook in ("meta_path", "path_hooks", "sys.modules", "__class__", "__setattr__"):
+        assert hook not in source, hook
+    imported = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            imported.add(node.module)
+    # import_module for the lazy names is all it takes from importlib
+    assert imported <= {"importlib"}, imported
+    assert not any(isinstance(n, ast.ClassDef) for n in ast.walk(ast.parse(source)))

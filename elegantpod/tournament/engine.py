@@ -104,7 +104,7 @@ class Engine:
         try:
             self.store.clean_orphans()
             if self.client is None:
-                from elegantpod.cluster import cluster
+                from elegantpod.dask_cluster import cluster
 
                 # on a GPU node the processes per GPU are planned for this tournament's pods
                 self.client = cluster(
@@ -331,7 +331,7 @@ class Engine:
                 with contextlib.suppress(Exception):
                     lease.release()
             if self._own_client:
-                from elegantpod.cluster import shutdown
+                from elegantpod.dask_cluster import shutdown
 
                 with contextlib.suppress(Exception):
                     shutdown(self.client)  # quietly: no nanny warnings on the terminal

@@ -73,7 +73,7 @@ def no_cluster(monkeypatch):
     """Any attempt to start a cluster fails the test."""
     import importlib
 
-    module = importlib.import_module("elegantpod.cluster")  # the package's name is a function
+    module = importlib.import_module("elegantpod.dask_cluster")
 
     def refuse(*args, **kwargs):
         raise AssertionError("a cluster was started")

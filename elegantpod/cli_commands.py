@@ -1,0 +1,314 @@
+"""What ``elegantpod train``, ``tournament`` and ``backtest`` do with their parsed
+arguments, and the lines they print (``demo`` is :mod:`elegantpod.demo`)."""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+import signal
+import sys
+
+from elegantpod.checks import parse_assignments
+from elegantpod.cli_args import algo_hparams, env_kwargs
+
+
+def _train(args) -> int:
+    from elegantpod.training import result_json, train
+
+    hparams = parse_assignments(args.set)
+    num_envs = args.num_envs
+    if "num_envs" in hparams:  # a hyperparameter, and train()'s own keyword
+        text = hparams.pop("num_envs")
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"num_envs must be an integer, got {text[:200]!r}") from None
+        if num_envs is not None and num_envs != value:
+            raise ValueError(f"--set num_envs={value} and --num-envs {num_envs} disagree")
+        num_envs = value
+    import inspect
+
+    taken = [k for k in hparams if k in inspect.signature(train).parameters]
+    if taken:
+        flag = "--" + taken[0].replace("_", "-")
+        raise ValueError(f"--set {taken[0]}=... is not a hyperparameter: use {flag}")
+    result = train(
+        args.env,
+        args.algo,
+        seed=args.seed,
+        num_envs=num_envs,
+        max_steps=args.max_steps,
+        max_seconds=args.max_seconds,
+        target_reward=args.target_reward,
+        device=args.device,
+        threads=args.threads,
+        out=args.out,
+        overwrite=args.overwrite,
+        resume=args.resume,
+        progress=not args.quiet,
+        env_kwargs=env_kwargs(args.env_arg),
+        eval_env_kwargs=env_kwargs(args.eval_env_arg),
+        fitness=args.fitness,
+        learners=args.learners,
+        **hparams,
+    )
+    if args.json:
+        print(result_json(result), flush=True)
+    else:
+        print(train_line(result))
+    return 0
+
+
+def train_line(result) -> str:
+    """The line ``elegantpod train`` ends with: the last and the best evaluation, the
+    step count formatted as the progress lines format it, and the agent to use."""
+    from elegantpod.progress import number
+
+    status = "solved" if result.solved else "finished"
+    line = (
+        f"{result.algo} on {result.env}: {status}, eval return "
+        f"{result.eval_return_mean:.1f} +- {result.eval_return_std:.1f} after "
+        f"{result.env_steps:,} steps in {result.wall_seconds:.1f}s"
+    )
+    if result.fitness == "return":
+        line += f", best {number(result.best_eval_return_mean)}"
+    else:
+        line += f", {result.fitness} {number(result.score)} (best {number(result.best_score)})"
+    if result.best_env_steps is not None:
+        line += f" at {result.best_env_steps:,} steps"
+    return line + (f"; checkpoint {result.checkpoint}" if result.checkpoint else "")
+
+
+def _tournament(args) -> int:
+    import json
+
+    from elegantpod.checks import json_safe
+    from elegantpod.dask_cluster import cluster
+    from elegantpod.progress import fmt_steps, follow, leaderboard_note, number
+    from elegantpod.tournament import Tournament
+
+    budget = {
+        "target_reward": args.target_reward,
+        "max_seconds": args.max_seconds,
+        "max_steps": args.max_steps,
+    }
+    given = {
+        "env": args.env,
+        "algos": args.algos,
+        "pods": args.pods,
+        "seed": args.seed,
+        "segment_steps": args.segment_steps,
+        "segment_seconds": args.segment_seconds,
+        "eval_episodes": args.eval_episodes,
+        "device": args.device,
+        "pods_per_gpu": args.pods_per_gpu,
+        "env_kwargs": env_kwargs(args.env_arg) or None,
+        "eval_env_kwargs": env_kwargs(args.eval_env_arg) or None,
+        "fitness": None if args.fitness == "return" else args.fitness,
+        "hparams": algo_hparams(args.set) or None,
+        **budget,
+    }
+    given = {k: v for k, v in given.items() if v is not None}
+    if args.resume:
+        # What is given must agree with the store, except budgets and the like, which
+        # change visibly; nothing given is silently ignored.
+        t = Tournament.resume(args.store, force=args.force, allow_remote=args.allow_remote, **given)
+        for key, (old, new) in t.resume_changes.items():
+            print(f"resume: {key} {old!r} -> {new!r}", file=sys.stderr)
+    else:
+        if args.force:
+            raise ValueError("--force takes over a store's lease: it goes with --resume")
+        if args.allow_remote:
+            raise ValueError("--allow-remote reads what a store names: it goes with --resume")
+        if args.env is None:
+            raise ValueError("--env is required (unless --resume continues a store)")
+        if args.target_reward is None and args.max_seconds is None and args.max_steps is None:
+            raise ValueError(
+                "give at least one end condition: --target-reward, --max-seconds or --max-steps"
+            )
+        env = given.pop("env")
+        import warnings
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", UserWarning)
+            t = Tournament(env, store=args.store, **given)
+        for w in caught:  # one line each, not Python's file:line banner
+            print(f"elegantpod: warning: {w.message}", file=sys.stderr)
+    # All input is checked; only now start (or reach) a cluster.
+    t.start(cluster(args.address, n_workers=args.workers), close_client=True)
+    guard = _CtrlCStopsTournament(t)
+    with guard:
+        follow(t, every=None if args.quiet else 2.0)
+        summary = t.wait()
+    summary = ended_by(summary, guard.pressed)
+    if not args.quiet:
+        cols = ["rank", "pod", "algo", "score_mean", "score_std", "env_steps", "status", "parent"]
+        board = t.leaderboard
+        cols += [c for c in ("deflated_sharpe",) if c in board]
+        statuses = list(board["status"])
+        board = board[cols].astype(object).where(board[cols].notna(), "-")
+        print(
+            board.to_string(index=False, float_format=number, formatters={"env_steps": fmt_steps}),
+            file=sys.stderr,
+        )
+        note = leaderboard_note(statuses)
+        if note:
+            print(note, file=sys.stderr)
+        for name, score in t.baselines().items():  # trading: what doing nothing scores
+            print(f"baseline  {name}: {number(score)} ({t.spec.fitness})", file=sys.stderr)
+        if "deflated_sharpe" in cols:
+            attrs = t.leaderboard.attrs
+            print(
+                f"deflated_sharpe: probability that the true Sharpe ratio beats the best of "
+                f"{attrs['trials']} luck-only agents over {attrs['validation_days']}"
+                " validation days (0.95 is the usual bar)",
+                file=sys.stderr,
+            )
+    if args.json:
+        print(json.dumps(json_safe(summary), sort_keys=True), flush=True)
+    else:
+        print(summary_line(summary, t.spec.fitness, t.spec.target_reward))
+    if guard.pressed:
+        print(
+            "elegantpod: stopped by Ctrl-C; the store keeps every finished segment. "
+            f"Continue with: elegantpod tournament --store {shlex.quote(args.store)} --resume",
+            file=sys.stderr,
+        )
+        return 130
+    if summary["status"] not in ("finished", "stopped"):
+        print(f"elegantpod: tournament {summary['status']}: {summary['error']}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def ended_by(summary: dict, pressed: bool) -> dict:
+    """The summary the command line prints: a tournament that Ctrl-C ended is
+    ``stopped``, not ``finished`` (the tournament's own status says it ended cleanly)."""
+    if pressed and summary["status"] == "finished":
+        return {**summary, "status": "stopped"}
+    return summary
+
+
+def summary_line(summary: dict, fitness: str, target: float | None) -> str:
+    """The line a tournament ends with: how it ended (``stopped`` after Ctrl-C), whether
+    it reached its target (only when it has one), and its best agent."""
+    from elegantpod.progress import fmt_steps, number
+
+    line = f"tournament {summary['status']}: "
+    if target is not None:
+        if summary["solved"]:
+            line += f"solved (target {number(target)}), "
+        else:
+            line += f"target {number(target)} not reached, "
+    return line + (
+        f"best {fitness} {number(summary['best_score'])} by {summary['best_pod'] or '-'}, "
+        f"{fmt_steps(summary['env_steps_total'])} env steps in {summary['wall_seconds']:.1f}s; "
+        f"store {summary['store']}"
+    )
+
+
+class _CtrlCStopsTournament:
+    """While a tournament runs from the command line, the first Ctrl-C stops it as
+    ``Tournament.stop()`` does: nothing new is submitted, running pods checkpoint and
+    end within a gradient step, the store is saved and the cluster closed. A second
+    Ctrl-C quits at once (the store keeps its last snapshot)."""
+
+    def __init__(self, t):
+        self.t, self.pressed, self.previous = t, False, None
+
+    def _on_sigint(self, signum, frame):
+        # the stop first: printing could fail if the signal landed mid-write to stderr
+        self.pressed = True
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        self.t.stop()
+        with contextlib.suppress(RuntimeError):  # a reentrant write to stderr
+            print(
+                "\nelegantpod: stopping: running pods save their work (Ctrl-C again to quit now)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def __enter__(self):
+        previous = signal.signal(signal.SIGINT, self._on_sigint)
+        # None: a handler installed from C, which Python cannot put back
+        self.previous = signal.default_int_handler if previous is None else previous
+        return self
+
+    def __exit__(self, *exc):
+        signal.signal(signal.SIGINT, self.previous)
+        return False
+
+
+def _backtest(args) -> int:
+    from elegantpod.finance.backtest import backtest
+    from elegantpod.finance.report import check_report_path
+
+    if args.html is not None:
+        check_report_path(args.html)  # before the backtest runs
+    index = _read_index(args.index)
+    result = backtest(
+        args.checkpoint,
+        data=args.data,
+        start=args.start,
+        end=args.end,
+        index=index,
+        device=args.device,
+        name=args.name,
+        allow_in_sample=args.allow_in_sample,
+        allow_remote=args.allow_remote,
+        trials=args.trials,
+        **env_kwargs(args.env_arg),
+    )
+    from elegantpod.finance.report import verdict
+
+    said = verdict(result)
+    if args.html is not None:
+        result.to_html(args.html)
+    if args.json:
+        d = result.to_dict()
+        d["html"] = args.html
+        d["verdict"] = said
+        import json
+
+        print(json.dumps(d, sort_keys=True), flush=True)
+    else:
+        if result.in_sample:
+            print(f"IN-SAMPLE: {result.in_sample}")
+        print(result.metrics().to_string(float_format=lambda x: f"{x:.4f}"))
+        print(f"verdict: {said}")
+        if args.html is not None:
+            print(f"report: {args.html}")
+    return 0
+
+
+BUILTIN_INDEXES = ("sp500",)
+"""Index benchmarks that ship with the package (``--index sp500``)."""
+
+
+def _read_index(index: str | None):
+    """``None``, a built-in index (``sp500``, any case), or a CSV of (date, level) read
+    as a Series."""
+    if index is None:
+        return index
+    if index.lower() in BUILTIN_INDEXES:
+        return index.lower()
+    if "://" in index:  # a URL would make the backtest fetch it
+        raise ValueError(
+            f"--index {index[:200]!r} is a URL: give a built-in index "
+            f"({', '.join(BUILTIN_INDEXES)}) or a local CSV file of dates and index levels"
+        )
+    import pandas as pd
+
+    try:
+        frame = pd.read_csv(index, index_col=0, parse_dates=True)
+    except (FileNotFoundError, IsADirectoryError):
+        raise ValueError(
+            f"--index {index!r} is neither a built-in index ({', '.join(BUILTIN_INDEXES)}) "
+            "nor a CSV file of dates and index levels"
+        ) from None
+    if frame.shape[1] < 1 or not isinstance(frame.index, pd.DatetimeIndex):
+        raise ValueError(f"--index {index!r} must be a CSV of dates and index levels")
+    series = frame.iloc[:, 0]
+    from elegantpod.finance.data import check_name
+
+    return series.rename(check_name(series.name, "index name", index))
