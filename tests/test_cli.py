@@ -653,7 +653,7 @@ def test_segment_seconds_cuts_segments_and_a_resume_may_change_it(tmp_path):
     store = tmp_path / "t"
     p = run(
         "tournament", "--env", "CartPole-v1", "--pods", "1", "--workers", "1",
-        "--segment-seconds", "0.25", "--max-seconds", "6", "--store", str(store),
+        "--segment-seconds", "0.25", "--max-steps", "30000", "--store", str(store),
         "--json", "--quiet",
     )  # fmt: skip
     assert p.returncode == 0, p.stderr
@@ -662,7 +662,8 @@ def test_segment_seconds_cuts_segments_and_a_resume_may_change_it(tmp_path):
     latest = json.loads((store / "state" / "LATEST").read_text())["name"]
     state = json.loads((store / latest).read_text())
     steps = [h["env_steps"] for h in state["pods"][0]["history"]]
-    # without it every segment would be PPO's default 32,768 steps; 0.25 s is far fewer
+    # without it one segment of PPO's default 32,768 steps would end the run; a step
+    # budget (not a time one) so that a busy machine gets more segments, not fewer
     assert len(steps) >= 2, steps
     assert all(b - a < 32_768 for a, b in zip([0, *steps[:-1]], steps, strict=True)), steps
 
@@ -674,7 +675,7 @@ def test_segment_seconds_cuts_segments_and_a_resume_may_change_it(tmp_path):
     # ...and a good one changes the store's, visibly, as the other segment budgets do
     p = run(
         "tournament", "--store", str(store), "--resume", "--workers", "1",
-        "--segment-seconds", "0.5", "--max-seconds", "9", "--json", "--quiet",
+        "--segment-seconds", "0.5", "--max-steps", "45000", "--json", "--quiet",
     )  # fmt: skip
     assert p.returncode == 0, p.stderr
     assert "resume: segment_seconds 0.25 -> 0.5" in p.stderr, p.stderr
