@@ -25,52 +25,16 @@ from typing import Any, Protocol, runtime_checkable
 import gymnasium
 import torch
 
+from elegantpod.envs.hooks import EnvHooks
+from elegantpod.envs.limits import MAX_EPISODE_STEPS as MAX_EPISODE_STEPS
+from elegantpod.envs.limits import MAX_NUM_ENVS as MAX_NUM_ENVS
+from elegantpod.envs.limits import MAX_SEED as MAX_SEED
+from elegantpod.envs.limits import check_max_episode_steps, check_num_envs
+from elegantpod.envs.limits import check_seed as check_seed
+from elegantpod.envs.noise import uniform_noise as uniform_noise
+
 Tensor = torch.Tensor
 StepResult = tuple[Tensor, Tensor, Tensor, Tensor, dict[str, Any]]
-
-MAX_NUM_ENVS = 2**24
-"""Most sub-envs in one env: ``num_envs=10**9`` asked an MJX env for terabytes and
-aborted the process (``std::bad_alloc``) instead of raising."""
-MAX_SEED = 2**62
-"""Largest env seed (in size; a tournament's pods may have negative seeds): torch's
-generators take 64-bit seeds, and a pod adds offsets to its seed (one per evaluation),
-which must stay within them. gymnasium's envs take seeds >= 0 only."""
-MAX_EPISODE_STEPS = 10**9
-"""Longest time limit: a step counter in 32 bits (MJX) holds it, and no episode is longer."""
-
-
-def _integer(name: str, value: Any, low: int, high: int) -> int:
-    """``value`` as an ``int`` in ``[low, high]``, or a ``ValueError`` naming it."""
-    import operator
-
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        number = operator.index(value)
-    except TypeError:
-        shown = repr(value) if len(repr(value)) <= 200 else repr(value)[:200] + "..."
-        raise ValueError(f"{name} must be an integer, got {shown}") from None
-    if not low <= number <= high:
-        # str() of a 5000-digit int raises; its size is what matters anyway
-        shown = str(number) if abs(number) < 10**40 else f"a {number.bit_length()}-bit number"
-        bound = f">= {low:,}" if number < low else f"<= {high:,}"
-        raise ValueError(f"{name} must be {bound}, got {shown}")
-    return number
-
-
-def check_num_envs(num_envs: Any) -> int:
-    """``num_envs`` as an ``int`` in ``[1, MAX_NUM_ENVS]``, else a ``ValueError``."""
-    return _integer("num_envs", num_envs, 1, MAX_NUM_ENVS)
-
-
-def check_seed(seed: Any) -> int | None:
-    """``seed`` (``None`` or an integer within ``+-MAX_SEED``), else a ``ValueError``."""
-    return None if seed is None else _integer("seed", seed, -MAX_SEED, MAX_SEED)
-
-
-def check_max_episode_steps(steps: Any) -> int | None:
-    """``None`` or an integer in ``[1, MAX_EPISODE_STEPS]``, else a ``ValueError``."""
-    return None if steps is None else _integer("max_episode_steps", steps, 1, MAX_EPISODE_STEPS)
 
 
 @runtime_checkable
@@ -100,7 +64,7 @@ class VecEnv(Protocol):
         ...
 
 
-class TorchVecEnv:
+class TorchVecEnv(EnvHooks):
     """Base class of native batched envs: time limits, episode statistics, auto-reset.
 
     Subclasses keep their physical state in ``self.state``, laid out *feature-major*
@@ -109,6 +73,13 @@ class TorchVecEnv:
     coalesced on GPU. They implement three vectorized hooks; this class settles the
     protocol once. Persistent tensors are replaced, never mutated in place, so an env
     works both inside and outside ``torch.inference_mode()``.
+
+    Generic code (tournaments, the registry, the CLI) asks an env class, found by id,
+    through the classmethods of :class:`~elegantpod.envs.hooks.EnvHooks`, which this
+    class inherits; a subclass overrides those it has something for: ``baselines``
+    (what doing nothing scores), ``leaderboard_columns`` and ``leaderboard_notes`` (extra
+    leaderboard columns, explained) and ``shipped_values`` (file keyword values that
+    name shipped data). The defaults add nothing.
 
     Parameters
     ----------
@@ -366,36 +337,6 @@ def whole_step(cls: type[TorchVecEnv]) -> Callable:
         if cls not in _whole_steps:
             _whole_steps[cls] = _make_whole_step(cls)
         return _whole_steps[cls]
-
-
-_M32 = 0xFFFFFFFF
-
-
-def _mix32(x: Tensor) -> Tensor:
-    """A 32-bit integer finalizer (xor-shift-multiply), on int64 lanes masked to 32 bits.
-
-    The multipliers are odd and below 2**31, so no product leaves int64's range: signed
-    overflow would be undefined behaviour in Inductor's C++.
-    """
-    x = x ^ (x >> 16)
-    x = (x * 0x7FEB352D) & _M32
-    x = x ^ (x >> 15)
-    x = (x * 0x2C1B3C6D) & _M32
-    return x ^ (x >> 16)
-
-
-def uniform_noise(shape: tuple[int, int], key: Tensor, draws: Tensor) -> Tensor:
-    """Uniforms in [0, 1) for draw number ``draws`` of stream ``key``: float32 with 24
-    random bits, a pure function of its inputs.
-
-    Counter-based, like JAX's and Philox's generators: every element hashes its own
-    index, the draw counter and the key, so the noise needs no generator state, is the
-    same compiled or not, and fuses into the step's kernel.
-    """
-    d, n = shape
-    index = torch.arange(d * n, device=key.device, dtype=torch.int64).view(d, n)
-    x = _mix32(((index + draws * (d * n)) & _M32) ^ key)
-    return (x >> 8).to(torch.float32) * (1.0 / 16777216.0)
 
 
 def _make_whole_step(cls: type[TorchVecEnv]) -> Callable:

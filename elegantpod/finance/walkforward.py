@@ -24,8 +24,10 @@ from typing import Any
 
 import pandas as pd
 
-from elegantpod.finance.backtest import EQUAL_WEIGHT, BacktestResult, backtest
+from elegantpod.finance.backtest import backtest
+from elegantpod.finance.benchmarks import EQUAL_WEIGHT
 from elegantpod.finance.data import DateSplits
+from elegantpod.finance.result import BacktestResult
 
 
 def rolling_splits(
@@ -117,7 +119,8 @@ class WalkForwardResult:
     def to_html(self, path: str | Path) -> Path:
         """One self-contained page: the table, then each window's verdict (escaped)."""
         from elegantpod.checkpoint import atomic_write_bytes
-        from elegantpod.finance.report import check_report_path, verdict
+        from elegantpod.finance.report import check_report_path
+        from elegantpod.finance.verdict import verdict
 
         path = check_report_path(path)
         table = self.table()
