@@ -27,7 +27,7 @@ def pct(x: float, digits: int = 2) -> str:
     return f"{100 * x:.{digits}f}%" if math.isfinite(x) else "-"
 
 
-def table(ident: str, head: list[str], rows: list[tuple[str, list[str]]]) -> str:
+def named_table(ident: str, head: list[str], rows: list[tuple[str, list[str]]]) -> str:
     """A table with id ``ident``: names (escaped) and pre-formatted cells (numbers:
     nothing to escape); ``head`` names the name column first."""
     th = "".join(f"<th>{esc(h)}</th>" for h in head[1:])

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from elegantpod.finance import charts, metrics, tearsheet
-from elegantpod.finance.markup import esc, img, num, pct, table
+from elegantpod.finance.markup import esc, img, named_table, num, pct
 
 
 def drawdowns_html(result) -> str:
@@ -36,7 +36,7 @@ def drawdowns_html(result) -> str:
     ]
     head = ["#", "Peak", "Valley", "Recovery", "Depth", "Duration (trading days)"]
     return (
-        table("drawdowns", head, rows) + '<p class="note">The deepest falls of the agent\'s '
+        named_table("drawdowns", head, rows) + '<p class="note">The deepest falls of the agent\'s '
         "account from a peak, deepest first; a period lasts from the peak until the account "
         "is back at it (or the last day).</p>"
     )
@@ -63,7 +63,7 @@ def relative_html(result, returns) -> str:
         )
     head = ["Benchmark", "Alpha (annual)", "Beta", "Information ratio", "Tracking error"]
     return (
-        table("relative", [*head, "Excess return"], rows)
+        named_table("relative", [*head, "Excess return"], rows)
         + f'<p class="note">{esc(result.name)} against each benchmark: alpha and beta from a '
         "regression of daily returns (alpha compounded to a year, zero risk-free rate); the "
         "information ratio is the annualized Sharpe ratio of the daily return difference, "
@@ -116,7 +116,7 @@ def positions_html(result) -> str:
             "exposure",
         )
         + _one_stock_html(largest)
-        + table("concentration", ["Per day", "Average", "Min", "Max", "Last day"], rows)
+        + named_table("concentration", ["Per day", "Average", "Min", "Max", "Last day"], rows)
         + '<p class="note">Weights are each holding\'s value at the close over the account '
         "value. The Herfindahl index is the sum of the squared shares of the invested money "
         "(1 for a single stock, 1/N for N equal positions; days with nothing held are left "
@@ -163,7 +163,7 @@ _STATS = (
 def distribution_html(returns) -> str:
     stats = [tearsheet.return_stats(r) for _, r in returns]
     rows = [(label, [f(s[key]) for s in stats]) for key, label, f in _STATS]
-    return table("return-stats", ["Daily returns", *(n for n, _ in returns)], rows) + (
+    return named_table("return-stats", ["Daily returns", *(n for n, _ in returns)], rows) + (
         '<p class="note">Historical value at risk: the 5% quantile of daily returns; the '
         "conditional VaR is the mean of the returns at or below it. Skewness and kurtosis "
         "are the moments of the observed returns; days with a gain count all days, those "
