@@ -14,7 +14,6 @@ on ``StockTrading-v0`` (one pod, or a tournament ranked by validation Sharpe), t
 from elegantpod.finance.backtest import backtest
 from elegantpod.finance.benchmarks import EQUAL_WEIGHT
 from elegantpod.finance.data import (
-    DateSplits,
     MarketData,
     load,
     load_long,
@@ -25,6 +24,7 @@ from elegantpod.finance.data import (
 from elegantpod.finance.indicators import DEFAULT_INDICATORS, compute_features
 from elegantpod.finance.metrics import METRICS
 from elegantpod.finance.result import BacktestResult
+from elegantpod.finance.splits import DateSplits
 from elegantpod.finance.trading_env import ENV_ID, StockTradingEnv
 from elegantpod.finance.verdict import verdict
 

@@ -21,7 +21,7 @@ import pandas as pd
 import torch
 
 from elegantpod.finance.benchmarks import EQUAL_WEIGHT, equal_weight, index_series
-from elegantpod.finance.data import check_name
+from elegantpod.finance.names import check_name
 from elegantpod.finance.result import BacktestResult
 from elegantpod.finance.trading_env import ENV_ID, StockTradingEnv
 from elegantpod.finance.verdict import UNKNOWN_SELECTION

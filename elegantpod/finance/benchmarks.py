@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from elegantpod.finance.data import check_name, sp500_index
+from elegantpod.finance.data import sp500_index
+from elegantpod.finance.names import check_name
 
 EQUAL_WEIGHT = "Equal-weight buy & hold"
 """The name of the equal-weight benchmark in results, tables and charts."""

@@ -13,6 +13,7 @@ import io
 import numpy as np
 
 from elegantpod.finance import metrics, tearsheet
+from elegantpod.finance.concentration import Concentration
 
 TOP_HOLDINGS = 8
 """Holdings drawn one by one in the weights chart; the rest are summed as "other"."""
@@ -70,7 +71,7 @@ def rolling_png(returns, ppy: float, window: int) -> bytes:
     return _plain(_draw_rolling, returns, ppy, window)
 
 
-def weights_png(weights, largest: tearsheet.Concentration) -> bytes:
+def weights_png(weights, largest: Concentration) -> bytes:
     """Stacked position weights and cash over time (the :data:`TOP_HOLDINGS` largest one
     by one), with the largest position's share and its threshold."""
     return _plain(_draw_weights, weights, largest)
@@ -154,7 +155,7 @@ def _draw_rolling(returns, ppy: float, window: int) -> bytes:
     return _png(fig)
 
 
-def _draw_weights(weights, largest: tearsheet.Concentration) -> bytes:
+def _draw_weights(weights, largest: Concentration) -> bytes:
     fig = _figure(4.0)
     ax = fig.add_subplot()
     order = weights.mean().sort_values(ascending=False).index

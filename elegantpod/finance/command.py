@@ -87,6 +87,6 @@ def read_index(index: str | None):
     if frame.shape[1] < 1 or not isinstance(frame.index, pd.DatetimeIndex):
         raise ValueError(f"--index {index!r} must be a CSV of dates and index levels")
     series = frame.iloc[:, 0]
-    from elegantpod.finance.data import check_name
+    from elegantpod.finance.names import check_name
 
     return series.rename(check_name(series.name, "index name", index))

@@ -63,7 +63,7 @@ def to_pyfolio(result) -> tuple[pd.Series, pd.DataFrame, pd.DataFrame]:
         For a backtest of fewer than two days (no return), one without close prices,
         prices that do not cover its days and tickers, a ticker named ``"cash"``, or a
         ticker or agent name a spreadsheet would run as a formula
-        (:func:`~elegantpod.finance.data.check_name`).
+        (:func:`~elegantpod.finance.names.check_name`).
 
     Notes
     -----
@@ -78,7 +78,7 @@ def to_pyfolio(result) -> tuple[pd.Series, pd.DataFrame, pd.DataFrame]:
             "return, so at least two days"
         )
     tickers = list(result.positions.columns)
-    from elegantpod.finance.data import check_name
+    from elegantpod.finance.names import check_name
 
     for tic in tickers:  # column names of frames users export to CSV and sheets
         check_name(tic, "ticker")
@@ -123,7 +123,7 @@ def benchmark_returns(result, name: str | None = None) -> pd.Series:
         name = next(iter(result.benchmarks))
     if name not in result.benchmarks:
         raise ValueError(f"no benchmark named {name!r}; the backtest has {list(result.benchmarks)}")
-    from elegantpod.finance.data import check_name
+    from elegantpod.finance.names import check_name
 
     check_name(name, "benchmark name")
     series = result.benchmarks[name].reindex(result.dates)

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from elegantpod.checkpoint import atomic_write_bytes
-from elegantpod.finance import charts, selection, tearsheet_html
+from elegantpod.finance import bootstrap, charts, tearsheet_html
 from elegantpod.finance.benchmarks import EQUAL_WEIGHT
 from elegantpod.finance.markup import esc, img, num
 from elegantpod.finance.verdict import (
@@ -198,7 +198,7 @@ def write_report(result, path: str | Path, title: str | None = None) -> Path:
 
 
 # ---------------------------------------------------------------------------- luck
-def _ci(ci: selection.BootstrapInterval, sign: str = "") -> str:
+def _ci(ci: bootstrap.BootstrapInterval, sign: str = "") -> str:
     if not (math.isfinite(ci.low) and math.isfinite(ci.high)):
         return "-"
     return f"[{ci.low:{sign}.2f}, {ci.high:{sign}.2f}]"

@@ -18,6 +18,7 @@ import pandas as pd
 
 from elegantpod.checks import json_safe
 from elegantpod.finance import metrics, tearsheet
+from elegantpod.finance.concentration import Concentration, largest_position
 from elegantpod.finance.verdict import UNKNOWN_SELECTION
 
 
@@ -75,7 +76,7 @@ class BacktestResult:
         return tearsheet.position_weights(self.positions, self.prices, self.account_value)
 
     @property
-    def concentration(self) -> tearsheet.Concentration | None:
+    def concentration(self) -> Concentration | None:
         """The largest single position's share of the account, per day and summed up.
 
         ``.largest`` (per day), ``.mean``, ``.max``, ``.end`` and ``.end_ticker``,
@@ -85,7 +86,7 @@ class BacktestResult:
         report then say in words, ``.sentence()``). ``None`` without :attr:`prices`.
         """
         weights = self.weights
-        return None if weights is None else tearsheet.largest_position(weights)
+        return None if weights is None else largest_position(weights)
 
     def values(self) -> pd.DataFrame:
         """Account values of the agent (first column) and each benchmark."""

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from elegantpod.finance import charts, metrics, tearsheet
+from elegantpod.finance.concentration import Concentration, largest_position
 from elegantpod.finance.markup import esc, img, named_table, num, pct
 
 
@@ -108,7 +109,7 @@ def positions_html(result) -> str:
         seen = x[np.isfinite(x)]
         cells = [f(float(v)) for v in (seen.mean(), seen.min(), seen.max())] if seen.size else []
         rows.append((label, [*(cells or ["-"] * 3), f(float(x[-1]))]))
-    largest = tearsheet.largest_position(weights)
+    largest = largest_position(weights)
     return (
         img(
             charts.weights_png(weights, largest),
@@ -124,9 +125,9 @@ def positions_html(result) -> str:
     )
 
 
-def _one_stock_html(conc: tearsheet.Concentration) -> str:
+def _one_stock_html(conc: Concentration) -> str:
     """The largest position in words; flagged when one stock dominated (see
-    :attr:`~elegantpod.finance.tearsheet.Concentration.is_concentrated`)."""
+    :attr:`~elegantpod.finance.concentration.Concentration.is_concentrated`)."""
     days = len(conc.largest)
     over = f"{conc.threshold:.0%}" if conc.threshold != 0.5 else "half"
     figures = (

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from elegantpod.finance import metrics, selection
+from elegantpod.finance import bootstrap, metrics, selection
 from elegantpod.finance.benchmarks import EQUAL_WEIGHT
 from elegantpod.finance.markup import num
 
@@ -29,11 +29,11 @@ checkpoint or pod): its deflated Sharpe ratio assumes 1 trial, and the verdict s
 class Beat:
     """The agent against equal weight, as the report section and :func:`verdict` say it."""
 
-    sharpe: selection.BootstrapInterval
+    sharpe: bootstrap.BootstrapInterval
     """The agent's Sharpe ratio and its bootstrap interval."""
-    benchmark: selection.BootstrapInterval
+    benchmark: bootstrap.BootstrapInterval
     """Equal weight's, on the same days (NaN without that benchmark)."""
-    difference: selection.BootstrapInterval
+    difference: bootstrap.BootstrapInterval
     """Agent minus equal weight, from the same resampled days (paired)."""
     deflated: selection.DeflatedSharpe | None
     """The agent's deflated Sharpe ratio over its selection's trials; ``None`` for a
@@ -61,19 +61,19 @@ def compare(result) -> Beat:
     Sharpe ratio over ``result.trials``."""
     agent = daily_returns(result)[0][1].to_numpy()
     ew = result.benchmarks.get(EQUAL_WEIGHT)
-    nan = selection.BootstrapInterval(math.nan, math.nan, math.nan)
+    nan = bootstrap.BootstrapInterval(math.nan, math.nan, math.nan)
     if len(agent) < 3:  # too short for any of it
         return Beat(nan, nan, nan, None, 1, ew is not None)
     kw = {"samples": BOOTSTRAP_SAMPLES, "seed": 0}
     ppy = result.periods_per_year
-    sharpe = selection.bootstrap_sharpe_ci(agent, ppy, **kw)
+    sharpe = bootstrap.bootstrap_sharpe_ci(agent, ppy, **kw)
     benchmark = difference = nan
     if ew is not None:
         ew_returns = metrics.returns_from_values(ew.to_numpy())
-        benchmark = selection.bootstrap_sharpe_ci(ew_returns, ppy, **kw)
-        difference = selection.bootstrap_sharpe_difference_ci(agent, ew_returns, ppy, **kw)
+        benchmark = bootstrap.bootstrap_sharpe_ci(ew_returns, ppy, **kw)
+        difference = bootstrap.bootstrap_sharpe_difference_ci(agent, ew_returns, ppy, **kw)
     deflated = selection.deflated_sharpe_ratio(agent, result.trials, periods_per_year=ppy)
-    block = selection.default_block_length(len(agent))
+    block = bootstrap.default_block_length(len(agent))
     return Beat(sharpe, benchmark, difference, deflated, block, ew is not None)
 
 
@@ -88,7 +88,7 @@ def verdict(result) -> str:
     that Sharpe ratio is unlikely to be the luck of picking the best of that many.
 
     When one stock dominated the account (more than half its value on the last day or
-    on most days: :attr:`~elegantpod.finance.tearsheet.Concentration.is_concentrated`),
+    on most days: :attr:`~elegantpod.finance.concentration.Concentration.is_concentrated`),
     a second sentence says so: a bet on one stock is not a diversified portfolio,
     however its Sharpe ratio compares.
 
