@@ -19,6 +19,7 @@ from elegantpod.finance.markup import esc, img, named_table, num, pct
 
 
 def drawdowns_html(result) -> str:
+    """The worst drawdown periods of the agent's account: peak, valley, recovery, depth."""
     table = tearsheet.drawdown_periods(result.account_value, top=5)
     if table.empty:
         return '<p class="note" id="drawdowns">The account never fell below a previous peak.</p>'
@@ -44,6 +45,8 @@ def drawdowns_html(result) -> str:
 
 
 def relative_html(result, returns) -> str:
+    """Alpha, beta, information ratio, tracking error and excess return against each
+    benchmark (``returns``: the agent's daily returns first, then each benchmark's)."""
     (_, agent), benchmarks = returns[0], returns[1:]
     ppy = result.periods_per_year
     rows = []
@@ -79,6 +82,7 @@ def _window(days: int) -> int:
 
 
 def rolling_html(result, returns) -> str:
+    """The rolling Sharpe ratio, volatility and beta chart, with its window in words."""
     window = _window(len(returns[0][1]))
     return img(
         charts.rolling_png(returns, result.periods_per_year, window),
@@ -91,6 +95,8 @@ def rolling_html(result, returns) -> str:
 
 
 def positions_html(result) -> str:
+    """Position weights and cash over time, the largest position in words, and the
+    concentration table (a result without prices has none)."""
     if result.prices is None:
         return '<p class="note" id="positions">No prices in this result: no position values.</p>'
     weights = tearsheet.position_weights(result.positions, result.prices, result.account_value)
@@ -162,6 +168,8 @@ _STATS = (
 
 
 def distribution_html(returns) -> str:
+    """The shape of each strategy's daily returns: moments, value at risk, best and
+    worst days and months, days with a gain."""
     stats = [tearsheet.return_stats(r) for _, r in returns]
     rows = [(label, [f(s[key]) for s in stats]) for key, label, f in _STATS]
     return named_table("return-stats", ["Daily returns", *(n for n, _ in returns)], rows) + (
@@ -214,6 +222,7 @@ def _monthly_table(values: pd.Series, name: str, ident: str) -> str:
 
 
 def trades_html(result) -> str:
+    """Orders per ticker (buys, sells, shares, traded value, costs) and the turnover."""
     summary = result.trades_summary()
     cols = [
         ("buys", "Buy orders", "{:,.0f}"),
