@@ -12,7 +12,7 @@ import shlex
 import sys
 
 from elegantpod.cli_args import _parser, check_args
-from elegantpod.cli_commands import _backtest, _tournament, _train
+from elegantpod.cli_commands import _tournament, _train
 
 
 def _drop_working_folder() -> None:
@@ -58,6 +58,11 @@ def _import_modules(names: list[str]) -> None:
             raise ValueError(f"cannot import {name!r}: {type(exc).__name__}: {exc}") from exc
 
 
+COMMANDS = {"backtest": "elegantpod.finance.command"}
+"""Commands run by the part of the package they serve: the module's ``run(args) -> int``
+runs the parsed command, and is imported only then (this module imports no such part)."""
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; bad input prints one ``error:`` line and exits with status 2, Ctrl-C
     ends with one line on what was kept and how to continue (status 130)."""
@@ -71,8 +76,10 @@ def main(argv: list[str] | None = None) -> int:
             return _train(args)
         if args.command == "tournament":
             return _tournament(args)
-        if args.command == "backtest":
-            return _backtest(args)
+        if args.command in COMMANDS:
+            import importlib
+
+            return importlib.import_module(COMMANDS[args.command]).run(args)
         from elegantpod.demo import run_demo
 
         return run_demo(seed=args.seed, max_seconds=args.max_seconds, out_dir=args.out)

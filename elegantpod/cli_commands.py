@@ -84,8 +84,10 @@ def _tournament(args) -> int:
 
     from elegantpod.checks import json_safe
     from elegantpod.dask_cluster import cluster
+    from elegantpod.envs.registry import env_hooks
     from elegantpod.progress import fmt_steps, follow, leaderboard_note, number
     from elegantpod.tournament import Tournament
+    from elegantpod.tournament.views import LEADERBOARD_COLUMNS
 
     budget = {
         "target_reward": args.target_reward,
@@ -142,28 +144,21 @@ def _tournament(args) -> int:
         summary = t.wait()
     summary = ended_by(summary, guard.pressed)
     if not args.quiet:
+        board = t.leaderboard  # once: the notes below read the same board
         cols = ["rank", "pod", "algo", "score_mean", "score_std", "env_steps", "status", "parent"]
-        board = t.leaderboard
-        cols += [c for c in ("deflated_sharpe",) if c in board]
-        statuses = list(board["status"])
-        board = board[cols].astype(object).where(board[cols].notna(), "-")
+        cols += [c for c in board.columns if c not in LEADERBOARD_COLUMNS]  # the env's own
+        shown = board[cols].astype(object).where(board[cols].notna(), "-")
         print(
-            board.to_string(index=False, float_format=number, formatters={"env_steps": fmt_steps}),
+            shown.to_string(index=False, float_format=number, formatters={"env_steps": fmt_steps}),
             file=sys.stderr,
         )
-        note = leaderboard_note(statuses)
+        note = leaderboard_note(list(board["status"]))
         if note:
             print(note, file=sys.stderr)
-        for name, score in t.baselines().items():  # trading: what doing nothing scores
+        for name, score in t.baselines().items():  # what doing nothing scores (trading)
             print(f"baseline  {name}: {number(score)} ({t.spec.fitness})", file=sys.stderr)
-        if "deflated_sharpe" in cols:
-            attrs = t.leaderboard.attrs
-            print(
-                f"deflated_sharpe: probability that the true Sharpe ratio beats the best of "
-                f"{attrs['trials']} luck-only agents over {attrs['validation_days']}"
-                " validation days (0.95 is the usual bar)",
-                file=sys.stderr,
-            )
+        for line in env_hooks(t.spec.env_id).leaderboard_notes(board):
+            print(line, file=sys.stderr)
     if args.json:
         print(json.dumps(json_safe(summary), sort_keys=True), flush=True)
     else:
@@ -237,78 +232,3 @@ class _CtrlCStopsTournament:
     def __exit__(self, *exc):
         signal.signal(signal.SIGINT, self.previous)
         return False
-
-
-def _backtest(args) -> int:
-    from elegantpod.finance.backtest import backtest
-    from elegantpod.finance.report import check_report_path
-
-    if args.html is not None:
-        check_report_path(args.html)  # before the backtest runs
-    index = _read_index(args.index)
-    result = backtest(
-        args.checkpoint,
-        data=args.data,
-        start=args.start,
-        end=args.end,
-        index=index,
-        device=args.device,
-        name=args.name,
-        allow_in_sample=args.allow_in_sample,
-        allow_remote=args.allow_remote,
-        trials=args.trials,
-        **env_kwargs(args.env_arg),
-    )
-    from elegantpod.finance.report import verdict
-
-    said = verdict(result)
-    if args.html is not None:
-        result.to_html(args.html)
-    if args.json:
-        d = result.to_dict()
-        d["html"] = args.html
-        d["verdict"] = said
-        import json
-
-        print(json.dumps(d, sort_keys=True), flush=True)
-    else:
-        if result.in_sample:
-            print(f"IN-SAMPLE: {result.in_sample}")
-        print(result.metrics().to_string(float_format=lambda x: f"{x:.4f}"))
-        print(f"verdict: {said}")
-        if args.html is not None:
-            print(f"report: {args.html}")
-    return 0
-
-
-BUILTIN_INDEXES = ("sp500",)
-"""Index benchmarks that ship with the package (``--index sp500``)."""
-
-
-def _read_index(index: str | None):
-    """``None``, a built-in index (``sp500``, any case), or a CSV of (date, level) read
-    as a Series."""
-    if index is None:
-        return index
-    if index.lower() in BUILTIN_INDEXES:
-        return index.lower()
-    if "://" in index:  # a URL would make the backtest fetch it
-        raise ValueError(
-            f"--index {index[:200]!r} is a URL: give a built-in index "
-            f"({', '.join(BUILTIN_INDEXES)}) or a local CSV file of dates and index levels"
-        )
-    import pandas as pd
-
-    try:
-        frame = pd.read_csv(index, index_col=0, parse_dates=True)
-    except (FileNotFoundError, IsADirectoryError):
-        raise ValueError(
-            f"--index {index!r} is neither a built-in index ({', '.join(BUILTIN_INDEXES)}) "
-            "nor a CSV file of dates and index levels"
-        ) from None
-    if frame.shape[1] < 1 or not isinstance(frame.index, pd.DatetimeIndex):
-        raise ValueError(f"--index {index!r} must be a CSV of dates and index levels")
-    series = frame.iloc[:, 0]
-    from elegantpod.finance.data import check_name
-
-    return series.rename(check_name(series.name, "index name", index))

@@ -30,53 +30,15 @@ from elegantpod.envs.fused_step import (
     mark_failed,
     whole_step,
 )
+from elegantpod.envs.hooks import EnvHooks
+from elegantpod.envs.limits import MAX_EPISODE_STEPS as MAX_EPISODE_STEPS
+from elegantpod.envs.limits import MAX_NUM_ENVS as MAX_NUM_ENVS
+from elegantpod.envs.limits import MAX_SEED as MAX_SEED
+from elegantpod.envs.limits import check_max_episode_steps, check_num_envs
+from elegantpod.envs.limits import check_seed as check_seed
 
 Tensor = torch.Tensor
 StepResult = tuple[Tensor, Tensor, Tensor, Tensor, dict[str, Any]]
-
-MAX_NUM_ENVS = 2**24
-"""Most sub-envs in one env: ``num_envs=10**9`` asked an MJX env for terabytes and
-aborted the process (``std::bad_alloc``) instead of raising."""
-MAX_SEED = 2**62
-"""Largest env seed (in size; a tournament's pods may have negative seeds): torch's
-generators take 64-bit seeds, and a pod adds offsets to its seed (one per evaluation),
-which must stay within them. gymnasium's envs take seeds >= 0 only."""
-MAX_EPISODE_STEPS = 10**9
-"""Longest time limit: a step counter in 32 bits (MJX) holds it, and no episode is longer."""
-
-
-def _integer(name: str, value: Any, low: int, high: int) -> int:
-    """``value`` as an ``int`` in ``[low, high]``, or a ``ValueError`` naming it."""
-    import operator
-
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        number = operator.index(value)
-    except TypeError:
-        shown = repr(value) if len(repr(value)) <= 200 else repr(value)[:200] + "..."
-        raise ValueError(f"{name} must be an integer, got {shown}") from None
-    if not low <= number <= high:
-        # str() of a 5000-digit int raises; its size is what matters anyway
-        shown = str(number) if abs(number) < 10**40 else f"a {number.bit_length()}-bit number"
-        bound = f">= {low:,}" if number < low else f"<= {high:,}"
-        raise ValueError(f"{name} must be {bound}, got {shown}")
-    return number
-
-
-def check_num_envs(num_envs: Any) -> int:
-    """``num_envs`` as an ``int`` in ``[1, MAX_NUM_ENVS]``, else a ``ValueError``."""
-    return _integer("num_envs", num_envs, 1, MAX_NUM_ENVS)
-
-
-def check_seed(seed: Any) -> int | None:
-    """``seed`` (``None`` or an integer within ``+-MAX_SEED``), else a ``ValueError``."""
-    return None if seed is None else _integer("seed", seed, -MAX_SEED, MAX_SEED)
-
-
-def check_max_episode_steps(steps: Any) -> int | None:
-    """``None`` or an integer in ``[1, MAX_EPISODE_STEPS]``, else a ``ValueError``."""
-    return None if steps is None else _integer("max_episode_steps", steps, 1, MAX_EPISODE_STEPS)
 
 
 @runtime_checkable
@@ -122,7 +84,7 @@ class EnvCarry(NamedTuple):
     """The key of the fused step's counter-based reset noise."""
 
 
-class TorchVecEnv:
+class TorchVecEnv(EnvHooks):
     """Base class of native batched envs: time limits, episode statistics, auto-reset.
 
     Subclasses keep their physical state in ``self.state``, laid out *feature-major*
@@ -131,6 +93,13 @@ class TorchVecEnv:
     coalesced on GPU. They implement three vectorized hooks; this class settles the
     protocol once. Persistent tensors are replaced, never mutated in place, so an env
     works both inside and outside ``torch.inference_mode()``.
+
+    Generic code (tournaments, the registry, the CLI) asks an env class, found by id,
+    through the classmethods of :class:`~elegantpod.envs.hooks.EnvHooks`, which this
+    class inherits; a subclass overrides those it has something for: ``baselines``
+    (what doing nothing scores), ``leaderboard_columns`` and ``leaderboard_notes`` (extra
+    leaderboard columns, explained) and ``shipped_values`` (file keyword values that
+    name shipped data). The defaults add nothing.
 
     Parameters
     ----------
@@ -240,7 +209,7 @@ class TorchVecEnv:
     initial_state: Callable[[Tensor], Tensor] | None = None
     """Optional classmethod mapping uniforms ``u`` in [0, 1), ``(state_dim, n)``, to
     initial states. Given it, the fused step draws reset noise inside its compiled region
-    (a counter-based hash, :func:`~elegantpod.envs.fused_step.uniform_noise`), which on
+    (a counter-based hash, :func:`~elegantpod.envs.noise.uniform_noise`), which on
     CPU is some 7x cheaper than the Mersenne Twister of a ``torch.Generator``; without
     it, the fused step calls :meth:`_sample_initial_state` for every row each step."""
 

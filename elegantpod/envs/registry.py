@@ -12,6 +12,7 @@ from elegantpod.devices import resolve_device
 from elegantpod.envs.base import VecEnv, check_max_episode_steps, check_num_envs, check_seed
 from elegantpod.envs.classic import NATIVE_ENVS
 from elegantpod.envs.gym import FILE_KWARGS, GymVecEnv, withheld
+from elegantpod.envs.hooks import EnvHooks
 
 KWARG_ENVS = {"StockTrading-v0": ("elegantpod.finance.trading_env", "StockTradingEnv")}
 """Native envs configured by keyword arguments (data, dates...), imported when used."""
@@ -87,7 +88,8 @@ def external_sources(env_kwargs: dict, env_id: str | None = None) -> dict:
     (a Hopper's ``xml_file`` naming a secret file was opened, and its text quoted in the
     error). A path keyword (:func:`path_kwargs` of ``env_id``; ``None``: of any env)
     counts unless its value names what elegantpod or gymnasium ships (``"sp500"``,
-    ``"hopper.xml"``), and so does any keyword whose value holds a URL (``"://"``).
+    ``"hopper.xml"``: an env class says which in ``shipped_values``), and so does any
+    keyword whose value holds a URL (``"://"``).
     """
     names = path_kwargs(env_id)
     out = {}
@@ -99,22 +101,24 @@ def external_sources(env_kwargs: dict, env_id: str | None = None) -> dict:
 
 
 def _is_shipped(key: str, value) -> bool:
-    """``value`` is unset or names a file that comes with elegantpod or gymnasium."""
+    """``value`` is unset or names a file that comes with elegantpod or gymnasium.
+
+    Any env's shipped values count, whichever env is asked about: as with
+    :func:`path_kwargs`, a superset refuses nothing that one env ships.
+    """
     if value is None:
         return True
     if not isinstance(value, str):
         return False
-    if key == "data":
-        from elegantpod.finance.data import SAMPLES
-
-        return value in SAMPLES
     if key in FILE_KWARGS:  # a bare name is read from gymnasium's assets folder
         from pathlib import Path
 
         assets = Path(gymnasium.__file__).parent / "envs" / "mujoco" / "assets"
         is_bare = value and not value.startswith((".", "~")) and not set(value) & {"/", "\\"}
-        return bool(is_bare) and (assets / value).is_file()
-    return False
+        if is_bare and (assets / value).is_file():
+            return True
+    known = [*NATIVE_ENVS, *KWARG_ENVS]
+    return any(value in env_hooks(env_id).shipped_values(key) for env_id in known)
 
 
 def _strings(value):
@@ -138,6 +142,14 @@ def _kwarg_env(env_id: str):
 
     module, name = KWARG_ENVS[env_id]
     return getattr(importlib.import_module(module), name)
+
+
+def env_hooks(env_id: str) -> type[EnvHooks]:
+    """The class whose :class:`~elegantpod.envs.hooks.EnvHooks` classmethods speak for
+    ``env_id``: its env class (imported if need be), or ``EnvHooks`` itself, whose
+    defaults add nothing, for an id that has none (gymnasium, MJX, Isaac)."""
+    cls = _kwarg_env(env_id) if env_id in KWARG_ENVS else NATIVE_ENVS.get(env_id)
+    return cls if isinstance(cls, type) and issubclass(cls, EnvHooks) else EnvHooks
 
 
 def check_env_id(env_id: str) -> None:

@@ -11,9 +11,9 @@ on ``StockTrading-v0`` (one pod, or a tournament ranked by validation Sharpe), t
 ...                             backtest=("2019-01-01", "2022-12-31"))
 """
 
-from elegantpod.finance.backtest import EQUAL_WEIGHT, BacktestResult, backtest
+from elegantpod.finance.backtest import backtest
+from elegantpod.finance.benchmarks import EQUAL_WEIGHT
 from elegantpod.finance.data import (
-    DateSplits,
     MarketData,
     load,
     load_long,
@@ -23,8 +23,10 @@ from elegantpod.finance.data import (
 )
 from elegantpod.finance.indicators import DEFAULT_INDICATORS, compute_features
 from elegantpod.finance.metrics import METRICS
-from elegantpod.finance.report import verdict
+from elegantpod.finance.result import BacktestResult
+from elegantpod.finance.splits import DateSplits
 from elegantpod.finance.trading_env import ENV_ID, StockTradingEnv
+from elegantpod.finance.verdict import verdict
 
 __all__ = [
     "DEFAULT_INDICATORS",

@@ -13,8 +13,6 @@ much of the account its largest position held (a bet on one stock is flagged);
 from __future__ import annotations
 
 import dataclasses
-import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,170 +20,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from elegantpod.checks import json_safe
-from elegantpod.finance import metrics, tearsheet
-from elegantpod.finance.data import check_name, sp500_index
+from elegantpod.finance.benchmarks import EQUAL_WEIGHT, equal_weight, index_series
+from elegantpod.finance.names import check_name
+from elegantpod.finance.result import BacktestResult
 from elegantpod.finance.trading_env import ENV_ID, StockTradingEnv
+from elegantpod.finance.verdict import UNKNOWN_SELECTION
 
-EQUAL_WEIGHT = "Equal-weight buy & hold"
-UNKNOWN_SELECTION = "unknown"
-"""``BacktestResult.selection`` of an agent whose selection nobody recorded (a bare
-checkpoint or pod): its deflated Sharpe ratio assumes 1 trial, and the verdict says so."""
 MAX_TRIALS = 10**9
-
-
-@dataclass(frozen=True, eq=False)
-class BacktestResult:
-    """Daily account values of an agent and its benchmarks over a backtest range."""
-
-    account_value: pd.Series
-    """The agent's account value at each day's close (first day: the initial amount)."""
-    benchmarks: dict[str, pd.Series]
-    """Benchmark values on the same dates, scaled to start at the initial amount."""
-    trades: pd.DataFrame
-    """One row per executed order: date, tic, shares (+ buy, - sell), price, value, cost."""
-    positions: pd.DataFrame
-    """Shares held after each day's trades (dates x tickers)."""
-    periods_per_year: int
-    initial_amount: float
-    cost: float
-    agent: dict[str, Any] = field(default_factory=dict)
-    """Who traded: name, algo, spec, checkpoint, env steps and lineage (for the report)."""
-    data_source: str = ""
-    in_sample: str = ""
-    """Empty for a held-out backtest; else the sentence saying which of the agent's
-    training or validation dates the range overlaps (``allow_in_sample=True``). The
-    report says "in-sample" at its top then."""
-    execution_lag: int = 0
-    """Days between the close an action was decided on and the close it traded at (see
-    :class:`~elegantpod.finance.trading_env.StockTradingEnv`)."""
-    trials: int = 1
-    """How many agents the selection that produced this one tried (a tournament's pods),
-    for the deflated Sharpe ratio; 1 when the selection is unknown (see :attr:`selection`)."""
-    selection: str = ""
-    """Where :attr:`trials` comes from: the tournament or store that scored the pods, the
-    caller's ``trials=N``, or :data:`UNKNOWN_SELECTION` (the verdict then says that the
-    deflated Sharpe ratio assumes 1 trial)."""
-    prices: pd.DataFrame | None = None
-    """Close prices (dates x tickers) the backtest traded at and valued positions with."""
-
-    @property
-    def dates(self) -> pd.DatetimeIndex:
-        """Trading days of the backtest."""
-        return pd.DatetimeIndex(self.account_value.index)
-
-    @property
-    def name(self) -> str:
-        """The agent's display name (algorithm and pod)."""
-        return str(self.agent.get("name") or "Agent")
-
-    @property
-    def weights(self) -> pd.DataFrame | None:
-        """Each holding's value over the account value per day (dates x tickers); ``None``
-        for a result without :attr:`prices`."""
-        if self.prices is None:
-            return None
-        return tearsheet.position_weights(self.positions, self.prices, self.account_value)
-
-    @property
-    def concentration(self) -> tearsheet.Concentration | None:
-        """The largest single position's share of the account, per day and summed up.
-
-        ``.largest`` (per day), ``.mean``, ``.max``, ``.end`` and ``.end_ticker``,
-        ``.dominated_days`` (the share of days on which one stock held over half the
-        account) and ``.is_concentrated`` (over half on the last day or on most days:
-        a bet on one stock, which :func:`~elegantpod.finance.report.verdict` and the
-        report then say in words, ``.sentence()``). ``None`` without :attr:`prices`.
-        """
-        weights = self.weights
-        return None if weights is None else tearsheet.largest_position(weights)
-
-    def values(self) -> pd.DataFrame:
-        """Account values of the agent (first column) and each benchmark."""
-        return pd.DataFrame({self.name: self.account_value, **self.benchmarks})
-
-    def returns(self) -> pd.DataFrame:
-        """Daily simple returns of the agent and each benchmark."""
-        v = self.values()
-        return v.pct_change().iloc[1:]
-
-    def metrics(self) -> pd.DataFrame:
-        """Rows: agent then benchmarks; columns: :data:`~elegantpod.finance.metrics.METRICS`."""
-        rows = {}
-        for name, series in self.values().items():
-            r = metrics.returns_from_values(series.to_numpy())
-            rows[name] = metrics.summary(r, periods_per_year=self.periods_per_year)
-        return pd.DataFrame.from_dict(rows, orient="index")[list(metrics.METRICS)]
-
-    def trades_summary(self) -> pd.DataFrame:
-        """Per ticker: buy and sell orders, shares, traded value and costs (plus a total)."""
-        t = self.trades
-        cols = ["buys", "sells", "shares_bought", "shares_sold", "traded_value", "costs"]
-        tickers = list(self.positions.columns)
-        out = pd.DataFrame(0.0, index=tickers, columns=cols)
-        if len(t):
-            g = t.groupby("tic")
-            out["buys"] = g["shares"].apply(lambda s: int((s > 0).sum()))
-            out["sells"] = g["shares"].apply(lambda s: int((s < 0).sum()))
-            out["shares_bought"] = g["shares"].apply(lambda s: float(s.clip(lower=0).sum()))
-            out["shares_sold"] = g["shares"].apply(lambda s: float((-s).clip(lower=0).sum()))
-            out["traded_value"] = g["value"].apply(lambda s: float(s.abs().sum()))
-            out["costs"] = g["cost"].sum()
-        out = out.fillna(0.0)
-        out.loc["total"] = out.sum()
-        return out
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready summary: metrics of every strategy, range, trades and the agent."""
-        table = self.metrics()
-        conc = self.concentration
-        return json_safe(
-            {
-                "start": f"{self.dates[0]:%Y-%m-%d}",
-                "end": f"{self.dates[-1]:%Y-%m-%d}",
-                "days": len(self.dates),
-                "periods_per_year": self.periods_per_year,
-                "initial_amount": self.initial_amount,
-                "cost": self.cost,
-                "data": self.data_source,
-                "tickers": list(self.positions.columns),
-                "metrics": {
-                    name: {k: float(v) for k, v in row.items()} for name, row in table.iterrows()
-                },
-                "final_value": {k: float(v.iloc[-1]) for k, v in self.values().items()},
-                "orders": len(self.trades),
-                "total_costs": float(self.trades["cost"].sum()) if len(self.trades) else 0.0,
-                "agent": self.agent,
-                "in_sample": self.in_sample,
-                "execution_lag": self.execution_lag,
-                "trials": None if self.selection == UNKNOWN_SELECTION else self.trials,
-                "selection": self.selection,
-                "concentration": None if conc is None else conc.to_dict(),
-            }
-        )
-
-    def to_json(self) -> str:
-        """The result as JSON (``elegantpod backtest --json``)."""
-        return json.dumps(self.to_dict(), sort_keys=True)
-
-    def to_html(self, path: str | Path, title: str | None = None) -> Path:
-        """Write the self-contained HTML report (see :mod:`elegantpod.finance.report`)."""
-        from elegantpod.finance.report import write_report
-
-        return write_report(self, path, title=title)
-
-    def to_pyfolio(self):
-        """``(returns, positions, transactions)`` in pyfolio's formats, for
-        ``pyfolio.create_full_tear_sheet`` (the ``finance`` extra installs
-        pyfolio-reloaded); see :func:`~elegantpod.finance.pyfolio_export.to_pyfolio`."""
-        from elegantpod.finance.pyfolio_export import to_pyfolio
-
-        return to_pyfolio(self)
-
-    def _repr_html_(self) -> str:
-        from elegantpod.finance.report import metrics_table_html
-
-        return metrics_table_html(self)
+"""Most trials a backtest's deflated Sharpe ratio takes (``trials=N``)."""
 
 
 def backtest(
@@ -317,7 +159,7 @@ def backtest(
             f"agent's {agent.env.observation_space.shape} (other indicators?)"
         )
     in_sample = _in_sample(samples, env.dates, allow_in_sample)
-    bench_index = _index_series(index, env.dates) if index is not None else None
+    bench_index = index_series(index, env.dates) if index is not None else None
     info.update(
         name=name or info.get("name") or f"{spec.algo.upper()} agent",
         algo=spec.algo,
@@ -451,7 +293,7 @@ def _run(learner, env: StockTradingEnv, info: dict, bench_index) -> BacktestResu
         traded[t + lag] = step_info["shares_traded"][0].cpu().numpy()
         costs[t + lag] = float(step_info["cost_paid"][0])
     positions = np.cumsum(traded, axis=0)  # shares held after each day's fills
-    prices = env._prices.cpu().numpy()
+    prices = env.prices.cpu().numpy()
     dates = env.dates
     rows, cols = np.nonzero(traded)
     trade_value = traded[rows, cols] * prices[rows, cols]
@@ -473,7 +315,7 @@ def _run(learner, env: StockTradingEnv, info: dict, bench_index) -> BacktestResu
             "cost": costs[rows] * share,  # a day's cost split by traded value
         }
     )
-    bench = {EQUAL_WEIGHT: _equal_weight(prices, env.initial_amount, env.cost, dates)}
+    bench = {EQUAL_WEIGHT: equal_weight(prices, env.initial_amount, env.cost, dates)}
     if bench_index is not None:
         bench[str(bench_index.name or "Index")] = bench_index * (
             env.initial_amount / float(bench_index.iloc[0])
@@ -491,34 +333,6 @@ def _run(learner, env: StockTradingEnv, info: dict, bench_index) -> BacktestResu
         data_source=env.data.source,
         prices=pd.DataFrame(prices, index=dates, columns=tickers),
     )
-
-
-def _equal_weight(prices: np.ndarray, amount: float, cost: float, dates) -> pd.Series:
-    """Invest ``amount`` equally in every stock on day one (paying ``cost``) and hold.
-
-    Fractional shares, so the benchmark is not handicapped by rounding.
-    """
-    shares = amount * (1.0 - cost) / prices.shape[1] / prices[0]
-    return pd.Series(prices @ shares, index=dates, name=EQUAL_WEIGHT)
-
-
-def _index_series(index: Any, dates: pd.DatetimeIndex) -> pd.Series:
-    series = sp500_index() if isinstance(index, str) and index == "sp500" else index
-    if not isinstance(series, pd.Series) or not isinstance(series.index, pd.DatetimeIndex):
-        raise ValueError(
-            f"index must be 'sp500' or a pandas Series indexed by dates, got {type(index).__name__}"
-        )
-    check_name(str(series.name or "Index"), "index name")
-    series = series.sort_index()
-    if series.index[0] > dates[0] or series.index[-1] < dates[-1]:
-        raise ValueError(
-            f"index {series.name!r} covers {series.index[0]:%Y-%m-%d}..{series.index[-1]:%Y-%m-%d}"
-            f", not the backtest's {dates[0]:%Y-%m-%d}..{dates[-1]:%Y-%m-%d}"
-        )
-    aligned = series.reindex(series.index.union(dates)).ffill().reindex(dates)
-    if aligned.isna().any() or (aligned <= 0).any():
-        raise ValueError(f"index {series.name!r} has missing or non-positive levels in the range")
-    return aligned.astype(np.float64).rename(series.name or "Index")
 
 
 def _tournament_info(t) -> dict[str, Any]:

@@ -23,6 +23,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from elegantpod.finance.names import check_name
+from elegantpod.finance.splits import DateSplits as DateSplits
+from elegantpod.finance.splits import to_timestamp
+
 PRICE_FIELDS = ("open", "high", "low", "close")
 FIELDS = (*PRICE_FIELDS, "volume")
 SAMPLES = ("sp500",)
@@ -78,11 +82,11 @@ class MarketData:
 
     def locate(self, start=None, end=None) -> tuple[int, int]:
         """Row range ``[i, j)`` of the days with ``start <= date <= end`` (inclusive)."""
-        i = 0 if start is None else int(self.dates.searchsorted(_timestamp(start, "start")))
+        i = 0 if start is None else int(self.dates.searchsorted(to_timestamp(start, "start")))
         j = (
             self.num_days
             if end is None
-            else int(self.dates.searchsorted(_timestamp(end, "end"), side="right"))
+            else int(self.dates.searchsorted(to_timestamp(end, "end"), side="right"))
         )
         if j <= i:
             raise ValueError(
@@ -134,74 +138,6 @@ class MarketData:
             f"MarketData({self.num_days} days {span}, {self.num_stocks} tickers, "
             f"source={self.source!r})"
         )
-
-
-@dataclass(frozen=True)
-class DateSplits:
-    """Train / validation / backtest date ranges (inclusive), in order, not overlapping.
-
-    Training episodes are drawn from ``train``; pods are scored on ``validation`` (the
-    tournament's fitness); ``backtest`` is touched only once, by the final report.
-
-    >>> splits = DateSplits(train=("1990-01-01", "2015-12-31"),
-    ...                     validation=("2016-01-01", "2018-12-31"),
-    ...                     backtest=("2019-01-01", "2022-12-31"))
-    >>> splits.tournament_options(data="sp500")["eval_env_kwargs"]["start"]
-    '2016-01-01'
-    """
-
-    train: tuple[str, str]
-    validation: tuple[str, str]
-    backtest: tuple[str, str]
-
-    def __post_init__(self) -> None:
-        bounds = []
-        for name in ("train", "validation", "backtest"):
-            pair = getattr(self, name)
-            if not isinstance(pair, tuple | list) or len(pair) != 2:
-                raise ValueError(f"{name} must be a (start, end) pair of dates, got {pair!r}")
-            # Whole days: ranges are compared as the dates they are stored as.
-            a, b = (_timestamp(x, f"{name} date").normalize() for x in pair)
-            if b < a:
-                raise ValueError(f"{name} ends ({pair[1]!r}) before it starts ({pair[0]!r})")
-            object.__setattr__(self, name, (f"{a:%Y-%m-%d}", f"{b:%Y-%m-%d}"))
-            bounds.append((name, a, b))
-        for (n1, _, end1), (n2, start2, _) in zip(bounds, bounds[1:], strict=False):
-            if start2 <= end1:
-                raise ValueError(
-                    f"{n2} must start after {n1} ends: {n2} starts {start2:%Y-%m-%d}, "
-                    f"{n1} ends {end1:%Y-%m-%d}"
-                )
-
-    def train_kwargs(self, **env: Any) -> dict[str, Any]:
-        """Trading-env keyword arguments for training (random windows in ``train``)."""
-        return {**env, "start": self.train[0], "end": self.train[1]}
-
-    def validation_kwargs(self, windows: int = 1) -> dict[str, Any]:
-        """Overrides for evaluation: the whole validation range, one deterministic run
-        (``windows > 1``: that range split into consecutive windows, one per account)."""
-        out = {"start": self.validation[0], "end": self.validation[1], "episode_days": None}
-        return {**out, "windows": windows} if windows != 1 else out
-
-    def tournament_options(
-        self, fitness: str = "sharpe", windows: int = 1, **env: Any
-    ) -> dict[str, Any]:
-        """Keyword arguments for :class:`~elegantpod.tournament.Tournament` (or
-        :func:`~elegantpod.train`): env settings and validation scoring by ``fitness``.
-
-        What the fitness measures: with ``windows=1``, ``fitness`` (the Sharpe ratio,
-        say) of one deterministic run over the whole validation range: one number per
-        evaluation, with no spread to tell luck from skill. With ``windows=k``, the
-        mean of ``fitness`` over ``k`` consecutive windows of that range (evaluated at
-        once, ``k`` accounts, at the cost of one run), and their spread is the noise a
-        tournament weighs before it replaces a pod on evidence.
-        """
-        return {
-            "env_kwargs": self.train_kwargs(**env),
-            "eval_env_kwargs": self.validation_kwargs(windows),
-            "fitness": fitness,
-            "eval_episodes": windows,
-        }
 
 
 # ---------------------------------------------------------------------------- loading
@@ -469,38 +405,6 @@ def _numeric(wide: pd.DataFrame, field: str, label: str) -> np.ndarray:
         ) from None
 
 
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-"""First characters that make a spreadsheet read a cell as a formula (CSV injection)."""
-MAX_NAME = 64
-"""Longest ticker or index name."""
-
-
-def check_name(name: Any, what: str = "ticker", source: str = "") -> str:
-    """``name`` if it is safe as a column name, else a ``ValueError`` naming it.
-
-    Tickers become column names of ``to_pyfolio()`` frames and of whatever CSV or sheet a
-    user exports them to; a name like ``=HYPERLINK(...)`` runs as a formula when a
-    spreadsheet opens that file. So a name may not start with ``= + - @``, a tab or a
-    carriage return, hold a control character, be empty, or run past :data:`MAX_NAME`
-    characters. Index names such as ``^GSPC`` and ``S&P 500`` are fine.
-    """
-    text = str(name)
-    bad = (
-        not text.strip()
-        or text.startswith(FORMULA_START)
-        or len(text) > MAX_NAME
-        or any(ord(c) < 32 or ord(c) == 127 for c in text)
-    )
-    if bad:
-        where = f"data {source!r}: " if source else ""
-        raise ValueError(
-            f"{where}{what} {text[:200]!r} is refused: a name must be 1..{MAX_NAME} "
-            "characters, without control characters, and not start with = + - @ "
-            "(a spreadsheet would run it as a formula)"
-        )
-    return text
-
-
 def _check_values(data: MarketData) -> None:
     for tic in data.tickers:
         check_name(tic, "ticker", data.source)
@@ -529,13 +433,3 @@ def _check_values(data: MarketData) -> None:
                 f"data {data.source!r}: high {high!r} < low {low!r} "
                 f"for {data.tickers[s]!r} on {data.dates[t]:%Y-%m-%d}"
             )
-
-
-def _timestamp(value: Any, name: str) -> pd.Timestamp:
-    try:
-        ts = pd.Timestamp(value)
-    except (ValueError, TypeError):
-        raise ValueError(f"{name} {value!r} is not a date (use YYYY-MM-DD)") from None
-    if ts is pd.NaT:
-        raise ValueError(f"{name} {value!r} is not a date (use YYYY-MM-DD)")
-    return ts.tz_localize(None) if ts.tzinfo is not None else ts

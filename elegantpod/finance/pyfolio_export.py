@@ -5,7 +5,8 @@ fork that works with numpy 2) reads three frames, all indexed by tz-aware UTC
 timestamps: its "interesting periods" (market crises it slices returns by) are UTC
 timestamps, which a naive index silently matches none of, and its transaction-time chart
 converts the transactions' index to New York time, which raises on a naive index.
-:func:`to_pyfolio` builds them from a :class:`~elegantpod.finance.backtest.BacktestResult`:
+:func:`to_pyfolio` builds them from a :class:`~elegantpod.finance.result.BacktestResult`
+(read, not imported: the result's ``to_pyfolio`` calls this module):
 
 >>> returns, positions, transactions = to_pyfolio(result)
 >>> pyfolio.create_full_tear_sheet(returns, positions=positions,
@@ -18,13 +19,8 @@ pyfolio-reloaded leaves those charts out).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 import pandas as pd
-
-if TYPE_CHECKING:
-    from elegantpod.finance.backtest import BacktestResult
 
 CASH = "cash"
 """pyfolio's name for the positions column of uninvested money."""
@@ -32,12 +28,12 @@ TRANSACTION_COLUMNS = ("amount", "price", "symbol")
 """The columns pyfolio reads from a transactions frame, in its order."""
 
 
-def to_pyfolio(result: BacktestResult) -> tuple[pd.Series, pd.DataFrame, pd.DataFrame]:
+def to_pyfolio(result) -> tuple[pd.Series, pd.DataFrame, pd.DataFrame]:
     """``(returns, positions, transactions)`` of a backtest, as pyfolio reads them.
 
     Parameters
     ----------
-    result
+    result : BacktestResult
         A backtest with at least two days, and its close prices (``result.prices``):
         positions are worth shares times the day's close.
 
@@ -67,7 +63,7 @@ def to_pyfolio(result: BacktestResult) -> tuple[pd.Series, pd.DataFrame, pd.Data
         For a backtest of fewer than two days (no return), one without close prices,
         prices that do not cover its days and tickers, a ticker named ``"cash"``, or a
         ticker or agent name a spreadsheet would run as a formula
-        (:func:`~elegantpod.finance.data.check_name`).
+        (:func:`~elegantpod.finance.names.check_name`).
 
     Notes
     -----
@@ -82,7 +78,7 @@ def to_pyfolio(result: BacktestResult) -> tuple[pd.Series, pd.DataFrame, pd.Data
             "return, so at least two days"
         )
     tickers = list(result.positions.columns)
-    from elegantpod.finance.data import check_name
+    from elegantpod.finance.names import check_name
 
     for tic in tickers:  # column names of frames users export to CSV and sheets
         check_name(tic, "ticker")
@@ -102,14 +98,14 @@ def to_pyfolio(result: BacktestResult) -> tuple[pd.Series, pd.DataFrame, pd.Data
     return returns, positions, transactions
 
 
-def benchmark_returns(result: BacktestResult, name: str | None = None) -> pd.Series:
+def benchmark_returns(result, name: str | None = None) -> pd.Series:
     """A benchmark's daily simple returns, in the format of :func:`to_pyfolio`'s returns.
 
     For pyfolio's ``benchmark_rets``, on the same days as the agent's returns.
 
     Parameters
     ----------
-    result
+    result : BacktestResult
         The backtest.
     name
         One of ``result.benchmarks`` (``None``: the first, the equal-weight buy-and-hold
@@ -127,7 +123,7 @@ def benchmark_returns(result: BacktestResult, name: str | None = None) -> pd.Ser
         name = next(iter(result.benchmarks))
     if name not in result.benchmarks:
         raise ValueError(f"no benchmark named {name!r}; the backtest has {list(result.benchmarks)}")
-    from elegantpod.finance.data import check_name
+    from elegantpod.finance.names import check_name
 
     check_name(name, "benchmark name")
     series = result.benchmarks[name].reindex(result.dates)
@@ -137,7 +133,7 @@ def benchmark_returns(result: BacktestResult, name: str | None = None) -> pd.Ser
     return pd.Series(v[1:] / v[:-1] - 1.0, index=_utc(result.dates)[1:], name=name)
 
 
-def _prices(result: BacktestResult, dates: pd.DatetimeIndex, tickers: list) -> np.ndarray:
+def _prices(result, dates: pd.DatetimeIndex, tickers: list) -> np.ndarray:
     """The close prices (days x tickers) that value the positions, checked."""
     prices = result.prices
     if prices is None:

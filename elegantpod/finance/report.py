@@ -1,43 +1,52 @@
-"""The backtest report: one self-contained HTML file.
+"""The backtest report: one self-contained HTML page, assembled and written.
 
 Charts are PNGs embedded as base64 ``data:`` URIs and the monthly-returns heatmap is a
 coloured HTML table, so the file opens offline, attaches to an e-mail and makes no
 network request. Every string that came from a user (ticker names, agent names, data
-paths, hyperparameters) is HTML-escaped: a ticker called ``<script>`` stays text. In the
-charts such strings are drawn as plain text: no mathtext (an agent called ``$\\foo{$``
-would not parse) and no LaTeX, whatever the user's matplotlibrc says.
+paths, hyperparameters) is HTML-escaped: a ticker called ``<script>`` stays text.
 
 Sections, top to bottom: an "in-sample" banner when the backtest overlaps the agent's
 training or validation dates; the metrics table; "Did it beat doing nothing?" (the
 agent against equal-weight buy & hold with bootstrap intervals and the deflated Sharpe
-ratio, summed up by :func:`verdict`); equity and drawdown charts; the tear sheet of
-:mod:`elegantpod.finance.tearsheet` (worst drawdowns, alpha, beta, information ratio,
-excess return, rolling Sharpe, volatility and beta, exposure and weights, concentration
-with a bet on one stock flagged in words, return distribution, monthly returns of the
-agent and each benchmark); trades; the agent (its spec as people read it: a tournament
-segment's "evaluate only at the end" in words, scores to 4 significant digits, mutations
-as ``old → new``); and the caveats of the data.
+ratio, summed up by :func:`~elegantpod.finance.verdict.verdict`); equity and drawdown
+charts; the tear sheet (worst drawdowns, alpha, beta, information ratio, excess return,
+rolling Sharpe, volatility and beta, exposure and weights, concentration with a bet on
+one stock flagged in words, return distribution, monthly returns of the agent and each
+benchmark); trades; the agent (its spec as people read it: a tournament segment's
+"evaluate only at the end" in words, scores to 4 significant digits, mutations as
+``old → new``); and the caveats of the data.
+
+This module assembles the page and writes it; the statistics and sentence of the
+verdict are in :mod:`~elegantpod.finance.verdict`, the charts in
+:mod:`~elegantpod.finance.charts`, the tear sheet's sections in
+:mod:`~elegantpod.finance.tearsheet_html` and the HTML helpers in
+:mod:`~elegantpod.finance.markup`. None of them imports the backtest: a report reads a
+:class:`~elegantpod.finance.result.BacktestResult` it is given.
 """
 
 from __future__ import annotations
 
-import base64
 import datetime as _dt
-import html
-import io
 import json
 import math
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from elegantpod.checkpoint import atomic_write_bytes
-from elegantpod.finance import metrics, selection, tearsheet
-from elegantpod.finance.backtest import EQUAL_WEIGHT, UNKNOWN_SELECTION
+from elegantpod.finance import bootstrap, charts, tearsheet_html
+from elegantpod.finance.benchmarks import EQUAL_WEIGHT
+from elegantpod.finance.markup import esc, img, num
+from elegantpod.finance.verdict import (
+    BOOTSTRAP_SAMPLES,
+    Beat,
+    compare,
+    daily_returns,
+    verdict,
+    verdict_of,
+)
 from elegantpod.progress import number
 
 METRIC_LABELS = {
@@ -69,15 +78,6 @@ margin:0 0 12px;font-size:1.05em;border-radius:6px}
 .flag{background:#fff8c5;border-left:4px solid #bf8700;padding:8px 12px}
 .caveats li{margin:4px 0}
 """
-BOOTSTRAP_SAMPLES = 2000
-"""Resamples of the report's bootstrap intervals (seed 0: a report is reproducible)."""
-TOP_HOLDINGS = 8
-"""Holdings drawn one by one in the weights chart; the rest are summed as "other"."""
-
-
-def esc(value: Any) -> str:
-    """HTML-escape anything (quotes too: the text may land in an attribute)."""
-    return html.escape(str(value), quote=True)
 
 
 def fmt_metric(value: float, kind: str) -> str:
@@ -118,8 +118,8 @@ def render_html(result, title: str | None = None) -> str:
         f"per side &middot; {esc(_fills(result.execution_lag))} &middot; "
         f"generated {esc(generated)}"
     )
-    returns = _returns(result)
-    beat = _beat(result)
+    returns = daily_returns(result)
+    beat = compare(result)
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -138,25 +138,25 @@ def render_html(result, title: str | None = None) -> str:
         "<h2>Did it beat doing nothing?</h2>",
         _beat_html(result, beat),
         "<h2>Equity curve</h2>",
-        _img(_equity_png(result), "equity curve of the agent and its benchmarks", "equity"),
+        img(charts.equity_png(result), "equity curve of the agent and its benchmarks", "equity"),
         "<h2>Drawdown</h2>",
-        _img(_drawdown_png(result), "drawdown of the agent and its benchmarks", "drawdown"),
+        img(charts.drawdown_png(result), "drawdown of the agent and its benchmarks", "drawdown"),
         "<h2>Worst drawdown periods</h2>",
-        _drawdowns_html(result),
+        tearsheet_html.drawdowns_html(result),
         "<h2>Against the benchmarks</h2>",
-        _relative_html(result, returns),
-        _img(_plain(_draw_excess, returns), "excess return over each benchmark", "excess"),
+        tearsheet_html.relative_html(result, returns),
+        img(charts.excess_png(returns), "excess return over each benchmark", "excess"),
         "<h2>Rolling risk</h2>",
-        _rolling_html(result, returns),
+        tearsheet_html.rolling_html(result, returns),
         "<h2>Positions</h2>",
-        _positions_html(result),
+        tearsheet_html.positions_html(result),
         "<h2>Return distribution</h2>",
-        _img(_plain(_draw_distribution, returns), "histogram of daily returns", "distribution"),
-        _distribution_html(returns),
+        img(charts.distribution_png(returns), "histogram of daily returns", "distribution"),
+        tearsheet_html.distribution_html(returns),
         "<h2>Monthly returns</h2>",
-        _monthly_html(result),
+        tearsheet_html.monthly_html(result),
         "<h2>Trades</h2>",
-        _trades_html(result),
+        tearsheet_html.trades_html(result),
         "<h2>Agent</h2>",
         _agent_html(result.agent),
         "<h2>Caveats of the data</h2>",
@@ -198,158 +198,16 @@ def write_report(result, path: str | Path, title: str | None = None) -> Path:
 
 
 # ---------------------------------------------------------------------------- luck
-@dataclass(frozen=True)
-class _Beat:
-    """The agent against equal weight, as the report section and :func:`verdict` say it."""
-
-    sharpe: selection.BootstrapInterval
-    benchmark: selection.BootstrapInterval
-    difference: selection.BootstrapInterval
-    deflated: selection.DeflatedSharpe | None
-    block: int
-    has_benchmark: bool
-
-
-def _returns(result) -> list[tuple[str, pd.Series]]:
-    """Daily returns of the agent (first) and each benchmark, dated by the day they end.
-
-    Pairs, not a frame: an agent may carry a benchmark's name."""
-    out = [(result.name, result.account_value)] + list(result.benchmarks.items())
-    return [
-        (str(name), pd.Series(metrics.returns_from_values(v.to_numpy()), index=v.index[1:]))
-        for name, v in out
-    ]
-
-
-def _beat(result) -> _Beat:
-    agent = _returns(result)[0][1].to_numpy()
-    ew = result.benchmarks.get(EQUAL_WEIGHT)
-    nan = selection.BootstrapInterval(math.nan, math.nan, math.nan)
-    if len(agent) < 3:  # too short for any of it
-        return _Beat(nan, nan, nan, None, 1, ew is not None)
-    kw = {"samples": BOOTSTRAP_SAMPLES, "seed": 0}
-    ppy = result.periods_per_year
-    sharpe = selection.bootstrap_sharpe_ci(agent, ppy, **kw)
-    benchmark = difference = nan
-    if ew is not None:
-        ew_returns = metrics.returns_from_values(ew.to_numpy())
-        benchmark = selection.bootstrap_sharpe_ci(ew_returns, ppy, **kw)
-        difference = selection.bootstrap_sharpe_difference_ci(agent, ew_returns, ppy, **kw)
-    deflated = selection.deflated_sharpe_ratio(agent, result.trials, periods_per_year=ppy)
-    block = selection.default_block_length(len(agent))
-    return _Beat(sharpe, benchmark, difference, deflated, block, ew is not None)
-
-
-def verdict(result) -> str:
-    """One plain sentence: did the agent beat equal-weight buy & hold, risk-adjusted, and
-    how sure can we be?
-
-    It compares Sharpe ratios with the 95% interval of their difference from a paired
-    block bootstrap (the same resampled days for both), and adds the agent's deflated
-    Sharpe ratio over ``result.trials`` trials: a difference whose interval lies above
-    zero beat equal weight on these dates; a deflated Sharpe ratio of 0.95 or more says
-    that Sharpe ratio is unlikely to be the luck of picking the best of that many.
-
-    When one stock dominated the account (more than half its value on the last day or
-    on most days: :attr:`~elegantpod.finance.tearsheet.Concentration.is_concentrated`),
-    a second sentence says so: a bet on one stock is not a diversified portfolio,
-    however its Sharpe ratio compares.
-
-    Parameters
-    ----------
-    result : BacktestResult
-        A backtest with its equal-weight benchmark.
-
-    Returns
-    -------
-    str
-        The sentence, unescaped (it names the agent and tickers: escape it for HTML).
-    """
-    return _verdict(result, _beat(result))
-
-
-def _concentration_sentence(result) -> str:
-    conc = result.concentration
-    return "" if conc is None else conc.sentence()
-
-
-def _verdict(result, beat: _Beat) -> str:
-    bet = _concentration_sentence(result)
-    return f"{_sharpe_verdict(result, beat)} {bet}".strip()
-
-
-def _sharpe_verdict(result, beat: _Beat) -> str:
-    name = result.name
-    start, end = f"{result.dates[0]:%Y-%m-%d}", f"{result.dates[-1]:%Y-%m-%d}"
-    prefix = "In-sample (so this measures memory, not skill): " if result.in_sample else ""
-    a, e = beat.sharpe.estimate, beat.benchmark.estimate
-    if not beat.has_benchmark:
-        return f"{prefix}{name}: no equal-weight benchmark to compare with."
-    if beat.deflated is None:
-        return f"{prefix}{name}: {len(result.dates)} days are too few to compare Sharpe ratios."
-    if not math.isfinite(a):
-        return (
-            f"{prefix}{name}'s account value never changed from {start} to {end}, so it has no "
-            f"Sharpe ratio: it did not beat equal-weight buy & hold ({_num(e)})."
-        )
-    lo, hi, d = beat.difference
-    head = (
-        f"{prefix}From {start} to {end}, {name} had a Sharpe ratio of {a:.2f} against "
-        f"{_num(e)} for equal-weight buy & hold"
-    )
-    interval = f"95% interval of the difference {lo:+.2f} to {hi:+.2f}"
-    if not math.isfinite(d):
-        judged = ", and equal weight's has no Sharpe ratio to compare with"
-    elif lo > 0:
-        judged = f": it beat equal weight risk-adjusted with 95% confidence ({interval})"
-    elif hi < 0:
-        judged = f": it did worse than equal weight risk-adjusted ({interval})"
-    else:
-        judged = (
-            f", a difference of {d:+.2f} that is not significant ({interval} includes zero): "
-            "no evidence that it beat equal weight risk-adjusted"
-        )
-    ds = beat.deflated
-    n = ds.trials
-    tried = "1 trial" if n == 1 else f"{n} trials"
-    if not math.isfinite(ds.dsr):
-        luck = ""
-    elif a > 0 and getattr(result, "selection", "") == UNKNOWN_SELECTION:  # never silently 1
-        luck = (
-            f"; selection unknown: its deflated Sharpe ratio over {tried} is {ds.dsr:.2f}, "
-            "which holds only if this agent was not picked from others (pass trials=N, or "
-            "--trials N, if it was the best of N)"
-        )
-    elif a <= 0:
-        unknown = getattr(result, "selection", "") == UNKNOWN_SELECTION
-        luck = (
-            f"; {'selection unknown: ' * unknown}its deflated Sharpe ratio over {tried} is "
-            f"{ds.dsr:.2f}: no skill to deflate"
-        )
-    elif ds.dsr >= 0.95:
-        luck = f"; its deflated Sharpe ratio over {tried} is {ds.dsr:.2f}, so luck is unlikely"
-    else:
-        luck = (
-            f"; its deflated Sharpe ratio over {tried} is {ds.dsr:.2f}, below 0.95, so "
-            "luck alone could explain its Sharpe ratio"
-        )
-    return f"{head}{judged}{luck}."
-
-
-def _num(x: float, digits: int = 2) -> str:
-    return f"{x:.{digits}f}" if math.isfinite(x) else "-"
-
-
-def _ci(ci: selection.BootstrapInterval, sign: str = "") -> str:
+def _ci(ci: bootstrap.BootstrapInterval, sign: str = "") -> str:
     if not (math.isfinite(ci.low) and math.isfinite(ci.high)):
         return "-"
     return f"[{ci.low:{sign}.2f}, {ci.high:{sign}.2f}]"
 
 
-def _beat_html(result, beat: _Beat) -> str:
+def _beat_html(result, beat: Beat) -> str:
     rows = [
-        (result.name, _num(beat.sharpe.estimate), _ci(beat.sharpe)),
-        (EQUAL_WEIGHT, _num(beat.benchmark.estimate), _ci(beat.benchmark)),
+        (result.name, num(beat.sharpe.estimate), _ci(beat.sharpe)),
+        (EQUAL_WEIGHT, num(beat.benchmark.estimate), _ci(beat.benchmark)),
         (
             "Difference (agent - equal weight), paired",
             "-" if not math.isfinite(beat.difference.estimate) else f"{beat.difference[2]:+.2f}",
@@ -360,7 +218,7 @@ def _beat_html(result, beat: _Beat) -> str:
         f'<tr><td class="name">{esc(n)}</td><td>{v}</td><td>{c}</td></tr>' for n, v, c in rows
     )
     out = [
-        f'<p class="verdict" id="verdict">{esc(_verdict(result, beat))}</p>',
+        f'<p class="verdict" id="verdict">{esc(verdict_of(result, beat))}</p>',
         '<table id="sharpe-ci"><thead><tr><th class="name">Strategy</th><th>Sharpe</th>'
         f"<th>95% bootstrap interval</th></tr></thead><tbody>{body}</tbody></table>",
     ]
@@ -368,11 +226,11 @@ def _beat_html(result, beat: _Beat) -> str:
     if ds is not None:
         ppy = result.periods_per_year
         facts = [
-            (f"Deflated Sharpe ratio ({ds.trials} trial{'s' * (ds.trials != 1)})", _num(ds.dsr)),
-            ("Probabilistic Sharpe ratio (against 0)", _num(ds.psr)),
+            (f"Deflated Sharpe ratio ({ds.trials} trial{'s' * (ds.trials != 1)})", num(ds.dsr)),
+            ("Probabilistic Sharpe ratio (against 0)", num(ds.psr)),
             (
                 f"Sharpe ratio the best of {ds.trials} luck-only agents would show",
-                _num(ds.sr_star * math.sqrt(ppy)),
+                num(ds.sr_star * math.sqrt(ppy)),
             ),
         ]
         rows = "".join(f'<tr><td class="name">{esc(k)}</td><td>{v}</td></tr>' for k, v in facts)
@@ -391,7 +249,6 @@ def _beat_html(result, beat: _Beat) -> str:
     return "\n".join(out)
 
 
-# ---------------------------------------------------------------------------- tear sheet
 def _fills(lag: int) -> str:
     if lag == 1:
         return "orders fill at the next day's close (execution lag 1)"
@@ -406,177 +263,6 @@ def _banner_html(result) -> str:
     return (
         f'<div class="banner" id="in-sample"><strong>In-sample backtest.</strong> '
         f"{esc(result.in_sample)}</div>"
-    )
-
-
-def _table(ident: str, head: list[str], rows: list[tuple[str, list[str]]]) -> str:
-    """A table of names (escaped) and pre-formatted cells (numbers: nothing to escape)."""
-    th = "".join(f"<th>{esc(h)}</th>" for h in head[1:])
-    body = "".join(
-        f'<tr><td class="name">{esc(name)}</td>{"".join(f"<td>{c}</td>" for c in cells)}</tr>'
-        for name, cells in rows
-    )
-    return (
-        f'<table id="{ident}"><thead><tr><th class="name">{esc(head[0])}</th>{th}</tr>'
-        f"</thead><tbody>{body}</tbody></table>"
-    )
-
-
-def _pct(x: float, digits: int = 2) -> str:
-    return f"{100 * x:.{digits}f}%" if math.isfinite(x) else "-"
-
-
-def _drawdowns_html(result) -> str:
-    table = tearsheet.drawdown_periods(result.account_value, top=5)
-    if table.empty:
-        return '<p class="note" id="drawdowns">The account never fell below a previous peak.</p>'
-    rows = [
-        (
-            str(i + 1),
-            [
-                f"{r.peak:%Y-%m-%d}",
-                f"{r.valley:%Y-%m-%d}",
-                "not recovered" if pd.isna(r.recovery) else f"{r.recovery:%Y-%m-%d}",
-                _pct(r.depth),
-                f"{r.duration:,}",
-            ],
-        )
-        for i, r in enumerate(table.itertuples())
-    ]
-    head = ["#", "Peak", "Valley", "Recovery", "Depth", "Duration (trading days)"]
-    return (
-        _table("drawdowns", head, rows) + '<p class="note">The deepest falls of the agent\'s '
-        "account from a peak, deepest first; a period lasts from the peak until the account "
-        "is back at it (or the last day).</p>"
-    )
-
-
-def _relative_html(result, returns) -> str:
-    (_, agent), benchmarks = returns[0], returns[1:]
-    ppy = result.periods_per_year
-    rows = []
-    for name, bench in benchmarks:
-        alpha, beta = tearsheet.alpha_beta(agent, bench, periods_per_year=ppy)
-        ex = tearsheet.excess_return(agent, bench)
-        rows.append(
-            (
-                name,
-                [
-                    _pct(alpha),
-                    _num(beta),
-                    _num(tearsheet.information_ratio(agent, bench, periods_per_year=ppy)),
-                    _pct(tearsheet.tracking_error(agent, bench, periods_per_year=ppy)),
-                    _pct(float(ex.iloc[-1]) if len(ex) else math.nan),
-                ],
-            )
-        )
-    head = ["Benchmark", "Alpha (annual)", "Beta", "Information ratio", "Tracking error"]
-    return (
-        _table("relative", [*head, "Excess return"], rows)
-        + f'<p class="note">{esc(result.name)} against each benchmark: alpha and beta from a '
-        "regression of daily returns (alpha compounded to a year, zero risk-free rate); the "
-        "information ratio is the annualized Sharpe ratio of the daily return difference, "
-        "the tracking error its annualized volatility; the excess return is the agent's "
-        "value over the benchmark's, minus 1 (the chart shows it day by day).</p>"
-    )
-
-
-def _window(days: int) -> int:
-    """The rolling window: half a year, or a quarter of a backtest shorter than a year."""
-    return tearsheet.DEFAULT_WINDOW if days > 2 * tearsheet.DEFAULT_WINDOW else max(5, days // 4)
-
-
-def _rolling_html(result, returns) -> str:
-    window = _window(len(returns[0][1]))
-    return _img(
-        _plain(_draw_rolling, returns, result.periods_per_year, window),
-        "rolling Sharpe ratio, volatility and beta",
-        "rolling",
-    ) + (
-        f'<p class="note">Over the trailing {window} trading days: annualized Sharpe ratio '
-        "and volatility of each strategy, and the agent's beta to each benchmark.</p>"
-    )
-
-
-def _positions_html(result) -> str:
-    if result.prices is None:
-        return '<p class="note" id="positions">No prices in this result: no position values.</p>'
-    weights = tearsheet.position_weights(result.positions, result.prices, result.account_value)
-    ex = tearsheet.exposure(weights)
-    conc = tearsheet.concentration(weights)
-    stats = [
-        ("Invested (gross exposure)", ex["gross"], _pct),
-        ("Cash", ex["cash"], _pct),
-        ("Largest position", conc["largest"], _pct),
-        ("Herfindahl index of the holdings", conc["herfindahl"], _num),
-        ("Effective number of holdings", conc["effective_holdings"], lambda x: _num(x, 1)),
-    ]
-    rows = []
-    for label, series, f in stats:
-        x = series.to_numpy(dtype=np.float64)
-        seen = x[np.isfinite(x)]
-        cells = [f(float(v)) for v in (seen.mean(), seen.min(), seen.max())] if seen.size else []
-        rows.append((label, [*(cells or ["-"] * 3), f(float(x[-1]))]))
-    largest = tearsheet.largest_position(weights)
-    return (
-        _img(
-            _plain(_draw_weights, weights, largest),
-            "position weights and cash over time, with the largest position's share",
-            "exposure",
-        )
-        + _one_stock_html(largest)
-        + _table("concentration", ["Per day", "Average", "Min", "Max", "Last day"], rows)
-        + '<p class="note">Weights are each holding\'s value at the close over the account '
-        "value. The Herfindahl index is the sum of the squared shares of the invested money "
-        "(1 for a single stock, 1/N for N equal positions; days with nothing held are left "
-        "out), the effective number of holdings its inverse.</p>"
-    )
-
-
-def _one_stock_html(conc: tearsheet.Concentration) -> str:
-    """The largest position in words; flagged when one stock dominated (see
-    :attr:`~elegantpod.finance.tearsheet.Concentration.is_concentrated`)."""
-    days = len(conc.largest)
-    over = f"{conc.threshold:.0%}" if conc.threshold != 0.5 else "half"
-    figures = (
-        f"The largest single position held {conc.mean:.0%} of the portfolio on average and "
-        f"{conc.max:.0%} at most"
-    )
-    if conc.is_concentrated:
-        return f'<p class="flag" id="one-stock">{esc(conc.sentence())} {esc(figures)}.</p>'
-    if conc.num_tickers < 2:
-        said = f"One ticker: nothing to diversify into. {figures}."
-    else:
-        last = f", {conc.end:.0%} in {conc.end_ticker}" if conc.end_ticker else ", none"
-        said = (
-            f"No single stock dominated the portfolio. {figures}{last} on the last day; one "
-            f"stock held over {over} of it on {conc.dominated_days:.0%} of the {days:,} "
-            "trading days."
-        )
-    return f'<p class="note" id="one-stock">{esc(said)}</p>'
-
-
-_STATS = (
-    ("skew", "Skewness", _num),
-    ("kurtosis", "Excess kurtosis", _num),
-    ("var", "Value at risk (95%, 1 day)", _pct),
-    ("cvar", "Conditional VaR (95%, 1 day)", _pct),
-    ("best_day", "Best day", _pct),
-    ("worst_day", "Worst day", _pct),
-    ("best_month", "Best month", _pct),
-    ("worst_month", "Worst month", _pct),
-    ("win_rate", "Days with a gain", lambda x: _pct(x, 1)),
-)
-
-
-def _distribution_html(returns) -> str:
-    stats = [tearsheet.return_stats(r) for _, r in returns]
-    rows = [(label, [f(s[key]) for s in stats]) for key, label, f in _STATS]
-    return _table("return-stats", ["Daily returns", *(n for n, _ in returns)], rows) + (
-        '<p class="note">Historical value at risk: the 5% quantile of daily returns; the '
-        "conditional VaR is the mean of the returns at or below it. Skewness and kurtosis "
-        "are the moments of the observed returns; days with a gain count all days, those "
-        "in cash included.</p>"
     )
 
 
@@ -625,249 +311,6 @@ def _caveats_html(result) -> str:
     )
     items = "".join(f"<li>{x}</li>" for x in (survivors, stale, costs, timing))
     return f'<ul class="caveats" id="caveats">{items}</ul>'
-
-
-# ---------------------------------------------------------------------------- charts
-PLAIN_TEXT = {"text.usetex": False, "text.parse_math": False}
-"""Matplotlib settings for the charts: user strings are drawn as they are, ``$`` included."""
-
-
-def _plain_text():
-    """A context in which every Text made and drawn is plain (legends, labels, ticks)."""
-    import matplotlib
-
-    return matplotlib.rc_context(PLAIN_TEXT)
-
-
-def _plain(draw, *args) -> bytes:
-    """``draw(*args)`` (a PNG) with every text plain."""
-    with _plain_text():
-        return draw(*args)
-
-
-def _figure(height: float = 4.0):
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=(10, height), dpi=100, layout="constrained")
-
-
-def _png(fig) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
-
-
-def _img(png: bytes, alt: str, ident: str) -> str:
-    data = base64.b64encode(png).decode("ascii")
-    return f'<img class="chart" id="{ident}" alt="{esc(alt)}" src="data:image/png;base64,{data}">'
-
-
-def _equity_png(result) -> bytes:
-    with _plain_text():
-        return _draw_equity(result)
-
-
-def _draw_equity(result) -> bytes:
-    fig = _figure()
-    ax = fig.add_subplot()
-    for i, (name, series) in enumerate(result.values().items()):
-        ax.plot(
-            series.index,
-            series.to_numpy(),
-            color=f"C{i}",
-            lw=2.0 if i == 0 else 1.2,
-            label=str(name),
-        )
-    ax.set_ylabel("account value")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="upper left")
-    return _png(fig)
-
-
-def _drawdown_png(result) -> bytes:
-    with _plain_text():
-        return _draw_drawdown(result)
-
-
-def _draw_drawdown(result) -> bytes:
-    fig = _figure()
-    ax = fig.add_subplot()
-    for i, (name, series) in enumerate(result.values().items()):
-        dd = metrics.drawdown_series(metrics.returns_from_values(series.to_numpy()))
-        dd = np.concatenate([[0.0], dd]) * 100.0
-        if i == 0:
-            ax.fill_between(series.index, dd, 0.0, color="C0", alpha=0.35, label=str(name))
-        else:
-            ax.plot(series.index, dd, color=f"C{i}", lw=1.0, label=str(name))
-    ax.set_ylabel("drawdown (%)")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower left")
-    return _png(fig)
-
-
-def _draw_excess(returns) -> bytes:
-    fig = _figure(3.5)
-    ax = fig.add_subplot()
-    (_, agent), benchmarks = returns[0], returns[1:]
-    for i, (name, bench) in enumerate(benchmarks, start=1):
-        ex = tearsheet.excess_return(agent, bench) * 100.0
-        ax.plot(ex.index, ex.to_numpy(), color=f"C{i}", lw=1.4, label=f"over {name}")
-    ax.axhline(0.0, color="0.4", lw=0.8)
-    ax.set_ylabel("excess return (%)")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="upper left")
-    return _png(fig)
-
-
-def _draw_rolling(returns, ppy: float, window: int) -> bytes:
-    fig = _figure(7.5)
-    sharpe, vol, beta = fig.subplots(3, 1, sharex=True)
-    agent = returns[0][1]
-    for i, (name, r) in enumerate(returns):
-        lw = 1.8 if i == 0 else 1.0
-        s = tearsheet.rolling_sharpe(r, periods_per_year=ppy, window=window)
-        sharpe.plot(s.index, s.to_numpy(), color=f"C{i}", lw=lw, label=name)
-        v = tearsheet.rolling_volatility(r, periods_per_year=ppy, window=window) * 100.0
-        vol.plot(v.index, v.to_numpy(), color=f"C{i}", lw=lw)
-        if i > 0:
-            b = tearsheet.rolling_beta(agent, r, window=window)
-            beta.plot(b.index, b.to_numpy(), color=f"C{i}", lw=1.2, label=f"to {name}")
-    for ax, label in ((sharpe, "Sharpe ratio"), (vol, "volatility (%)"), (beta, "beta")):
-        ax.set_ylabel(label)
-        ax.grid(alpha=0.3)
-    sharpe.axhline(0.0, color="0.4", lw=0.8)
-    beta.axhline(1.0, color="0.4", lw=0.8)
-    if len(agent) > 1:
-        beta.set_xlim(agent.index[0], agent.index[-1])  # the dates of the other charts
-    sharpe.legend(loc="upper left", fontsize="small")
-    if len(returns) > 1:
-        beta.legend(loc="upper left", fontsize="small")
-    return _png(fig)
-
-
-def _draw_weights(weights, largest: tearsheet.Concentration) -> bytes:
-    fig = _figure(4.0)
-    ax = fig.add_subplot()
-    order = weights.mean().sort_values(ascending=False).index
-    top = [c for c in order[:TOP_HOLDINGS] if weights[c].abs().max() > 0]
-    layers = [weights[c].to_numpy() for c in top]
-    labels = [str(c) for c in top]
-    rest = weights.drop(columns=top).sum(axis=1).to_numpy()
-    if len(top) < weights.shape[1]:
-        layers.append(rest)
-        labels.append("other stocks")
-    layers.append(1.0 - weights.sum(axis=1).to_numpy())  # cash
-    labels.append("cash")
-    colors = [f"C{i % 10}" for i in range(len(layers) - 1)] + ["0.85"]
-    ax.stackplot(weights.index, np.vstack(layers) * 100.0, labels=labels, colors=colors)
-    share = largest.largest.to_numpy() * 100.0
-    ax.plot(weights.index, share, color="k", lw=1.2, label="largest position")
-    over = f"{largest.threshold:.0%} of the account"
-    ax.axhline(100.0 * largest.threshold, color="k", ls=":", lw=0.8, label=over)
-    ax.set_ylabel("share of the account (%)")
-    ax.set_ylim(0, 100)
-    ax.margins(x=0)
-    ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize="small")
-    return _png(fig)
-
-
-def _draw_distribution(returns) -> bytes:
-    fig = _figure(3.5)
-    ax = fig.add_subplot()
-    values = [r.to_numpy() * 100.0 for _, r in returns]
-    lo, hi = min(v.min() for v in values), max(v.max() for v in values)
-    bins = np.linspace(lo, hi, 61) if hi > lo else 10
-    for i, ((name, _), v) in enumerate(zip(returns, values, strict=True)):
-        if i == 0:
-            ax.hist(v, bins=bins, color="C0", alpha=0.5, label=name)
-            var = np.quantile(v, 0.05)
-            ax.axvline(var, color="C3", lw=1.2, ls="--", label="agent's 95% VaR")
-        else:
-            ax.hist(v, bins=bins, histtype="step", color=f"C{i}", lw=1.2, label=name)
-    ax.set_xlabel("daily return (%)")
-    ax.set_ylabel("days")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", fontsize="small")
-    return _png(fig)
-
-
-def _heat_color(r: float) -> str:
-    if not math.isfinite(r):
-        return "#ffffff"
-    x = min(abs(r) / 0.10, 1.0)  # full colour at +-10% a month
-    if r >= 0:
-        return f"rgb({int(255 - 155 * x)},{int(255 - 55 * x)},{int(255 - 155 * x)})"
-    return f"rgb(255,{int(255 - 155 * x)},{int(255 - 155 * x)})"
-
-
-def _monthly_html(result) -> str:
-    """The agent's table, then each benchmark's, to compare month by month."""
-    named = [(result.name, result.account_value), *result.benchmarks.items()]
-    return "\n".join(
-        _monthly_table(values, name, "monthly" if i == 0 else f"monthly-{i}")
-        for i, (name, values) in enumerate(named)
-    )
-
-
-def _monthly_table(values: pd.Series, name: str, ident: str) -> str:
-    table = metrics.monthly_returns(values)
-    months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-    head = "".join(f"<th>{m}</th>" for m in months) + "<th>Year</th>"
-    rows = []
-    for year, row in table.iterrows():
-        cells = []
-        for m in range(1, 13):
-            r = float(row.get(m, np.nan))
-            text = "" if not math.isfinite(r) else f"{100 * r:.1f}"
-            cells.append(f'<td style="background:{_heat_color(r)}">{text}</td>')
-        finite = [float(v) for v in row.to_numpy() if math.isfinite(float(v))]
-        yearly = math.prod(1.0 + v for v in finite) - 1.0 if finite else math.nan
-        text = f"{100 * yearly:.1f}" if math.isfinite(yearly) else ""
-        cells.append(f'<td style="background:{_heat_color(yearly / 4)}"><b>{text}</b></td>')
-        rows.append(f'<tr><td class="name">{esc(year)}</td>{"".join(cells)}</tr>')
-    return (
-        f'<p class="note">{esc(name)}: compounded return within each month, in percent.</p>'
-        f'<table class="heat" id="{ident}"><thead><tr><th class="name">Year</th>{head}</tr>'
-        f"</thead><tbody>{''.join(rows)}</tbody></table>"
-    )
-
-
-def _trades_html(result) -> str:
-    summary = result.trades_summary()
-    cols = [
-        ("buys", "Buy orders", "{:,.0f}"),
-        ("sells", "Sell orders", "{:,.0f}"),
-        ("shares_bought", "Shares bought", "{:,.0f}"),
-        ("shares_sold", "Shares sold", "{:,.0f}"),
-        ("traded_value", "Traded value", "{:,.0f}"),
-        ("costs", "Costs", "{:,.2f}"),
-    ]
-    head = "".join(f"<th>{label}</th>" for _, label, _ in cols)
-    rows = []
-    for tic, row in summary.iterrows():
-        cells = "".join(f"<td>{f.format(float(row[c]))}</td>" for c, _, f in cols)
-        rows.append(f'<tr><td class="name">{esc(tic)}</td>{cells}</tr>')
-    days = int(result.trades["date"].nunique()) if len(result.trades) else 0
-    turnover = float(summary.loc["total", "traded_value"]) / max(
-        float(result.account_value.mean()), 1e-9
-    )
-    return (
-        f'<p class="note" id="trade-days">{len(result.trades):,} orders, filled on {days:,} of '
-        f"the {len(result.dates):,} trading days ({_no_fill_day(result.execution_lag)}); "
-        f"turnover {turnover:.2f}x the average account value.</p>"
-        f'<table id="trades"><thead><tr><th class="name">Ticker</th>{head}</tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table>"
-    )
-
-
-def _no_fill_day(lag: int) -> str:
-    """Which of the backtest's trading days can hold no fill, and why."""
-    if lag == 0:
-        return "none can fill on the last: the backtest ends at its close"
-    return "none can fill on the first: orders decided at a close fill at the next one"
 
 
 def _agent_html(agent: dict[str, Any]) -> str:
@@ -956,3 +399,7 @@ def _mutation(x: Any) -> str:
         else:
             parts.append(f"{k}={_readable(v)}")
     return ", ".join(parts)
+
+
+# verdict is the report's first sentence; it stays importable from here as it always was
+__all__ = ["check_report_path", "metrics_table_html", "render_html", "verdict", "write_report"]

@@ -30,59 +30,31 @@ Pure functions of their inputs; the normal distribution comes from the standard 
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 from statistics import NormalDist
 from typing import NamedTuple
 
 import numpy as np
-import pandas as pd
 from numpy.typing import ArrayLike
+
+# the bootstrap intervals have a module of their own; they are part of this one's story
+from elegantpod.finance.bootstrap import BootstrapInterval as BootstrapInterval
+from elegantpod.finance.bootstrap import bootstrap_sharpe_ci as bootstrap_sharpe_ci
+from elegantpod.finance.bootstrap import (
+    bootstrap_sharpe_difference_ci as bootstrap_sharpe_difference_ci,
+)
+from elegantpod.finance.bootstrap import default_block_length as default_block_length
+from elegantpod.finance.series_checks import check_periods_per_year, check_returns
 
 EULER_GAMMA = 0.5772156649015329
 """The Euler–Mascheroni constant, in the expected maximum of normal draws."""
 _NORMAL = NormalDist()
-_CHUNK = 1 << 22
-"""Bootstrap values gathered at once (32 MB of float64): caps memory for long series."""
-
-
-# ---------------------------------------------------------------------------- checks
-def _check_returns(returns: ArrayLike, name: str = "returns") -> np.ndarray:
-    """``returns`` as a float64 ``(T,)`` array with ``T >= 3`` finite values.
-
-    Three periods is the fewest for which skewness, kurtosis and ``sqrt(T - 1)`` make a
-    (very wide) statement; a NaN is named by its position or date, since it means a gap
-    upstream that would otherwise be skipped silently.
-    """
-    r = np.asarray(returns, dtype=np.float64)
-    if r.ndim != 1:
-        raise ValueError(f"{name} must be one series of shape (T,), got shape {r.shape}")
-    if r.shape[0] < 3:
-        raise ValueError(f"{name} has T={r.shape[0]} periods; need at least 3")
-    bad = ~np.isfinite(r)
-    if bad.any():
-        i = int(np.argmax(bad))
-        label = returns.index[i] if isinstance(returns, pd.Series) else None
-        if isinstance(label, pd.Timestamp) and label == label.normalize():
-            label = f"{label:%Y-%m-%d}"
-        where = f"at position {i}" if label is None else f"at {label} (position {i})"
-        raise ValueError(f"{name} must be finite: {float(r[i])!r} {where}")
-    return r
 
 
 def _check_trials(trials: int) -> int:
     if isinstance(trials, bool) or not isinstance(trials, int | np.integer) or trials < 1:
         raise ValueError(f"trials must be an integer >= 1, got {trials!r}")
     return int(trials)
-
-
-def _check_periods_per_year(periods_per_year: float) -> float:
-    is_number = isinstance(periods_per_year, numbers.Real) and not isinstance(
-        periods_per_year, bool
-    )
-    if not (is_number and periods_per_year > 0):
-        raise ValueError(f"periods_per_year must be positive, got {periods_per_year!r}")
-    return float(periods_per_year)
 
 
 # ---------------------------------------------------------------------------- PSR and DSR
@@ -148,7 +120,7 @@ def probabilistic_sharpe_ratio(returns: ArrayLike, benchmark_sharpe: float = 0.0
     ValueError
         For NaN or inf returns, or fewer than 3 periods.
     """
-    r = _check_returns(returns)
+    r = check_returns(returns)
     return _psr(_moments(r), float(benchmark_sharpe))
 
 
@@ -261,7 +233,7 @@ def deflated_sharpe_ratio(
         For NaN or inf returns, ``T < 3``, ``trials < 1``, a negative or non-finite
         variance, fewer than 2 finite ``trial_sharpes``, or both variance arguments.
     """
-    r = _check_returns(returns)
+    r = check_returns(returns)
     n = _check_trials(trials)
     if sharpe_variance is not None and trial_sharpes is not None:
         raise ValueError("pass sharpe_variance or trial_sharpes, not both")
@@ -280,7 +252,7 @@ def deflated_sharpe_ratio(
     m = _moments(r)
     annual = math.nan
     if periods_per_year is not None:
-        annual = m.sharpe * math.sqrt(_check_periods_per_year(periods_per_year))
+        annual = m.sharpe * math.sqrt(check_periods_per_year(periods_per_year))
     return DeflatedSharpe(
         dsr=_psr(m, sr_star),
         psr=_psr(m, 0.0),
@@ -330,7 +302,7 @@ def deflated_sharpe_of_ratio(
     if isinstance(periods, bool) or not isinstance(periods, int | np.integer) or periods < 3:
         raise ValueError(f"periods must be an integer >= 3, got {periods!r}")
     n = _check_trials(trials)
-    ppy = _check_periods_per_year(periods_per_year)
+    ppy = check_periods_per_year(periods_per_year)
     annual = float(annual_sharpe)
     if math.isinf(annual):
         raise ValueError(f"annual_sharpe must be finite or NaN, got {annual_sharpe!r}")
@@ -347,167 +319,3 @@ def deflated_sharpe_of_ratio(
         trials=n,
         sharpe_variance=v,
     )
-
-
-# ---------------------------------------------------------------------------- bootstrap
-class BootstrapInterval(NamedTuple):
-    """A percentile bootstrap interval and the statistic on the original sample."""
-
-    low: float
-    high: float
-    estimate: float
-
-
-def default_block_length(periods: int) -> int:
-    """``round(T ** (1/3))``, at least 1: 10 trading days for 4 years, 6 for one.
-
-    For a block bootstrap of a variance-like statistic (a Sharpe ratio's spread is set
-    by the variance of returns) the error-minimizing block length grows like ``T^(1/3)``
-    (Hall, Horowitz and Jing, 1995). A length that grows with the sample keeps the
-    bootstrap consistent, which a fixed month (21 days) does not: on a 3-month backtest
-    that would leave 3 blocks, too few distinct resamples for a 95% interval.
-    """
-    return max(1, round(periods ** (1.0 / 3.0)))
-
-
-def _block_indices(rng: np.random.Generator, periods: int, block: int, samples: int):
-    """Start indices ``(samples, k)`` of circular blocks, ``k * block >= periods``."""
-    k = -(-periods // block)
-    return rng.integers(0, periods, size=(samples, k))
-
-
-def _gather(starts: np.ndarray, periods: int, block: int) -> np.ndarray:
-    """The ``(rows, periods)`` resampled positions: consecutive ``block``-long runs from
-    each start, wrapping past the end (circular), cut to ``periods``."""
-    idx = (starts[:, :, None] + np.arange(block)) % periods
-    return idx.reshape(starts.shape[0], -1)[:, :periods]
-
-
-def _sharpe_rows(x: np.ndarray, ppy: float) -> np.ndarray:
-    """Annualized Sharpe ratio of each row; NaN for a constant row."""
-    std = x.std(axis=1, ddof=1)
-    std[x.max(axis=1) == x.min(axis=1)] = np.nan
-    return x.mean(axis=1) / std * math.sqrt(ppy)
-
-
-def _check_bootstrap(periods: int, level: float, samples: int, block: int | None) -> int:
-    if not (isinstance(level, numbers.Real) and 0.0 < level < 1.0):
-        raise ValueError(f"level must be in (0, 1), got {level!r}")
-    if isinstance(samples, bool) or not isinstance(samples, int | np.integer) or samples < 1:
-        raise ValueError(f"samples must be an integer >= 1, got {samples!r}")
-    if block is None:
-        return default_block_length(periods)
-    if isinstance(block, bool) or not isinstance(block, int | np.integer):
-        raise ValueError(f"block must be an integer or None, got {block!r}")
-    if not 1 <= block <= periods:
-        raise ValueError(f"block must be in 1..T={periods}, got {block!r}")
-    return int(block)
-
-
-def _bootstrap(series, ppy, level, samples, block, seed) -> BootstrapInterval:
-    """Percentile interval of ``sharpe(series[0]) - sharpe(series[1]) - ...`` (one series:
-    its Sharpe ratio), every series resampled on the same days."""
-    periods = series[0].shape[0]
-    block = _check_bootstrap(periods, level, samples, block)
-    ppy = _check_periods_per_year(ppy)
-    signs = [1.0] + [-1.0] * (len(series) - 1)
-
-    def stat(rows):
-        return sum(s * _sharpe_rows(x[rows], ppy) for s, x in zip(signs, series, strict=True))
-
-    estimate = float(stat(np.arange(periods)[None, :])[0])
-    starts = _block_indices(np.random.default_rng(seed), periods, block, samples)
-    # Chunks only bound memory: the draws are made above, so a seed gives the same
-    # interval whatever the chunk size.
-    rows_per_chunk = max(1, _CHUNK // periods)
-    stats = np.concatenate(
-        [
-            stat(_gather(starts[i : i + rows_per_chunk], periods, block))
-            for i in range(0, samples, rows_per_chunk)
-        ]
-    )
-    stats = stats[np.isfinite(stats)]  # resamples of constant days have no Sharpe ratio
-    if stats.size == 0:
-        return BootstrapInterval(math.nan, math.nan, estimate)
-    tail = (1.0 - level) / 2.0
-    low, high = np.quantile(stats, [tail, 1.0 - tail])
-    return BootstrapInterval(float(low), float(high), estimate)
-
-
-def bootstrap_sharpe_ci(
-    returns: ArrayLike,
-    periods_per_year: float,
-    level: float = 0.95,
-    samples: int = 2000,
-    block: int | None = None,
-    seed: int = 0,
-) -> BootstrapInterval:
-    """Circular block bootstrap percentile interval of the annualized Sharpe ratio.
-
-    Each resample glues random blocks of ``block`` consecutive days, wrapping from the
-    last day to the first (Politis and Romano, 1992), until it is ``T`` days long. Blocks
-    keep the volatility clustering of daily returns, which sets how much a Sharpe ratio
-    can vary; wrapping gives every day the same chance to be drawn (plain moving blocks
-    under-sample the first and last days). Fixed-length blocks estimate variances with
-    a smaller error than the stationary bootstrap's random lengths (Lahiri, 1999).
-
-    Parameters
-    ----------
-    returns : array_like, shape (T,)
-        Simple per-period returns, finite, ``T >= 3``.
-    periods_per_year : float
-        Periods in a year (252 for trading days).
-    level : float, default 0.95
-        Coverage of the interval.
-    samples : int, default 2000
-        Bootstrap resamples; 2000 leaves 50 draws beyond each end of a 95% interval.
-    block : int, optional
-        Block length in periods; default :func:`default_block_length`.
-    seed : int, default 0
-        The same seed gives the same interval.
-
-    Returns
-    -------
-    BootstrapInterval
-        ``(low, high, estimate)``; the estimate is the Sharpe ratio of ``returns``, as
-        :func:`~elegantpod.finance.metrics.sharpe_ratio` gives it. Resamples without
-        variation are left out; all NaN for a constant series.
-    """
-    r = _check_returns(returns)
-    return _bootstrap([r], periods_per_year, level, samples, block, seed)
-
-
-def bootstrap_sharpe_difference_ci(
-    returns: ArrayLike,
-    benchmark: ArrayLike,
-    periods_per_year: float,
-    level: float = 0.95,
-    samples: int = 2000,
-    block: int | None = None,
-    seed: int = 0,
-) -> BootstrapInterval:
-    """Paired block bootstrap interval of ``sharpe(returns) - sharpe(benchmark)``.
-
-    Both series are resampled on the *same* days (as :func:`bootstrap_sharpe_ci` draws
-    them), so what the market did on a day moves both: the interval measures the
-    difference's own uncertainty, far narrower than two separate intervals suggest when
-    the strategies are correlated. An interval above 0 says the strategy beat the
-    benchmark risk-adjusted at that confidence.
-
-    Parameters
-    ----------
-    returns, benchmark : array_like, shape (T,)
-        Simple per-period returns on the same periods, finite, ``T >= 3``.
-    periods_per_year, level, samples, block, seed
-        As in :func:`bootstrap_sharpe_ci`.
-
-    Returns
-    -------
-    BootstrapInterval
-        ``(low, high, estimate)`` of the annualized Sharpe difference.
-    """
-    r = _check_returns(returns)
-    b = _check_returns(benchmark, "benchmark")
-    if r.shape != b.shape:
-        raise ValueError(f"returns ({r.shape[0]}) and benchmark ({b.shape[0]}) differ in length")
-    return _bootstrap([r, b], periods_per_year, level, samples, block, seed)

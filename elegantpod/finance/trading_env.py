@@ -35,28 +35,23 @@ stock's position as a fraction of the account value, each stock's last daily log
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numpy as np
 import torch
 from gymnasium import spaces
 
-from elegantpod.envs.base import StepResult, Tensor, check_num_envs, check_seed
+from elegantpod.envs.base import StepResult, Tensor, check_seed
+from elegantpod.envs.hooks import EnvHooks
 from elegantpod.finance import metrics
-from elegantpod.finance.data import MarketData, cached_load, load
-from elegantpod.finance.indicators import compute_features, scaled_features
+from elegantpod.finance.data import SAMPLES, MarketData
+from elegantpod.finance.indicators import scaled_features
+from elegantpod.finance.trading_inputs import check_params, market_and_features, trading_range
 
 ENV_ID = "StockTrading-v0"
 
 
-@functools.lru_cache(maxsize=8)
-def _cached_market(source: str, indicators: tuple[str, ...] | None):
-    data = cached_load(source)
-    return data, compute_features(data, indicators)
-
-
-class StockTradingEnv:
+class StockTradingEnv(EnvHooks):
     """Vectorized stock-trading accounts over a date range of :class:`MarketData`.
 
     Parameters
@@ -138,7 +133,7 @@ class StockTradingEnv:
                 f"windows={windows} splits a whole-range run: use it with episode_days=None, "
                 f"not episode_days={episode_days!r}"
             )
-        _check_params(
+        check_params(
             num_envs, episode_days, initial_amount, hmax, trade_fraction, cost, reward_scale
         )
         if isinstance(periods_per_year, bool) or int(periods_per_year) < 1:
@@ -148,38 +143,9 @@ class StockTradingEnv:
                 f"execution_lag must be 0 (fill at the observed close) or 1 (at the next "
                 f"day's close), got {execution_lag!r}"
             )
-        ind = None if indicators is None else tuple(str(n) for n in indicators)
-        if isinstance(data, str):
-            market, features = _cached_market(data, ind)
-        else:
-            market = load(data)
-            features = compute_features(market, ind)
-        if tickers is not None:
-            cols = _ticker_columns(market, tickers)
-            market = market.select([market.tickers[c] for c in cols])
-            features = _select_features(features, cols)
-        i0, i1 = market.locate(start, end)
-        # Days before the indicators' warm-up ends cannot be traded on: a range that
-        # starts there begins on the first day with every indicator defined.
-        i0 = max(i0, features.warmup)
-        if i0 >= i1:
-            raise ValueError(
-                f"the range start={start!r}..end={end!r} ends within the indicators' warm-up; "
-                f"the first trading day with every indicator defined is "
-                f"{market.dates[features.warmup]:%Y-%m-%d}"
-            )
+        market, features = market_and_features(data, indicators, tickers)
+        i0, i1 = trading_range(market, features, start, end, episode_days)
         days = i1 - i0
-        if days < 2:
-            raise ValueError(
-                f"the range {market.dates[i0]:%Y-%m-%d}..{market.dates[i1 - 1]:%Y-%m-%d} has "
-                f"{days} trading day(s); at least 2 are needed to trade"
-            )
-        if episode_days is not None and episode_days > days - 1:
-            raise ValueError(
-                f"episode_days={episode_days} does not fit in the {days} trading days from "
-                f"{market.dates[i0]:%Y-%m-%d} to {market.dates[i1 - 1]:%Y-%m-%d}; use at most "
-                f"{days - 1}, or episode_days=None for the whole range"
-            )
         self.num_envs = int(num_envs)
         self.device = torch.device(device)
         self.data = market
@@ -372,6 +338,12 @@ class StockTradingEnv:
             dim=1,
         )
 
+    @property
+    def prices(self) -> Tensor:
+        """Close prices of the range, ``(num_days, num_stocks)`` float64 on ``device``:
+        what orders fill at and accounts are valued with (read, do not modify)."""
+        return self._prices
+
     def account_value(self) -> Tensor:
         """Current account values, ``(num_envs,)`` float64, at today's close."""
         return self.cash + (self.shares * self._prices.index_select(0, self.day)).sum(1)
@@ -394,27 +366,41 @@ class StockTradingEnv:
         )
         return {k: [float(x) for x in np.atleast_1d(v)] for k, v in out.items()}
 
+    # ------------------------------------------------------------ hooks (EnvHooks)
+    @classmethod
+    def shipped_values(cls, key: str) -> frozenset[str]:
+        """The shipped samples (``"sp500"``) for ``data``: they name no file."""
+        return frozenset(SAMPLES) if key == "data" else frozenset()
+
+    @classmethod
+    def baselines(cls, env_kwargs, eval_env_kwargs, fitness: str) -> dict[str, float]:
+        """Equal-weight buy & hold of the same stocks (and the S&P 500 index for the
+        shipped sample) on the evaluation range (:mod:`~elegantpod.finance.baselines`)."""
+        from elegantpod.finance.baselines import baseline_scores
+
+        return baseline_scores({**env_kwargs, **eval_env_kwargs}, fitness)
+
+    @classmethod
+    def leaderboard_columns(cls, board, trials: int, spec) -> dict[str, list]:
+        """``deflated_sharpe`` on a Sharpe-ranked leaderboard (see
+        :func:`~elegantpod.finance.leaderboard.deflated_sharpe_column`)."""
+        from elegantpod.finance.leaderboard import deflated_sharpe_column
+
+        return deflated_sharpe_column(board, trials, spec)
+
+    @classmethod
+    def leaderboard_notes(cls, board) -> list[str]:
+        """What ``deflated_sharpe`` means, with the trials and days it was deflated by."""
+        from elegantpod.finance.leaderboard import notes
+
+        return notes(board)
+
     def __repr__(self) -> str:
         return (
             f"StockTradingEnv(num_envs={self.num_envs}, stocks={self.num_stocks}, "
             f"days={self.num_days} {self.dates[0]:%Y-%m-%d}..{self.dates[-1]:%Y-%m-%d}, "
             f"device={self.device})"
         )
-
-
-def _check_params(num_envs, episode_days, initial_amount, hmax, trade_fraction, cost, scale):
-    from elegantpod.checks import in_range, positive
-
-    check_num_envs(num_envs)
-    if episode_days is not None and (isinstance(episode_days, bool) or int(episode_days) < 1):
-        raise ValueError(f"episode_days must be >= 1 or None, got {episode_days!r}")
-    positive("initial_amount", initial_amount)
-    positive("hmax", hmax, allow_none=True)
-    positive("trade_fraction", trade_fraction)
-    in_range("trade_fraction", trade_fraction, 0.0, 1.0)
-    if isinstance(cost, bool) or not isinstance(cost, int | float) or not 0.0 <= cost < 1.0:
-        raise ValueError(f"cost must be a fraction in [0, 1), got {cost!r}")
-    positive("reward_scale", scale)
 
 
 MAX_PRICE = 1e30
@@ -450,16 +436,3 @@ def _check_finite(market: MarketData, i0: int, i1: int, per_stock: np.ndarray, n
             f"{market.dates[i0 + t]:%Y-%m-%d} (close {close!r}) is not a finite number "
             "in float32: the prices are too large or too small to observe; rescale them"
         )
-
-
-def _ticker_columns(market: MarketData, tickers) -> list[int]:
-    if isinstance(tickers, str):
-        tickers = [t.strip() for t in tickers.split(",") if t.strip()]
-    market.select(tickers)  # raises naming unknown or repeated tickers
-    return [market.tickers.index(str(t)) for t in tickers]
-
-
-def _select_features(features, cols: list[int]):
-    import dataclasses
-
-    return dataclasses.replace(features, values=features.values[:, cols])

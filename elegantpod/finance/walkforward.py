@@ -24,8 +24,10 @@ from typing import Any
 
 import pandas as pd
 
-from elegantpod.finance.backtest import EQUAL_WEIGHT, BacktestResult, backtest
-from elegantpod.finance.data import DateSplits
+from elegantpod.finance.backtest import backtest
+from elegantpod.finance.benchmarks import EQUAL_WEIGHT
+from elegantpod.finance.result import BacktestResult
+from elegantpod.finance.splits import DateSplits
 
 
 def rolling_splits(
@@ -85,14 +87,14 @@ class WalkForwardResult:
         Sharpe and cumulative return, the Sharpe difference with its bootstrap 95% CI,
         and the agent's deflated Sharpe ratio (probability that its true Sharpe is above
         what the best of that many luck-only agents would show)."""
-        from elegantpod.finance import selection
+        from elegantpod.finance import bootstrap, selection
 
         rows = []
         for split, summary, result in zip(self.splits, self.summaries, self.backtests, strict=True):
             table = result.metrics()
             agent, ew = table.iloc[0], table.loc[EQUAL_WEIGHT]
             returns = result.returns()
-            diff = selection.bootstrap_sharpe_difference_ci(
+            diff = bootstrap.bootstrap_sharpe_difference_ci(
                 returns.iloc[:, 0], returns[EQUAL_WEIGHT], result.periods_per_year
             )
             dsr = selection.deflated_sharpe_ratio(returns.iloc[:, 0], result.trials)
@@ -117,7 +119,8 @@ class WalkForwardResult:
     def to_html(self, path: str | Path) -> Path:
         """One self-contained page: the table, then each window's verdict (escaped)."""
         from elegantpod.checkpoint import atomic_write_bytes
-        from elegantpod.finance.report import check_report_path, verdict
+        from elegantpod.finance.report import check_report_path
+        from elegantpod.finance.verdict import verdict
 
         path = check_report_path(path)
         table = self.table()

@@ -24,6 +24,7 @@ from collections import Counter, defaultdict, deque
 from typing import Any
 
 from elegantpod.agents import get_algo
+from elegantpod.envs.registry import env_hooks
 from elegantpod.tournament import state as checked
 from elegantpod.tournament import views
 from elegantpod.tournament.engine import Engine
@@ -134,7 +135,6 @@ class Tournament(Engine):
         self._lock = threading.RLock()
         self._curves: dict[str, deque] = defaultdict(lambda: deque(maxlen=CURVE_EVENTS))
         self._baselines: dict[str, float] | None = None
-        self._validation_periods: int | None = None
         self.events_received: Counter = Counter()
         self.events_sent = 0
         """Progress events that finished segments report having sent (for auditing)."""
@@ -271,6 +271,18 @@ class Tournament(Engine):
         self._save(force=True)
         return rec.pod_id
 
+    def start(self, client=None, *, close_client: bool | None = None):
+        """Start (or continue) the tournament in the background and return at once (see
+        :meth:`Engine.start <elegantpod.tournament.engine.Engine.start>`).
+
+        What the baselines and the env's leaderboard columns read from files (a trading
+        tournament's market data) is read here, once, rather than by the first refresh
+        of a dashboard or the command line's last lines.
+        """
+        self.baselines()
+        self.leaderboard  # noqa: B018 (read for its side effect: the env's data is kept)
+        return super().start(client, close_client=close_client)
+
     # ------------------------------------------------------------------ views
     @property
     def status(self) -> str:
@@ -289,31 +301,20 @@ class Tournament(Engine):
         ``usable``. The hyperparameters each entry scored with are in
         :meth:`leaderboard_hparams` (same rows), the mutations in :meth:`lineage`.
 
-        A trading tournament ranked by Sharpe ratio has one more column,
-        ``deflated_sharpe``: the probability that an agent's true Sharpe ratio beats the
-        best that as many luck-only agents as the tournament scored would show on the
-        validation range (:func:`elegantpod.finance.selection.deflated_sharpe_of_ratio`,
-        normal returns). Near-identical leaders with Sharpe ratios of 1.23 over a year
-        are told apart from skill this way.
+        The env class may add columns after these (its ``leaderboard_columns``, see
+        :class:`~elegantpod.envs.hooks.EnvHooks`): a trading tournament ranked by Sharpe
+        ratio has ``deflated_sharpe``, the probability that an agent's true Sharpe
+        ratio beats the best that as many luck-only agents as the tournament scored
+        would show on the validation range. Cheap to read: what those columns need from
+        files is read once (at :meth:`start` at the latest).
         """
         with self._lock:
             self._drain_events()
             board = views.leaderboard_frame(self.population, self.store.resolve)
             trials = sum(1 for r in self.population.records.values() if r.history)
-        periods = self._finance_periods()
-        if periods is not None:
-            from elegantpod.finance.selection import deflated_sharpe_of_ratio
-
-            ppy = float(self.spec.env_kwargs.get("periods_per_year", 252))
-            board["deflated_sharpe"] = [
-                deflated_sharpe_of_ratio(
-                    float(s), periods, max(trials, 1), periods_per_year=ppy
-                ).dsr
-                if s is not None and math.isfinite(s)
-                else float("nan")
-                for s in board["score_mean"]
-            ]
-            board.attrs.update(trials=max(trials, 1), validation_days=periods)
+        extra = env_hooks(self.spec.env_id).leaderboard_columns(board, trials, self.spec)
+        for name, values in extra.items():
+            board[name] = values
         return board
 
     def leaderboard_hparams(self):
@@ -331,33 +332,17 @@ class Tournament(Engine):
     def baselines(self) -> dict[str, float]:
         """What doing nothing scores on the leaderboard's own range and fitness.
 
-        For a trading tournament: equal-weight buy-and-hold of the same stocks (and the
-        S&P 500 index for the shipped sample) over the validation range, measured with
-        the tournament's fitness, so the leaderboard shows whether any agent beats them
-        (:mod:`elegantpod.finance.baselines`). Empty for other envs. Computed once.
+        The env class's ``baselines`` (:class:`~elegantpod.envs.hooks.EnvHooks`), asked
+        once and kept: for a trading tournament, equal-weight buy-and-hold of the same
+        stocks (and the S&P 500 index for the shipped sample) over the validation range,
+        measured with the tournament's fitness, so the leaderboard shows whether any
+        agent beats them (:mod:`elegantpod.finance.baselines`). Empty for other envs.
         """
         if self._baselines is None:
-            from elegantpod.finance.trading_env import ENV_ID
-
             spec = self.spec
-            if spec.env_id != ENV_ID:
-                self._baselines = {}
-            else:
-                from elegantpod.finance.baselines import baseline_scores, baseline_values
-
-                kwargs = {**spec.env_kwargs, **spec.eval_env_kwargs}
-                values = baseline_values(kwargs)
-                self._validation_periods = len(next(iter(values.values()))) - 1
-                self._baselines = baseline_scores(kwargs, spec.fitness, values)
+            hooks = env_hooks(spec.env_id)
+            self._baselines = hooks.baselines(spec.env_kwargs, spec.eval_env_kwargs, spec.fitness)
         return dict(self._baselines)
-
-    def _finance_periods(self) -> int | None:
-        """Daily returns in the validation range of a Sharpe-ranked trading tournament."""
-        if self.spec.fitness != "sharpe":
-            return None
-        self.baselines()
-        periods = self._validation_periods
-        return periods if periods is not None and periods >= 3 else None
 
     @property
     def pods(self):

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from elegantpod.finance import metrics, selection
+from elegantpod.finance import bootstrap, metrics, selection
 
 # A fixed, skewed, fat-tailed series: a Student-t with a negative jump now and then.
 RNG = np.random.default_rng(7)
@@ -194,7 +194,7 @@ def test_bootstrap_interval():
 
 def test_bootstrap_chunks_do_not_change_the_draws(monkeypatch):
     ci = selection.bootstrap_sharpe_ci(FAT, 252, samples=300)
-    monkeypatch.setattr(selection, "_CHUNK", 1000)  # 2 rows of 500 days per chunk
+    monkeypatch.setattr(bootstrap, "_CHUNK", 1000)  # 2 rows of 500 days per chunk
     assert selection.bootstrap_sharpe_ci(FAT, 252, samples=300) == ci
 
 

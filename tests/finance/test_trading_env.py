@@ -92,7 +92,7 @@ def test_account_value_is_cash_plus_holdings_at_every_step(seed, scale):
         assert not terminated.any()
         assert (env.cash >= 0).all() and (env.shares >= 0).all()
         # the value reported for the step is cash + holdings x the next day's close
-        day_prices = env._prices[env.day]
+        day_prices = env.prices[env.day]
         still = ~truncated
         recomputed = env.cash + (env.shares * day_prices).sum(1)
         torch.testing.assert_close(info["account_value"][still], recomputed[still])
@@ -113,7 +113,7 @@ def test_zero_action_leaves_the_account_untouched_but_for_price_moves():
         _, _, _, _, info = env.step(torch.zeros(2, STOCKS))
         assert torch.equal(env.cash, cash) and torch.equal(env.shares, shares)
         assert torch.all(info["shares_traded"] == 0) and torch.all(info["cost_paid"] == 0)
-        expected = cash + (shares * env._prices[before + 1]).sum(1)
+        expected = cash + (shares * env.prices[before + 1]).sum(1)
         torch.testing.assert_close(info["account_value"], expected)
 
 
@@ -147,7 +147,7 @@ def test_hmax_maps_a_full_action_to_hmax_shares(lag):
     env.reset()
     _, _, _, _, info = env.step(torch.tensor([[1.0, 0.5, -1.0]]))
     assert info["shares_traded"].tolist() == [[7.0, 3.0, 0.0]]  # 0.5 * 7 -> 3 (whole)
-    price = env._prices[env.day - 1 + lag][0]  # the observed close, or the next one
+    price = env.prices[env.day - 1 + lag][0]  # the observed close, or the next one
     torch.testing.assert_close(info["fill_price"][0], price)
     spent = float((torch.tensor([7.0, 3.0, 0.0], dtype=torch.float64) * price).sum())
     assert float(env.cash[0]) == pytest.approx(1e6 - spent * 1.002)
@@ -268,7 +268,7 @@ def test_ticker_subset_keeps_their_order():
     env = _env(num_envs=1, tickers=["CCC", "AAA"])
     assert env.tickers == ("CCC", "AAA") and env.action_space.shape == (2,)
     torch.testing.assert_close(
-        env._prices[:, 0], torch.tensor(DATA.close[-env.num_days :, 2], dtype=torch.float64)
+        env.prices[:, 0], torch.tensor(DATA.close[-env.num_days :, 2], dtype=torch.float64)
     )
 
 
@@ -305,7 +305,7 @@ def test_what_the_agent_sees_against_what_it_trades_at(lag):
         cost=0.0, execution_lag=lag,
     )  # fmt: skip
     obs = env.reset()
-    closes = env._prices[:, 0]
+    closes = env.prices[:, 0]
     for day in range(10):
         # the observation of day d holds the log return into d's close
         seen = float(obs[0, 2]) / 10.0

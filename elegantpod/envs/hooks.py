@@ -1,0 +1,66 @@
+"""What an env class may add to the generic layers: baselines, leaderboard columns, and
+the values of its file keywords that name no file.
+
+Why: the tournament, the command line and the env registry serve every env, so they
+import no domain package (such as :mod:`elegantpod.finance`); an env that has more to
+show (a trading env's buy-and-hold baselines, the deflated Sharpe ratio of its
+leaderboard) says so through these classmethods. Generic code finds the class by env id
+(:func:`~elegantpod.envs.registry.env_hooks`) and calls them; the defaults here add
+nothing, so an env that overrides none behaves as if the hooks did not exist.
+:class:`~elegantpod.envs.base.TorchVecEnv` and
+:class:`~elegantpod.finance.trading_env.StockTradingEnv` inherit them; a gymnasium,
+MJX or Isaac env id gets the defaults.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class EnvHooks:
+    """The classmethods generic code asks an env class; subclasses override what they add.
+
+    ``shipped_values``
+        Values of a file keyword (``path_kwargs``) that name data the package ships, so
+        that a spec naming them is not treated as pointing at a file or URL.
+    ``baselines``
+        What doing nothing scores on a tournament's evaluation range, by name: shown
+        under its leaderboard (widget, ``_repr_html_``, the CLI). May read data: a
+        tournament asks once and keeps the answer.
+    ``leaderboard_columns``
+        Extra columns of a tournament's leaderboard. Called on every read of it (a
+        dashboard reads it every second): keep it cheap, reading files at most once per
+        spec.
+    ``leaderboard_notes``
+        Lines that explain those columns, printed under the leaderboard by the CLI.
+    """
+
+    @classmethod
+    def shipped_values(cls, key: str) -> frozenset[str]:
+        """Values of the file keyword ``key`` that name what the package ships (a sample
+        such as ``"sp500"``), not a file or URL: a checkpoint or store may name them
+        freely (see :func:`~elegantpod.envs.registry.external_sources`). Default: none."""
+        return frozenset()
+
+    @classmethod
+    def baselines(
+        cls, env_kwargs: dict[str, Any], eval_env_kwargs: dict[str, Any], fitness: str
+    ) -> dict[str, float]:
+        """Scores of strategies that need no agent on the evaluation range these keywords
+        describe (the evaluation env's are ``{**env_kwargs, **eval_env_kwargs}``),
+        measured with the leaderboard's ``fitness``: ``{name: score}``. Default: none."""
+        return {}
+
+    @classmethod
+    def leaderboard_columns(cls, board, trials: int, spec) -> dict[str, list]:
+        """Columns to add to a tournament's leaderboard ``board`` (a DataFrame, best
+        first): ``{name: values}``, one value per row. ``trials`` counts the pods scored
+        so far; ``spec`` is the tournament's spec. It may record in ``board.attrs`` what
+        a reader needs to interpret them. Default: none."""
+        return {}
+
+    @classmethod
+    def leaderboard_notes(cls, board) -> list[str]:
+        """One line per extra column of ``board`` that needs explaining (read from its
+        values and ``attrs``), for the command line to print under it. Default: none."""
+        return []
