@@ -439,7 +439,7 @@ class Tournament(Engine):
             return views.summary(
                 self.population,
                 self.store.resolve,
-                status=self._status,
+                status=str(self._status),  # plain data, as every value here
                 wall_seconds=self._elapsed(),
                 worker_deaths_survived=self.worker_deaths_survived,
                 store=self.store.url,

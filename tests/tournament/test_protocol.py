@@ -176,3 +176,13 @@ def test_an_event_is_plain_data():
     assert e == {"type": "segment_end", "status": "stopped", "env_steps": 10, "eval_return": 1.5}
     assert type(e["type"]) is str and type(e["status"]) is str
     assert list(e) == ["type", "status", "env_steps", "eval_return"]
+
+
+def test_a_tournament_reports_its_status_typed_and_its_summary_as_plain_data(tmp_path):
+    from elegantpod.tournament import Tournament
+
+    t = Tournament(env="CartPole-v1", pods=2, store=tmp_path / "s")
+    assert t.status is TournamentStatus.CREATED and t.status == "created"
+    s = t.summary()
+    assert type(s["status"]) is str and s["status"] == "created"
+    assert json.loads(json.dumps(s))["status"] == "created"
