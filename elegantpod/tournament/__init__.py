@@ -4,7 +4,8 @@ from elegantpod.tournament.generator import SEARCH_SPACES, Bound, GeneratorConfi
 from elegantpod.tournament.leaderboard import Entry
 from elegantpod.tournament.lease import Lease, LeaseError, LeaseLost
 from elegantpod.tournament.orchestrator import Tournament
-from elegantpod.tournament.spec import PodRecord, TournamentSpec
+from elegantpod.tournament.record import PodRecord
+from elegantpod.tournament.spec import TournamentSpec
 from elegantpod.tournament.store import Store
 
 __all__ = [

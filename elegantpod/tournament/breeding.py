@@ -25,10 +25,9 @@ from elegantpod.tournament.generator import (
     sample_space,
     search_space,
 )
-from elegantpod.tournament.spec import PodRecord
+from elegantpod.tournament.protocol import RESUMABLE
+from elegantpod.tournament.record import PodRecord
 from elegantpod.tournament.state import learner_config
-
-ALIVE = ("queued", "running", "paused")
 
 
 class Breeding:
@@ -162,7 +161,7 @@ class Breeding:
             elif (
                 parent in self.records
                 and self.records[parent].latest_checkpoint
-                and self.records[parent].status in (*ALIVE, "idle", "stopped")
+                and self.records[parent].status in RESUMABLE
             ):  # a replaced or failed pod's checkpoints may be pruned already
                 parent_entry = self._as_entry(self.records[parent])
                 if not self.records[parent].recent_scores:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import threading
 import time
 
+from elegantpod.tournament.protocol import ControlMessage
+
 POLL_SECONDS = 0.25
 """How often a running segment reads its control variable: well within a second, and
 rare enough that the round trips cost the pod under 5% of its steps/s."""
@@ -27,10 +29,12 @@ class Control:
 
     def __init__(self, name: str | None):
         self.name, self.var = name, None
-        self.latest: dict | None = None
+        self.latest: ControlMessage | None = None
         """The newest message fetched (``None``: none yet, or no control)."""
         self.fetches = 0
         """Messages the poller has fetched so far."""
+        self.refused: str | None = None
+        """Why the last message that was not a :class:`ControlMessage` was ignored."""
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
         if name is not None:
@@ -51,29 +55,30 @@ class Control:
             except Exception:  # unset, or scheduler briefly unreachable: keep the last
                 msg = None
             if msg is not None:
-                self.latest = msg
-                self.fetches += 1
+                try:  # the runner's own messages always parse; anything else is kept out
+                    self.latest = ControlMessage.from_dict(msg)
+                    self.fetches += 1
+                except ValueError as exc:
+                    self.refused = str(exc)
             self._closed.wait(POLL_SECONDS)
 
     def close(self) -> None:
         """Stop the poller (it ends within a round trip; it is a daemon meanwhile)."""
         self._closed.set()
 
-    def poll(self, force: bool = False) -> dict | None:
+    def poll(self, force: bool = False) -> ControlMessage | None:
         """The newest command fetched: a local read, never a round trip (``force`` is
         kept for callers that waited for a new one)."""
         return self.latest
 
-    def next(self) -> dict | None:
+    def next(self) -> ControlMessage | None:
         """The newest command, to act on between iterations."""
         return self.latest
 
     def stop_requested(self) -> bool:
         """Polled inside a learner's update: stop now if the pod or tournament stopped."""
         msg = self.latest
-        if msg is None:
-            return False
-        return msg.get("state") == "stopped" or msg.get("tournament") == "stopped"
+        return msg is not None and msg.stops
 
 
 class Events:

@@ -17,6 +17,7 @@ from collections import Counter
 from typing import Any
 
 from elegantpod.tournament.lease import Lease, LeaseError, LeaseLost
+from elegantpod.tournament.protocol import EventKind, OutcomeKind, TournamentStatus
 from elegantpod.tournament.runner import Runner, control_message
 from elegantpod.tournament.store import needed_checkpoints
 from elegantpod.tournament.tasks import largest_pod_bytes, segment_task, shipping
@@ -59,7 +60,7 @@ class Engine:
         self._write_lock = threading.Lock()  # one snapshot write at a time
         self._stop_requested = False
         self._stopped_by_user = False  # stop() ended the run before its budget
-        self._status = "created"
+        self._status = TournamentStatus.CREATED
         self._error: str | None = None
         self.warning: str | None = None
         """Why saving to the store is failing right now (training goes on), or None."""
@@ -126,7 +127,7 @@ class Engine:
                 self._error = None
                 self._store_failure = None
                 self._save_failing_since = None
-                self._status = "running"
+                self._status = TournamentStatus.RUNNING
                 self._started_at = time.monotonic()
                 self._deaths_at_start = self.worker_deaths_survived  # before the new runner
             self._runner.publish(messages)
@@ -167,9 +168,9 @@ class Engine:
                         raise
                     time.sleep(min(5.0, 0.2 * failures))
         except LeaseLost as exc:
-            self._error, self._status = str(exc), "failed"
+            self._error, self._status = str(exc), TournamentStatus.FAILED
         except Exception:
-            self._error, self._status = traceback.format_exc(), "failed"
+            self._error, self._status = traceback.format_exc(), TournamentStatus.FAILED
         finally:
             with contextlib.suppress(Exception):
                 self._finish()
@@ -227,7 +228,7 @@ class Engine:
             for o in outcomes:
                 if o.pod_id not in self.population.records:
                     continue
-                if o.kind == "result":
+                if o.kind == OutcomeKind.RESULT:
                     self.events_sent += o.result.events_sent
                     if o.result.worker:
                         self._last_worker[o.pod_id] = o.result.worker
@@ -238,24 +239,24 @@ class Engine:
                         stopping=self._stop_requested,
                         now=self._elapsed(),
                     )
-                elif o.kind in ("killed", "error"):
+                elif o.kind in (OutcomeKind.KILLED, OutcomeKind.ERROR):
                     new = self.population.on_failure(
                         o.pod_id,
                         o.error,
-                        retry=o.kind == "killed",
+                        retry=o.kind == OutcomeKind.KILLED,
                         parent_broken=o.parent_broken,
                         ending=ending,
                     )
-                elif o.kind == "unsubmitted":
+                elif o.kind == OutcomeKind.UNSUBMITTED:
                     new = self.population.on_unsubmitted(o.pod_id, o.error, ending)
-                elif o.kind in ("store", "fenced"):
+                elif o.kind in (OutcomeKind.STORE, OutcomeKind.FENCED):
                     # Not the pod's failure: it continues from its last checkpoint when
                     # the store takes writes again (a resume), or under the writer that
                     # holds the store now. The tournament stops.
                     self.population.on_lost(o.pod_id)
                     self._stop_requested = True
-                    if o.kind == "fenced":
-                        self._status, self._error = "failed", self._error or o.error
+                    if o.kind == OutcomeKind.FENCED:
+                        self._status, self._error = TournamentStatus.FAILED, self._error or o.error
                     else:
                         self._store_failure = self._store_failure or o.error
                     new = []
@@ -299,18 +300,17 @@ class Engine:
                 self._elapsed_before = self._elapsed()
                 self._started_at = None
                 if self._store_failure is not None:
-                    self._status, self._error = (
-                        "failed",
-                        (
-                            f"store {self.store.url!r} stopped taking writes: "
-                            f"{self._store_failure}. Every checkpoint it took is intact; once it "
-                            "takes writes again, resume (Tournament.resume(store), or --resume)"
-                        ),
+                    self._status = TournamentStatus.FAILED
+                    self._error = (
+                        f"store {self.store.url!r} stopped taking writes: "
+                        f"{self._store_failure}. Every checkpoint it took is intact; once it "
+                        "takes writes again, resume (Tournament.resume(store), or --resume)"
                     )
                 elif why is not None:
-                    self._status, self._error = "failed", why
-                elif self._status != "failed":
-                    self._status = "stopped" if self._stopped_by_user else "finished"
+                    self._status, self._error = TournamentStatus.FAILED, why
+                elif self._status != TournamentStatus.FAILED:
+                    early = self._stopped_by_user
+                    self._status = TournamentStatus.STOPPED if early else TournamentStatus.FINISHED
                 self._dirty = True
                 self.saved = False  # until the final save lands
             with contextlib.suppress(Exception):  # a lost lease or a dead store: no more
@@ -369,19 +369,19 @@ class Engine:
             except LeaseLost as exc:
                 # Another writer took the store over: write nothing more, end, failed.
                 self._lease, self._stop_requested = None, True
-                self._status, self._error = "failed", str(exc)
+                self._status, self._error = TournamentStatus.FAILED, str(exc)
                 raise
             except (OSError, ValueError, LeaseError) as exc:
                 with self._lock:
-                    self._dirty = True
-                    self.saved = False
+                    self._dirty, self.saved = True, False
                     self._save_failures += 1
                     wait = min(30.0, 0.5 * 2**self._save_failures)
                     self._retry_save_at = now + wait
                     if self._save_failing_since is None:
                         self._save_failing_since = now
                     failing = now - self._save_failing_since
-                    if failing >= STORE_GIVE_UP_SECONDS and self._status == "running":
+                    running = self._status == TournamentStatus.RUNNING
+                    if failing >= STORE_GIVE_UP_SECONDS and running:
                         self._stop_requested = True
                         self._store_failure = self._store_failure or (
                             f"every save failed for {failing:.0f} s "
@@ -418,7 +418,7 @@ class Engine:
             lease.check()  # one read
         except LeaseLost as exc:
             self._lease, self._stop_requested = None, True
-            self._status, self._error = "failed", str(exc)
+            self._status, self._error = TournamentStatus.FAILED, str(exc)
             raise
         except (OSError, ValueError) as exc:
             self.warning = f"renewing the store's lease failed ({type(exc).__name__}: {exc})"
@@ -437,7 +437,7 @@ class Engine:
 
     def _publish(self, messages) -> None:
         runner = self._runner
-        if runner is not None and messages and self._status == "running":
+        if runner is not None and messages and self._status == TournamentStatus.RUNNING:
             runner.publish(messages)
 
     def _in_flight(self, pod: str) -> bool:
@@ -460,5 +460,5 @@ class Engine:
             self.events_received[pod] += 1
             self._curves[pod].append(msg)
             rec = self.population.records.get(pod)
-            if rec is not None and msg.get("type") == "progress":
+            if rec is not None and msg.get("type") == EventKind.PROGRESS:
                 rec.steps_per_second = msg.get("steps_per_second", rec.steps_per_second)

@@ -28,7 +28,8 @@ from elegantpod.envs.registry import env_hooks
 from elegantpod.tournament import state as checked
 from elegantpod.tournament import views
 from elegantpod.tournament.engine import Engine
-from elegantpod.tournament.population import ACTIVE, Population
+from elegantpod.tournament.population import Population
+from elegantpod.tournament.protocol import ACTIVE, ControlMessage, TournamentStatus
 from elegantpod.tournament.runner import cluster_info, control_message
 from elegantpod.tournament.spec import (
     TournamentSpec,
@@ -210,12 +211,12 @@ class Tournament(Engine):
     def stop(self, pod: str | None = None) -> None:
         """Stop one pod (it checkpoints and ends), or with no argument the tournament.
 
-        A tournament stopped this way ends with :attr:`status` ``"stopped"`` once its
+        A tournament stopped this way ends with :attr:`status` ``stopped`` once its
         running pods have checkpointed (``wait()`` returns then); ``resume`` continues it.
         """
         if pod is None:
             with self._lock:
-                if self._status == "running":
+                if self._status == TournamentStatus.RUNNING:
                     self._stopped_by_user = True
             self._stop_requested = True
             return
@@ -265,7 +266,7 @@ class Tournament(Engine):
             get_algo(algo).check_env(self.spec.env_id, self.spec.env_kwargs)
         with self._lock:
             rec = self.population.add_pod(algo, parent, **hparams)
-            msg = self._message(rec.pod_id) if self._status == "running" else []
+            msg = self._message(rec.pod_id) if self._status == TournamentStatus.RUNNING else []
             self._dirty = True
         self._publish(msg)
         self._save(force=True)
@@ -423,7 +424,7 @@ class Tournament(Engine):
             return views.summary(
                 self.population,
                 self.store.resolve,
-                status=self._status,
+                status=str(self._status),  # plain data, as every value here
                 wall_seconds=self._elapsed(),
                 worker_deaths_survived=self.worker_deaths_survived,
                 store=self.store.url,
@@ -552,10 +553,9 @@ class Tournament(Engine):
         )
 
     # ------------------------------------------------------------------ helpers
-    def _message(self, pod: str) -> list[tuple[str, dict]]:
+    def _message(self, pod: str) -> list[tuple[str, ControlMessage]]:
         """A pod's control message (call with the lock held; publish after releasing it)."""
-        rec = self.population.record(pod)
-        return [(pod, control_message(rec, self._stop_requested))]
+        return [(pod, control_message(self.population.record(pod), self._stop_requested))]
 
 
 def _number(x) -> str:

@@ -42,12 +42,10 @@ from elegantpod.tournament import leaderboard as lb
 from elegantpod.tournament import state as checked
 from elegantpod.tournament.breeding import Breeding, recent_score
 from elegantpod.tournament.generator import Verdict, judge, mutate, standard_error
-from elegantpod.tournament.spec import PodRecord, TournamentSpec
-from elegantpod.tournament.state import MAX_HISTORY, learner_config
-from elegantpod.tournament.store import checkpoint_name
-
-ACTIVE = ("queued", "running", "paused")
-"""Statuses of pods that are alive and take part in the tournament."""
+from elegantpod.tournament.protocol import ACTIVE, SCHEDULED, PodStatus
+from elegantpod.tournament.record import PodRecord
+from elegantpod.tournament.spec import TournamentSpec
+from elegantpod.tournament.state import MAX_HISTORY, checkpoint_name, learner_config
 
 
 def last_hparams(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -183,16 +181,16 @@ class Population(Breeding):
     def pause(self, pod: str) -> bool:
         """Pause a queued or running pod; True if its status changed."""
         rec = self.record(pod)
-        if rec.status in ("queued", "running"):
-            rec.status = "paused"
+        if rec.status in SCHEDULED:
+            rec.status = PodStatus.PAUSED
             return True
         return False
 
     def resume_pod(self, pod: str, in_flight: bool) -> bool:
         """Resume a paused pod; True if its status changed."""
         rec = self.record(pod)
-        if rec.status == "paused":
-            rec.status = "running" if in_flight else "queued"
+        if rec.status == PodStatus.PAUSED:
+            rec.status = PodStatus.RUNNING if in_flight else PodStatus.QUEUED
             return True
         return False
 
@@ -202,8 +200,8 @@ class Population(Breeding):
         if rec.status not in ACTIVE:
             return False
         rec.stop_requested = True
-        if rec.status in ("queued", "paused") and not in_flight:
-            rec.status = "stopped"
+        if rec.status in (PodStatus.QUEUED, PodStatus.PAUSED) and not in_flight:
+            rec.status = PodStatus.STOPPED
         return True
 
     # ------------------------------------------------------------------ segments
@@ -212,15 +210,14 @@ class Population(Breeding):
 
         Fair share: a population larger than the cluster trains round-robin.
         """
-        queued = [
-            r for r in self.records.values() if r.status == "queued" and r.pod_id not in in_flight
-        ]
-        return sorted(queued, key=lambda r: (r.segment, r.pod_id))[: max(0, slots)]
+        queued = [r for r in self.records.values() if r.status == PodStatus.QUEUED]
+        ready = [r for r in queued if r.pod_id not in in_flight]
+        return sorted(ready, key=lambda r: (r.segment, r.pod_id))[: max(0, slots)]
 
     def submitted(self, rec: PodRecord) -> None:
         """A segment of ``rec`` went to the cluster."""
-        if rec.status == "queued":
-            rec.status = "running"
+        if rec.status == PodStatus.QUEUED:
+            rec.status = PodStatus.RUNNING
 
     def on_result(self, res, *, ending: bool, stopping: bool, now: float = 0.0) -> list[PodRecord]:
         """A segment finished: update the record and leaderboard, exploit/explore.
@@ -275,29 +272,29 @@ class Population(Breeding):
         if res.solved:
             self.solved = True
         if rec.stop_requested:
-            rec.status = "stopped"
-        elif rec.status == "paused":
+            rec.status = PodStatus.STOPPED
+        elif rec.status == PodStatus.PAUSED:
             pass  # stays paused, not resubmitted until resumed
         elif ending or stopping or self.solved:
-            rec.status = "idle"
+            rec.status = PodStatus.IDLE
         else:
             self._track(res.score_mean, now)
             if self._stuck(now):
                 self._plan_restart(now)
             if rec.pod_id in self.restart_due:
-                rec.status = "replaced"
+                rec.status = PodStatus.REPLACED
                 origin = self.restart_due.pop(rec.pod_id)
                 child = self.fresh_pod(rec.algo, origin)
                 self._thin_histories()
                 return [child]
             verdict = self._judge(rec)
             if verdict.replace:
-                rec.status = "replaced"
+                rec.status = PodStatus.REPLACED
                 child = self.new_pod(origin=_child_origin(rec.pod_id, verdict))
                 self._thin_histories()
                 return [child]
             self.kept_in_noise += verdict.reason == "within the noise"
-            rec.status = "queued"
+            rec.status = PodStatus.QUEUED
         return []
 
     # ------------------------------------------------------------------ explore when stuck
@@ -327,8 +324,7 @@ class Population(Breeding):
         self.restart_due = {  # a pod paused, stopped or failed meanwhile is not waited for
             p: o
             for p, o in self.restart_due.items()
-            if self.records[p].status in ("queued", "running")
-            and not self.records[p].stop_requested
+            if self.records[p].status in SCHEDULED and not self.records[p].stop_requested
         }
         if self.solved or self.restart_due or self.spec.target_reward is None:
             return False  # without a target a plateau may be the best there is (500 on CartPole)
@@ -344,7 +340,7 @@ class Population(Breeding):
         """Mark the bottom ``restart_fraction`` of the ready live pods (never the leader,
         never a paused or stopping pod) for replacement by fresh draws."""
         g = self.spec.generator
-        live = [r for r in self.alive() if r.status != "paused" and not r.stop_requested]
+        live = [r for r in self.alive() if r.status != PodStatus.PAUSED and not r.stop_requested]
 
         def key(r: PodRecord) -> float:
             x = recent_score(r)
@@ -419,11 +415,11 @@ class Population(Breeding):
         if retry and rec.retries < self.spec.max_retries:
             rec.retries += 1
             if rec.stop_requested:
-                rec.status = "stopped"
-            elif rec.status != "paused":
-                rec.status = "queued"
+                rec.status = PodStatus.STOPPED
+            elif rec.status != PodStatus.PAUSED:
+                rec.status = PodStatus.QUEUED
             return []
-        rec.status = "failed"
+        rec.status = PodStatus.FAILED
         rec.error = error[: checked.MAX_TEXT]
         if self.failures_replaced < self.spec.failed_replacements and not (self.solved or ending):
             self.failures_replaced += 1
@@ -434,8 +430,8 @@ class Population(Breeding):
         """A segment could not even be submitted (a plugin failed, the scheduler went
         away): retried like a worker death, then failed, never looped on forever."""
         rec = self.record(pod)
-        if rec.status == "running":
-            rec.status = "queued"
+        if rec.status == PodStatus.RUNNING:
+            rec.status = PodStatus.QUEUED
         return self.on_failure(
             pod, f"could not submit: {error}", retry=True, parent_broken=False, ending=ending
         )
@@ -443,8 +439,8 @@ class Population(Breeding):
     def on_lost(self, pod: str) -> None:
         """A segment's future was cancelled or lost: run it again (it is idempotent)."""
         rec = self.record(pod)
-        if rec.status == "running":
-            rec.status = "queued"
+        if rec.status == PodStatus.RUNNING:
+            rec.status = PodStatus.QUEUED
 
     # ------------------------------------------------------------------ the end
     def should_end(self, elapsed: float, stop_requested: bool, in_flight: int) -> bool:
@@ -467,11 +463,12 @@ class Population(Breeding):
         """
         for rec in self.records.values():
             if rec.stop_requested and rec.status in ACTIVE:
-                rec.status = "stopped"
-            elif rec.status in ("queued", "running"):
-                rec.status = "idle"
-        failed = [r for r in self.records.values() if r.status == "failed"]
-        trained = any(r.segment >= 1 and r.status != "failed" for r in self.records.values())
+                rec.status = PodStatus.STOPPED
+            elif rec.status in SCHEDULED:
+                rec.status = PodStatus.IDLE
+        records = self.records.values()
+        failed = [r for r in records if r.status == PodStatus.FAILED]
+        trained = any(r.segment >= 1 and r.status != PodStatus.FAILED for r in records)
         if failed and not trained:  # replacements the budget cut short failed no better
             reasons = Counter(r.error for r in failed)
             return "every pod failed: " + "; ".join(
@@ -498,8 +495,8 @@ class Population(Breeding):
         """Continue from a checked snapshot (see :func:`elegantpod.tournament.state.load`)."""
         self.records, self.entries = records, entries
         for rec in records.values():
-            if rec.status in ("running", "idle"):
-                rec.status = "queued"
+            if rec.status in (PodStatus.RUNNING, PodStatus.IDLE):
+                rec.status = PodStatus.QUEUED
         self.total_steps = counters["total_steps"]
         self.solved = counters["solved"]
         self.failures_replaced = counters["failures_replaced"]

@@ -16,7 +16,7 @@ import queue
 import threading
 import time
 from collections import Counter, deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from distributed.diagnostics.plugin import WorkerPlugin
@@ -31,13 +31,14 @@ from elegantpod.gpu_layout import (  # noqa: F401  (packing constants, re-export
     pods_per_gpu,
     resident_slots,
 )
+from elegantpod.tournament.protocol import ControlMessage, OutcomeKind, PodStatus, TournamentStatus
+from elegantpod.tournament.record import PodRecord
 from elegantpod.tournament.segment import (
     ParentCheckpointError,
     SegmentFailure,
     SegmentResult,
     run_segment,
 )
-from elegantpod.tournament.spec import PodRecord
 
 CAPACITY_SECONDS = 1.0
 """How long a capacity reading is reused (one ``scheduler_info`` call a second at most)."""
@@ -99,31 +100,27 @@ class Outcome:
     """What became of one submitted segment."""
 
     pod_id: str
-    kind: str
-    """``"result"``, ``"killed"`` (Dask gave up after worker deaths), ``"error"`` (the
-    segment raised), ``"unsubmitted"`` (submitting it failed), ``"lost"`` (cancelled,
-    lost, or unreadable: run it again), ``"store"`` (the store refused its checkpoint)
-    or ``"fenced"`` (another writer holds the store's lease); see
-    :class:`~elegantpod.tournament.segment.SegmentFailure`."""
+    kind: OutcomeKind
     result: SegmentResult | None = None
     error: str = ""
     parent_broken: bool = False
     """The segment could not load its parent's checkpoint."""
 
+    def __post_init__(self) -> None:  # an unknown kind fails here, not as "lost" later
+        object.__setattr__(self, "kind", OutcomeKind(self.kind))
 
-def control_message(rec: PodRecord, tournament_stopping: bool) -> dict[str, Any]:
-    """What a running segment reads from its control Variable (the runner adds a version).
 
-    Built while the tournament holds its lock, so it is a consistent copy of the record.
-    """
+def control_message(rec: PodRecord, tournament_stopping: bool) -> ControlMessage:
+    """What a running segment reads from its control Variable (the runner numbers it);
+    built while the tournament holds its lock, so a consistent copy of the record."""
     learner = get_algo(rec.algo)
     live = {k: v for k, v in rec.hparams.items() if k not in learner.structural_hparams}
-    state = "paused" if rec.status == "paused" else "running"
-    return {
-        "state": "stopped" if rec.stop_requested else state,
-        "hparams": live,
-        "tournament": "stopped" if tournament_stopping else "running",
-    }
+    state = PodStatus.PAUSED if rec.status == PodStatus.PAUSED else PodStatus.RUNNING
+    return ControlMessage(
+        state=PodStatus.STOPPED if rec.stop_requested else state,
+        hparams=live,
+        tournament=TournamentStatus.STOPPED if tournament_stopping else TournamentStatus.RUNNING,
+    )
 
 
 class Runner:
@@ -301,7 +298,8 @@ class Runner:
                 allow_other_workers=bool(workers),
             )
         except Exception as exc:  # a plugin failed, the scheduler went away: retried, bounded
-            self.done.put(Outcome(pod_id, "unsubmitted", error=f"{type(exc).__name__}: {exc}"))
+            error = f"{type(exc).__name__}: {exc}"
+            self.done.put(Outcome(pod_id, OutcomeKind.UNSUBMITTED, error=error))
             return
         with self._lock:
             self.futures[fut] = pod_id
@@ -348,21 +346,21 @@ class Runner:
                 item.release()
                 if isinstance(result, SegmentFailure):  # the store, not the pod, failed
                     return Outcome(pod_id, result.kind, error=result.error)
-                return Outcome(pod_id, "result", result=result)
+                return Outcome(pod_id, OutcomeKind.RESULT, result=result)
             if status == "error":
                 exc = item.exception(timeout=30)
                 text = f"{type(exc).__name__}: {exc}"
                 if isinstance(exc, KilledWorker):
-                    return Outcome(pod_id, "killed", error=text)
+                    return Outcome(pod_id, OutcomeKind.KILLED, error=text)
                 return Outcome(
                     pod_id,
-                    "error",
+                    OutcomeKind.ERROR,
                     error=text,
                     parent_broken=isinstance(exc, ParentCheckpointError),
                 )
-            return Outcome(pod_id, "lost", error=f"future {status}")  # cancelled, lost
+            return Outcome(pod_id, OutcomeKind.LOST, error=f"future {status}")  # cancelled, lost
         except Exception as exc:
-            return Outcome(pod_id, "lost", error=f"{type(exc).__name__}: {exc}")
+            return Outcome(pod_id, OutcomeKind.LOST, error=f"{type(exc).__name__}: {exc}")
 
     def cancel_all(self) -> list[str]:
         """Cancel what is still in flight; return those pods."""
@@ -386,8 +384,9 @@ class Runner:
             time.sleep(every)
 
     # ------------------------------------------------------------------ control
-    def publish(self, messages: list[tuple[str, dict[str, Any]]]) -> None:
-        """Set each pod's control Variable from ``(pod_id, control_message(...))`` pairs."""
+    def publish(self, messages: list[tuple[str, ControlMessage]]) -> None:
+        """Set each pod's control Variable from ``(pod_id, control_message(...))`` pairs,
+        each numbered and as plain data."""
         from distributed import Variable
 
         for pod_id, msg in messages:
@@ -398,7 +397,7 @@ class Runner:
                 if var is None:
                     var = Variable(self.control_name(pod_id), client=self.client)
                     self._variables[pod_id] = var
-            var.set({**msg, "version": version})
+            var.set(replace(msg, version=version).to_dict())
 
     def control_name(self, pod_id: str) -> str:
         """The name of a pod's control Variable."""

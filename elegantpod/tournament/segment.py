@@ -32,6 +32,7 @@ from elegantpod.config import PodSpec
 from elegantpod.hooks import PodHooks
 from elegantpod.saved_pod import SavedPod
 from elegantpod.tournament.channels import POLL_SECONDS, Control, Events
+from elegantpod.tournament.protocol import EventKind, OutcomeKind, PodStatus, SegmentEnd, event
 
 
 class ParentCheckpointError(CheckpointError):
@@ -118,9 +119,9 @@ class SegmentFailure:
 
     pod_id: str
     segment: int
-    kind: str
-    """``"store"``: the store refused the checkpoint (full, read-only, gone);
-    ``"fenced"``: another writer holds the store's lease now."""
+    kind: OutcomeKind
+    """``STORE``: the store refused the checkpoint (full, read-only, gone); ``FENCED``:
+    another writer holds the store's lease now."""
     error: str
 
 
@@ -148,7 +149,7 @@ def run_segment(task: SegmentTask) -> SegmentResult | SegmentFailure:
     try:
         return _run_segment(task)
     except (StoreUnwritable, Fenced) as exc:
-        kind = "fenced" if isinstance(exc, Fenced) else "store"
+        kind = OutcomeKind.FENCED if isinstance(exc, Fenced) else OutcomeKind.STORE
         return SegmentFailure(pod_id=task.pod_id, segment=task.segment, kind=kind, error=str(exc))
 
 
@@ -247,13 +248,9 @@ def _run(task: SegmentTask, spec: PodSpec, pod, rebuilt: bool, start_wall: float
     target = spec.target_reward
     score_mean, score_std = ev.score(spec.fitness)
     events = hooks.events
+    end = SegmentEnd.STOPPED if hooks.stopped else SegmentEnd.FINISHED
     events.publish(
-        {
-            "type": "segment_end",
-            "status": "stopped" if hooks.stopped else "finished",
-            "env_steps": pod.env_steps,
-            "eval_return": ev.mean,
-        },
+        event(EventKind.SEGMENT_END, end, env_steps=pod.env_steps, eval_return=ev.mean),
         force=True,
     )
     worker_name = events.worker.address if events.worker is not None else ""
@@ -312,31 +309,31 @@ class _SegmentHooks(PodHooks):
         control, events = self.control, self.events
         cmd = control.next()
         while cmd is not None:
-            if cmd.get("version", -1) != self.applied_version and cmd.get("hparams"):
-                pod.set_hparams(**cmd["hparams"])
-                self.applied_version = cmd.get("version", -1)
-            if cmd.get("state") == "stopped" or cmd.get("tournament") == "stopped":
+            if cmd.version != self.applied_version and cmd.hparams:
+                pod.set_hparams(**cmd.hparams)
+                self.applied_version = cmd.version
+            if cmd.stops:
                 self.stopped = True
                 return False
-            if cmd.get("state") != "paused":
+            if not cmd.is_paused:
                 break
-            events.publish({"type": "status", "status": "paused", "env_steps": pod.env_steps})
+            events.publish(event(EventKind.STATUS, PodStatus.PAUSED, env_steps=pod.env_steps))
             time.sleep(POLL_SECONDS)
             cmd = control.poll(force=True)
         elapsed = time.perf_counter() - self.start_wall
         start_steps, version = self.start_steps, self.applied_version
         events.publish(
-            lambda: {
-                "type": "progress",
-                "status": "running",
-                "env_steps": pod.env_steps,
-                "steps_per_second": (pod.env_steps - start_steps) / max(elapsed, 1e-9),
-                "train_return": _finite(pod.pop_train_return()),
-                "eval_return": pod.curve[-1].eval_return_mean if pod.curve else None,
-                "losses": {k: v for k, v in stats.items() if math.isfinite(v)},
-                "hparams_version": version,
-                "lr": getattr(pod.spec.hparams, "lr", None),
-            }
+            lambda: event(
+                EventKind.PROGRESS,
+                PodStatus.RUNNING,
+                env_steps=pod.env_steps,
+                steps_per_second=(pod.env_steps - start_steps) / max(elapsed, 1e-9),
+                train_return=_finite(pod.pop_train_return()),
+                eval_return=pod.curve[-1].eval_return_mean if pod.curve else None,
+                losses={k: v for k, v in stats.items() if math.isfinite(v)},
+                hparams_version=version,
+                lr=getattr(pod.spec.hparams, "lr", None),
+            )
         )
         return None
 

@@ -1,10 +1,10 @@
-"""``TournamentSpec``: the recipe of a tournament, and a pod's record in it."""
+"""``TournamentSpec``: the recipe of a tournament, the spec of each of its pods, and the
+checks and resume rules around it."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,6 +150,25 @@ class TournamentSpec:
         check_json("env_kwargs", self.env_kwargs)
         check_json("eval_env_kwargs", self.eval_env_kwargs)
 
+    def pod_spec(self, algo: str, hparams: Any, seed: int = 0) -> PodSpec:
+        """The spec of a pod of this tournament: ``algo`` trained with ``hparams`` (its
+        learner's frozen config) and seeded ``seed``; env, device, evaluation, fitness and
+        learners are the tournament's. What a worker builds a pod from, and what its
+        size is estimated from."""
+        return PodSpec(
+            env_id=self.env_id,
+            algo=algo,
+            hparams=hparams,
+            seed=seed,
+            device=self.device,
+            target_reward=self.target_reward,
+            eval_episodes=self.eval_episodes,
+            env_kwargs=self.env_kwargs,
+            eval_env_kwargs=self.eval_env_kwargs,
+            fitness=self.fitness,
+            learners=self.learners,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """The spec as JSON-able values (what ``tournament.json`` holds)."""
         d = dataclasses.asdict(self)
@@ -213,63 +232,6 @@ def _check_shapes(d: dict[str, Any]) -> None:
             "hparams must be an object of objects, {algorithm: {name: value}} "
             f"(e.g. {{'ppo': {{'lr': 0.001}}}}), got {short(hparams)}"
         )
-
-
-@dataclass
-class PodRecord:
-    """The orchestrator's view of one pod (mutable; saved in the store's state snapshots)."""
-
-    pod_id: str
-    algo: str
-    hparams: dict[str, Any]
-    seed: int
-    parent: str | None = None
-    mutation: dict[str, Any] = field(default_factory=dict)
-    parent_checkpoint: str | None = None
-    status: str = "queued"
-    """queued, running, paused, idle (alive, tournament ended), stopped, replaced or failed."""
-    segment: int = 0
-    """Segments completed."""
-    env_steps: int = 0
-    latest_checkpoint: str | None = None
-    score_mean: float | None = None
-    score_std: float | None = None
-    wall_seconds: float = 0.0
-    steps_per_second: float | None = None
-    retries: int = 0
-    error: str | None = None
-    stop_requested: bool = False
-    recent_scores: list[float] = field(default_factory=list)
-    """The last segment scores (``GeneratorConfig.score_window``) the exploit rule averages."""
-    origin: dict[str, Any] = field(default_factory=dict)
-    """Why the generator made this pod (shown in the lineage): ``kind`` is ``"start"``
-    (the first pods), ``"child"`` (a child that replaced ``replaced`` on evidence: its
-    recent ``score`` against the leader's ``leader_score``, Welch's ``t``; or a
-    failure's replacement), ``"restart"`` (a fresh draw that replaced ``replaced``
-    after ``stale`` segments without improvement, the best score then ``best``) or
-    ``"user"`` (``add_pod``). Empty: a record written before origins were kept."""
-    history: list[dict[str, Any]] = field(default_factory=list)
-    """One row per finished segment: ``segment``, ``env_steps``, ``score`` (the fitness
-    the leaderboard ranks), ``time`` (tournament seconds) and, where they changed since
-    the previous row, the ``hparams`` the segment trained with. The curves and the
-    winner's hyperparameter schedule are drawn from it."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The record as JSON-able values (non-finite scores become ``None``)."""
-        # Shallow on purpose: the orchestrator serializes every record at each save, and
-        # dataclasses.asdict's deep copy was most of its CPU time with hundreds of pods.
-        d = {f.name: getattr(self, f.name) for f in _RECORD_FIELDS}
-        d["hparams"], d["mutation"] = dict(self.hparams), dict(self.mutation)
-        d["origin"] = dict(self.origin)
-        d["recent_scores"] = list(self.recent_scores)
-        d["history"] = [dict(h) for h in self.history]  # callers (t.pod, t.pods) may edit
-        for k in ("score_mean", "score_std", "steps_per_second"):
-            if isinstance(d[k], float) and not math.isfinite(d[k]):
-                d[k] = None
-        return d
-
-
-_RECORD_FIELDS = dataclasses.fields(PodRecord)
 
 
 # ---------------------------------------------------------------------------- building
@@ -399,15 +361,9 @@ def check_spec(spec: TournamentSpec) -> None:
         except ValueError as exc:
             raise ValueError(f"hparams[{algo!r}]: {exc}") from None
         check_learners(spec.learners, config.num_envs, algo)
-        pod = PodSpec(
-            env_id=spec.env_id,
-            algo=algo,
-            hparams=config,
-            device=spec.device,
-            eval_episodes=spec.eval_episodes,
-            learners=spec.learners,
-        )
-        check_memory(pod)  # a lower bound before any env exists: refuses the absurd
+        # A lower bound before any env exists: refuses the absurd. Without env_kwargs,
+        # as this check always ran: it counts no MJX worlds (largest_pod_bytes does).
+        check_memory(dataclasses.replace(spec.pod_spec(algo, config), env_kwargs={}))
     unknown = set(spec.hparams) - {get_algo(a).name for a in spec.algos}
     if unknown:
         raise ValueError(

@@ -28,6 +28,7 @@ never through ``float()``, so such an integer is refused, not an ``OverflowError
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -36,6 +37,9 @@ from typing import Any
 
 from elegantpod.agents import ALGOS, get_algo
 from elegantpod.checks import check_finite, config_values, replace_checked, short
+from elegantpod.tournament.leaderboard import Entry
+from elegantpod.tournament.protocol import PodStatus
+from elegantpod.tournament.record import PodRecord
 
 POD_ID = re.compile(r"^p[0-9]{3,9}$")
 """Pod ids the orchestrator makes (``p000``, ``p001``...): the only ones a store may name."""
@@ -45,7 +49,7 @@ TOURNAMENT_UID = re.compile(r"^[0-9a-f]{32}$")
 """A tournament's identity, made once and saved in its state: every checkpoint it writes
 names it, so a checkpoint from another tournament is refused (see
 :func:`elegantpod.checkpoint.check_origin`)."""
-STATUSES = ("queued", "running", "paused", "idle", "stopped", "replaced", "failed")
+STATUSES = tuple(s.value for s in PodStatus)
 MAX_COUNT = 10**15
 """Upper bound of env-step counters (a thousand years at 30 M steps/s)."""
 MAX_SECONDS = 1e9
@@ -68,7 +72,12 @@ def check_pod_id(value: Any, where: str) -> str:
     return value
 
 
-def checkpoint_name(value: Any, where: str) -> str:
+def checkpoint_name(pod_id: str, segment: int) -> str:
+    """Store-relative name of a pod's checkpoint at the end of ``segment``."""
+    return f"pods/{check_pod_id(pod_id, 'pod id')}/seg-{segment:05d}.pt"
+
+
+def check_checkpoint(value: Any, where: str) -> str:
     """A store-relative checkpoint name; legacy absolute paths keep their tail.
 
     Never returns anything that could leave the store: the result always matches
@@ -150,8 +159,6 @@ _HPARAMS_KEY_CHARS = 20_000
 
 
 def _check_hparams(learner: type, value: dict[str, Any]) -> dict[str, Any]:
-    import dataclasses
-
     values = config_values(learner.config_cls, value, drop_unknown=True)
     cfg = replace_checked(learner.config_cls(), values)
     # shallow: the values are numbers, strings and tuples (asdict's deep copy was most
@@ -188,8 +195,6 @@ def mutation(algo: str, value: Any, where: str) -> dict[str, list]:
     """``{name: [old, new]}`` with names of the algorithm's hyperparameters."""
     if not isinstance(value, dict):
         raise StateError(f"{where} must be a dict, got {type(value).__name__}")
-    import dataclasses
-
     names = {f.name for f in dataclasses.fields(get_algo(algo).config_cls)}
     out = {}
     for key, change in value.items():
@@ -284,12 +289,10 @@ def _identity(d: Any, where: str) -> tuple[dict, str, str, str]:
     return d, pod_id, where, algo_name(d.get("algo"), f"{where}.algo")
 
 
-def record(d: Any, where: str):
-    """A :class:`~elegantpod.tournament.spec.PodRecord` from a snapshot's dict, checked."""
-    from elegantpod.tournament.spec import PodRecord
-
+def record(d: Any, where: str) -> PodRecord:
+    """A :class:`~elegantpod.tournament.record.PodRecord` from a snapshot's dict, checked."""
     d, pod_id, where, algo = _identity(d, where)
-    status = d.get("status", "queued")
+    status = d.get("status", PodStatus.QUEUED)
     if status not in STATUSES:
         raise StateError(f"{where}.status must be one of {list(STATUSES)}, got {short(status)}")
     parent = d.get("parent")
@@ -302,7 +305,7 @@ def record(d: Any, where: str):
 
     def ckpt(key: str) -> str | None:
         v = d.get(key)
-        return None if v is None else checkpoint_name(v, f"{where}.{key}")
+        return None if v is None else check_checkpoint(v, f"{where}.{key}")
 
     return PodRecord(
         pod_id=pod_id,
@@ -312,7 +315,7 @@ def record(d: Any, where: str):
         parent=None if parent is None else check_pod_id(parent, f"{where}.parent"),
         mutation=mutation(algo, d.get("mutation") or {}, f"{where}.mutation"),
         parent_checkpoint=ckpt("parent_checkpoint"),
-        status=status,
+        status=PodStatus(status),
         segment=count(d.get("segment", 0), f"{where}.segment"),
         env_steps=count(d.get("env_steps", 0), f"{where}.env_steps", MAX_COUNT),
         latest_checkpoint=ckpt("latest_checkpoint"),
@@ -389,10 +392,8 @@ def history(algo: str, value: Any, where: str) -> list[dict[str, Any]]:
     return out
 
 
-def entry(d: Any, where: str):
+def entry(d: Any, where: str) -> Entry:
     """A leaderboard :class:`~elegantpod.tournament.leaderboard.Entry`, checked."""
-    from elegantpod.tournament.leaderboard import Entry
-
     d, pod_id, where, algo = _identity(d, where)
     if "checkpoint" not in d:
         raise StateError(f"{where} has no checkpoint")
@@ -410,7 +411,7 @@ def entry(d: Any, where: str):
         score_std=math.nan if std is None else score(std, f"{where}.score_std"),
         env_steps=count(d.get("env_steps", 0), f"{where}.env_steps", MAX_COUNT),
         wall_seconds=seconds(d.get("wall_seconds", 0.0), f"{where}.wall_seconds"),
-        checkpoint=checkpoint_name(d["checkpoint"], f"{where}.checkpoint"),
+        checkpoint=check_checkpoint(d["checkpoint"], f"{where}.checkpoint"),
         segment=count(d.get("segment", 0), f"{where}.segment"),
         parent=None if parent is None else check_pod_id(parent, f"{where}.parent"),
         mutation=mutation(algo, d.get("mutation") or {}, f"{where}.mutation"),
@@ -458,8 +459,6 @@ def policy_output(algo: str, hparams: dict, new: Any, change: Any, structural: b
     copies its parent's networks) the network shapes must not change; its lineage record
     reaches the store and every HTML view, so it is checked like a store's.
     """
-    import dataclasses
-
     learner = get_algo(algo)
     try:
         cfg = replace_checked(learner_config(algo, hparams), dict(new))

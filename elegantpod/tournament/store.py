@@ -50,6 +50,7 @@ import fsspec
 
 from elegantpod import safe_files
 from elegantpod.tournament import state
+from elegantpod.tournament.protocol import RESUMABLE
 
 KEEP_SNAPSHOTS = 3
 """Snapshots kept besides the newest (older ones are deleted after each save)."""
@@ -239,7 +240,7 @@ class Store:
     def checkpoint(self, pod_id: str, segment: int) -> str:
         """Absolute path or URL where segment ``segment`` of ``pod_id`` checkpoints
         (local: checked, and carrying the root for the worker, see :meth:`safe_local_path`)."""
-        return self.resolve(checkpoint_name(pod_id, segment))
+        return self.resolve(state.checkpoint_name(pod_id, segment))
 
     def resolve(self, name: str) -> str:
         """Absolute path or URL of a store-relative checkpoint name, checked first.
@@ -247,7 +248,7 @@ class Store:
         Records keep names relative to the store, so a moved or copied store reads its
         own checkpoints; the check keeps any name read from a file inside the store.
         """
-        name = state.checkpoint_name(name, "checkpoint")
+        name = state.check_checkpoint(name, "checkpoint")
         if self.is_local:
             return self.safe_local_path(name)
         return self.path(*name.split("/"))
@@ -516,18 +517,13 @@ def needed_checkpoints(snapshot: dict[str, Any]) -> tuple[set[str], dict[str, in
     settled: dict[str, int] = {}
     for d in snapshot.get("pods", []):
         settled[d["pod_id"]] = d.get("segment", 0)
-        alive = d.get("status") in ("queued", "running", "paused", "idle", "stopped")
+        alive = d.get("status") in RESUMABLE
         if alive and d.get("latest_checkpoint"):
             keep.add(d["latest_checkpoint"])
         if alive and not d.get("segment") and d.get("parent_checkpoint"):
             keep.add(d["parent_checkpoint"])
     keep.update(e["checkpoint"] for e in snapshot.get("leaderboard", []))
     return keep, settled
-
-
-def checkpoint_name(pod_id: str, segment: int) -> str:
-    """Store-relative name of a pod's checkpoint at the end of ``segment``."""
-    return f"pods/{state.check_pod_id(pod_id, 'pod id')}/seg-{segment:05d}.pt"
 
 
 def _dumps(obj: Any, indent: int | None) -> bytes:

@@ -8,28 +8,11 @@ the channels), so the runner only submits it.
 from __future__ import annotations
 
 from elegantpod.agents import BUILTIN, get_algo, register_algo
-from elegantpod.config import PodSpec
 from elegantpod.memory import estimate_pod_bytes
+from elegantpod.tournament.record import PodRecord
 from elegantpod.tournament.segment import SegmentTask
-from elegantpod.tournament.spec import PodRecord, TournamentSpec
+from elegantpod.tournament.spec import TournamentSpec
 from elegantpod.tournament.state import learner_config
-
-
-def pod_spec(spec: TournamentSpec, rec: PodRecord) -> PodSpec:
-    """The spec a worker builds ``rec``'s pod from (current hyperparameters included)."""
-    return PodSpec(
-        env_id=spec.env_id,
-        algo=rec.algo,
-        hparams=learner_config(rec.algo, rec.hparams),
-        seed=rec.seed,
-        device=spec.device,
-        target_reward=spec.target_reward,
-        eval_episodes=spec.eval_episodes,
-        env_kwargs=spec.env_kwargs,
-        eval_env_kwargs=spec.eval_env_kwargs,
-        fitness=spec.fitness,
-        learners=spec.learners,
-    )
 
 
 def segment_steps(spec: TournamentSpec, algo: str) -> int | None:
@@ -55,11 +38,13 @@ def segment_task(
     the segment check what it loads and write only while this tournament holds the store."""
     resolve = store.resolve
     seg = rec.segment + 1
+    # the spec a worker builds the pod from, its current hyperparameters included
+    pod = spec.pod_spec(rec.algo, learner_config(rec.algo, rec.hparams), seed=rec.seed)
     return SegmentTask(
         tournament_id=tournament_id,
         pod_id=rec.pod_id,
         segment=seg,
-        spec_json=pod_spec(spec, rec).to_json(),
+        spec_json=pod.to_json(),
         checkpoint=store.checkpoint(rec.pod_id, seg),
         resume_from=resolve(rec.latest_checkpoint) if rec.latest_checkpoint else None,
         parent_checkpoint=(
@@ -82,17 +67,9 @@ def segment_task(
 def largest_pod_bytes(spec: TournamentSpec, base_hparams) -> int:
     """The largest pod's estimated size (GPU packing, resident pods per worker);
     ``base_hparams(algo)`` gives each algorithm's hyperparameters."""
+    # env_kwargs included: MJX worlds count (see estimate_pod_bytes)
     sizes = [
-        estimate_pod_bytes(
-            PodSpec(
-                env_id=spec.env_id,
-                algo=algo,
-                hparams=learner_config(algo, base_hparams(algo)),
-                eval_episodes=spec.eval_episodes,
-                learners=spec.learners,
-                env_kwargs=spec.env_kwargs,  # MJX worlds count (estimate_pod_bytes)
-            )
-        )
+        estimate_pod_bytes(spec.pod_spec(algo, learner_config(algo, base_hparams(algo))))
         for algo in spec.algos
     ]
     return max(sizes, default=1)

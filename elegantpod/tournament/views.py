@@ -10,6 +10,7 @@ from collections import Counter
 from typing import Any
 
 from elegantpod.tournament import leaderboard as lb
+from elegantpod.tournament.protocol import ACTIVE, PodStatus
 from elegantpod.tournament.state import CHECKPOINT_NAME
 
 LEADERBOARD_COLUMNS = [
@@ -50,7 +51,7 @@ def leaderboard_frame(population, resolve):
                 "env_steps": e.env_steps,
                 "wall_seconds": e.wall_seconds,
                 "segment": e.segment,
-                "status": rec.status if rec else "",
+                "status": str(rec.status) if rec else "",
                 "steps_per_second": rec.steps_per_second if rec else None,
                 "parent": e.parent,
                 "checkpoint": resolve(e.checkpoint),
@@ -129,7 +130,7 @@ def lineage(population) -> list[dict[str, Any]]:
             "mutation": r.mutation,
             "origin": dict(r.origin),
             "why": why_made(r.origin),
-            "status": r.status,
+            "status": str(r.status),
             "error": r.error,
         }
         for r in population.records.values()
@@ -277,14 +278,14 @@ def summary(population, resolve, **extra: Any) -> dict[str, Any]:
         "best_checkpoint": resolve(best.checkpoint) if best else None,
         "env_steps_total": population.total_steps,
         "pods_total": len(population.records),
-        "pods_alive": sum(statuses[s] for s in ("queued", "running", "paused")),
-        "pods_finished": sum(1 for r in records if r.segment >= 1 and r.status != "failed"),
-        "pods_failed": statuses["failed"],
-        "pods_replaced": statuses["replaced"],
+        "pods_alive": sum(statuses[s] for s in ACTIVE),
+        "pods_finished": sum(1 for r in records if r.segment >= 1 and r.status != PodStatus.FAILED),
+        "pods_failed": statuses[PodStatus.FAILED],
+        "pods_replaced": statuses[PodStatus.REPLACED],
         "restarts": population.restarts,
         "replaced_on_evidence": population.replaced_on_evidence,
         "kept_in_noise": population.kept_in_noise,
-        "failures": dict(Counter(r.error for r in records if r.status == "failed")),
+        "failures": dict(Counter(r.error for r in records if r.status == PodStatus.FAILED)),
         "eval_share": (
             population.eval_seconds / population.segment_seconds
             if population.segment_seconds

@@ -236,7 +236,8 @@ def make_store(root, pod, *, scored=SCORED, best="p020"):
     one snapshot in which ``scored`` pods have a scored segment, and ``pod``'s checkpoint
     as the leader's ``pods/<best>/seg-00002.pt``."""
     from elegantpod.tournament.leaderboard import Entry
-    from elegantpod.tournament.spec import PodRecord, make_spec
+    from elegantpod.tournament.record import PodRecord
+    from elegantpod.tournament.spec import make_spec
     from elegantpod.tournament.store import Store
 
     s = pod.spec

@@ -174,3 +174,34 @@ def test_control_reads_never_wait_on_the_scheduler(client):
     assert slowest < 0.005  # a local read: no round trip on the training thread
     assert fetches >= 2  # while the poller kept fetching in the background
     assert stopped and picked_up < 1.5  # a new command arrives within about a second
+
+
+def test_a_control_message_of_another_shape_is_refused_and_the_last_one_kept(client):
+    import time
+
+    from distributed import Variable
+
+    from elegantpod.tournament.channels import Control
+    from elegantpod.tournament.protocol import PodStatus
+
+    def wait(until) -> None:
+        deadline = time.monotonic() + 10
+        while not until() and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    name = "elegantpod-test-control-refused"
+    var = Variable(name)
+    var.set({"state": "paused", "version": 1})
+    control = Control(name)
+    try:
+        wait(lambda: control.latest is not None)
+        var.set({"state": "dance", "version": 2})
+        wait(lambda: control.refused is not None)
+        assert "state must be one of 'running', 'paused', 'stopped'" in control.refused
+        assert control.latest.state is PodStatus.PAUSED and control.latest.version == 1
+        assert not control.stop_requested()
+        var.set({"state": "stopped", "version": 3})
+        wait(control.stop_requested)
+        assert control.stop_requested() and control.latest.version == 3
+    finally:
+        control.close()
