@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, get_type_hints, runtime_checkable
 
 import gymnasium
 import torch
@@ -82,6 +82,12 @@ class EnvCarry(NamedTuple):
     """How many reset-noise draws the fused step made since its key was drawn."""
     reset_key: Tensor
     """The key of the fused step's counter-based reset noise."""
+
+
+# The constructor NamedTuple makes holds the annotations as unresolved strings (this
+# module's ``from __future__ import annotations``): resolved here, so that the docs build
+# (pdoc) and typing.get_type_hints(EnvCarry.__new__) can read them.
+EnvCarry.__new__.__annotations__ = get_type_hints(EnvCarry)
 
 
 class TorchVecEnv(EnvHooks):

@@ -24,7 +24,7 @@ from typing import Any
 from elegantpod.checks import short
 
 
-class _Text(str, enum.Enum):
+class TextEnum(str, enum.Enum):
     """A string-valued enum whose members are their values wherever a string goes."""
 
     def __str__(self) -> str:
@@ -39,7 +39,7 @@ class _Text(str, enum.Enum):
         raise ValueError(f"unknown {cls.__name__} {short(value)}; one of {choices}")
 
 
-class PodStatus(_Text):
+class PodStatus(TextEnum):
     """Where a pod is in its life (``PodRecord.status``)."""
 
     QUEUED = "queued"
@@ -67,7 +67,7 @@ RESUMABLE = ACTIVE | {PodStatus.IDLE, PodStatus.STOPPED}
 ``add_pod(parent=...)`` clones them (a replaced or failed pod's may be pruned)."""
 
 
-class TournamentStatus(_Text):
+class TournamentStatus(TextEnum):
     """Where a tournament is (``Tournament.status``)."""
 
     CREATED = "created"
@@ -81,7 +81,7 @@ class TournamentStatus(_Text):
     """It could not go on (``summary()["error"]`` says why)."""
 
 
-class EventKind(_Text):
+class EventKind(TextEnum):
     """What a progress event from a running segment says (its ``type``)."""
 
     PROGRESS = "progress"
@@ -92,7 +92,7 @@ class EventKind(_Text):
     """The segment ended (``status``: a :class:`SegmentEnd`)."""
 
 
-class SegmentEnd(_Text):
+class SegmentEnd(TextEnum):
     """How a segment ended (a ``segment_end`` event's ``status``)."""
 
     FINISHED = "finished"
@@ -107,7 +107,7 @@ def event(kind: EventKind, status: str, **fields: Any) -> dict[str, Any]:
     return {"type": EventKind(kind).value, "status": str(status), **fields}
 
 
-class OutcomeKind(_Text):
+class OutcomeKind(TextEnum):
     """What became of one submitted segment (``runner.Outcome.kind``)."""
 
     RESULT = "result"
@@ -132,7 +132,7 @@ CONTROL_TOURNAMENTS = (TournamentStatus.RUNNING, TournamentStatus.STOPPED)
 """The tournament states a control message may carry."""
 
 
-def _one_of(kind: type[_Text], allowed: tuple, value: Any, name: str) -> Any:
+def _one_of(kind: type[TextEnum], allowed: tuple, value: Any, name: str) -> Any:
     """``value`` as a member of ``kind`` if it is one of ``allowed``, else ``ValueError``."""
     if isinstance(value, str) and value in allowed:
         return kind(value)
