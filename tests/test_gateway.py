@@ -38,7 +38,7 @@ def test_bad_gateway_arguments_fail_before_contacting_anything():
         cluster("tcp://127.0.0.1:9", gateway="http://127.0.0.1:9")
     with pytest.raises(ValueError, match="no gateway is configured"):
         cluster(gateway=True)
-    assert time.monotonic() - t0 < 1.0
+    assert time.monotonic() - t0 < 3.0  # no connection attempt (that would take seconds more)
 
 
 def test_unreachable_gateway_is_a_clear_error():

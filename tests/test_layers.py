@@ -54,13 +54,27 @@ def _owner(name: str, mods: dict[str, Path]) -> str | None:
     return name
 
 
+def _parse(path: Path) -> ast.Module:
+    """``ast.parse`` of ``path``, tried again on CPython 3.11's "AST constructor recursion
+    depth mismatch" SystemError (gh-106905: the parser's depth counter is shared by
+    threads, and a Dask or IO thread left by an earlier test may be parsing too)."""
+    source = path.read_text(encoding="utf-8")
+    for attempt in range(5):
+        try:
+            return ast.parse(source)
+        except SystemError:
+            if attempt == 4:
+                raise
+    raise AssertionError("unreachable")
+
+
 def import_graph() -> dict[str, set[str]]:
     """Module -> the elegantpod modules it imports, anywhere in its source."""
     mods = _modules()
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for mod, path in mods.items():
         package = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(_parse(path)):
             targets = []
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
@@ -192,7 +206,7 @@ def test_known_entries_still_apply():
 def _private_reaches(path: Path) -> list[str]:
     """``x._name`` in ``path`` where ``x`` is not ``self``, a module-level name of the
     file itself, nor a class of it: a reach into another object's private state."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = _parse(path)
     own = {n.name for n in tree.body if isinstance(n, ast.ClassDef | ast.FunctionDef)}
     found = []
     for node in ast.walk(tree):
