@@ -165,7 +165,7 @@ def run_tournament(cl: Cluster, pods: int, warmup: float, seconds: float) -> dic
 
     t.start()
     try:
-        out = measure(cl, count, warmup, seconds, thread_id=lambda: t._thread.native_id)
+        out = measure(cl, count, warmup, seconds, thread_id=lambda: t.engine.thread.native_id)
     finally:
         t.stop()
         t.wait(180)

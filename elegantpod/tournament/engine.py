@@ -2,9 +2,11 @@
 
 Each round: decide under the lock what to submit (the population, pure), submit and read
 finished segments outside it (the runner, Dask), fold the outcomes in under the lock,
-then save outside it. Saving goes through the store's lease (one writer per store); a
-failing store pauses saving with a visible warning and retries with back-off, while the
-pods train on, and pruning keeps the store bounded.
+then save outside it (:mod:`~elegantpod.tournament.saver`: through the store's lease,
+with back-off while a failing store pauses saving and the pods train on).
+
+The :class:`~elegantpod.tournament.Tournament` holds one engine and steers it through
+its public methods; the engine holds the runner, the saver and the run's status.
 """
 
 from __future__ import annotations
@@ -13,92 +15,114 @@ import contextlib
 import threading
 import time
 import traceback
+import uuid
 from collections import Counter
 from typing import Any
 
-from elegantpod.tournament.lease import Lease, LeaseError, LeaseLost
-from elegantpod.tournament.protocol import EventKind, OutcomeKind, TournamentStatus
+from distributed.comm.core import CommClosedError
+
+from elegantpod.tournament.lease import Lease, LeaseLost
+from elegantpod.tournament.progress_log import ProgressLog
+from elegantpod.tournament.protocol import ControlMessage, OutcomeKind, TournamentStatus
 from elegantpod.tournament.runner import Runner, control_message
-from elegantpod.tournament.store import needed_checkpoints
+from elegantpod.tournament.saver import Saver
 from elegantpod.tournament.tasks import largest_pod_bytes, segment_task, shipping
 
 LOOP_SECONDS = 0.1
 FINISH_SECONDS = 120.0
 """How long the end of a tournament waits for running segments to checkpoint and return."""
-SAVE_SECONDS = 1.0
-"""Segment results are saved to the store at most this often (control actions at once)."""
-PRUNE_SECONDS = 2.0
-"""Checkpoints nobody needs any more are deleted at most this often: one listing each (a
-LIST request on object stores), and between two of them at most a few segments land."""
 LEASE_SECONDS = 2.0
 """How often the loop checks the lease (one read), saves or not; the lease heartbeats itself."""
 MAX_TRANSIENT_FAILURES = 20
 """Consecutive scheduler errors after which a tournament gives up."""
-STORE_GIVE_UP_SECONDS = 120.0
-"""A store that has refused every snapshot for this long stops the tournament (failed):
-a short outage is ridden out while pods train on, a full or read-only disk is not."""
 
 
-def _transient_errors() -> tuple[type[BaseException], ...]:
-    from distributed.comm.core import CommClosedError
-
-    return (OSError, CommClosedError, TimeoutError)
-
-
-TRANSIENT_ERRORS = _transient_errors()
+TRANSIENT_ERRORS = (OSError, CommClosedError, TimeoutError)
+"""Scheduler errors the loop rides out (up to :data:`MAX_TRANSIENT_FAILURES` in a row)."""
 
 
 class Engine:
-    """Lifecycle and loop of a :class:`~elegantpod.tournament.Tournament` (a mixin: the
-    facade owns ``spec``, ``store``, ``population``, ``client``, ``_lock``)."""
+    """The background loop of a :class:`~elegantpod.tournament.Tournament`, and the run
+    state it owns: the runner, the store's lease, the status and the saving.
 
-    def _init_engine(self) -> None:
-        self._runner: Runner | None = None
-        self._lease: Lease | None = None
-        self._force = False
-        self._thread: threading.Thread | None = None
-        self._write_lock = threading.Lock()  # one snapshot write at a time
+    The tournament holds one engine (as dask's ``Adaptive`` holds a cluster) and steers
+    it through public methods only; both share one lock, which guards the population.
+
+    Parameters
+    ----------
+    spec, store, population
+        What the tournament runs, where it saves, and its pure state.
+    client
+        A ``distributed.Client``, or ``None`` for :func:`elegantpod.cluster` at
+        :meth:`start` (closed at the end, as every client the engine made).
+    uid
+        The tournament's identity (a resume keeps its store's); new when ``None``.
+    elapsed_seconds, worker_deaths
+        What earlier runs of a resumed tournament took and survived.
+    force
+        Take over the store's lease from a writer that is gone.
+    """
+
+    def __init__(
+        self,
+        spec,
+        store,
+        population,
+        client=None,
+        *,
+        uid: str | None = None,
+        elapsed_seconds: float = 0.0,
+        worker_deaths: int = 0,
+        force: bool = False,
+    ) -> None:
+        self.spec, self.store, self.population = spec, store, population
+        self.lock = threading.RLock()
+        """Guards the population; never held while waiting on the network or the store."""
+        self.client = client
+        self.own_client = client is None
+        """Whether the end of a run closes the client (and its cluster)."""
+        self.id = uuid.uuid4().hex[:8]
+        """This run's key on the cluster (tasks, Variables, topics): new at every start."""
+        self.uid = uid or uuid.uuid4().hex
+        """The tournament's identity, saved in its store and kept by a resume: every
+        checkpoint it writes names it, and a checkpoint naming another is refused."""
+        self.progress = ProgressLog()
+        """Progress events received from running segments."""
+        self.runner: Runner | None = None
+        """The Dask side of the current run (``None`` when not running)."""
+        self.thread: threading.Thread | None = None
+        """The background loop's thread."""
+        self.status = TournamentStatus.CREATED
+        self.error: str | None = None
+        """Why the tournament failed, or ``None``."""
+        self.warning: str | None = None
+        """What goes wrong right now while training goes on (a failing store, a
+        scheduler hiccup, an unusable checkpoint), or None."""
+        self.saver = Saver(store, self.lock)
+        """Writes the snapshots (``saver.saved``: whether the store holds the state the
+        views report; ``saver.store_bytes``: its checkpoints' size at the last pruning)."""
+        self._force = force
         self._stop_requested = False
         self._stopped_by_user = False  # stop() ended the run before its budget
-        self._status = TournamentStatus.CREATED
-        self._error: str | None = None
-        self.warning: str | None = None
-        """Why saving to the store is failing right now (training goes on), or None."""
-        self._elapsed_before = 0.0
+        self._elapsed_before = float(elapsed_seconds)
         self._started_at: float | None = None
-        self._deaths_at_start = 0
-        self._dirty = False
-        self._saved_at = -float("inf")
-        self._save_failures = 0
-        self._save_failing_since: float | None = None
+        self._deaths_at_start = int(worker_deaths)
         self._store_failure: str | None = None  # why the store stopped the tournament
-        self.saved = True
-        """Whether the store holds the state :meth:`summary` reports (False after a save
-        that failed; a final save that fails leaves it False)."""
-        self._retry_save_at = 0.0
-        self._pruned_at = -float("inf")
         self._last_worker: dict[str, str] = {}  # where each pod is resident
         self._lease_checked_at = -float("inf")
         self._freed: Counter = Counter()  # slots that finished segments freed, by worker
-        self.store_bytes: int | None = None
-        """Bytes of checkpoints in the store at the last pruning (``summary()`` shows it)."""
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self, client=None, *, close_client: bool | None = None):
-        """Start (or continue) the tournament in the background and return at once.
-
-        ``client`` replaces the one given at construction; ``close_client=True`` closes
-        it (and its cluster) when the tournament ends, as for the embedded default.
-        Raises :class:`~elegantpod.tournament.lease.LeaseError` if another tournament
-        writes this store.
-        """
-        with self._lock:
-            if self._thread is not None and self._thread.is_alive():
+    def start(self, client=None, *, close_client: bool | None = None) -> None:
+        """Take the store's lease, fill the population, open the runner and start the
+        loop's thread (see :meth:`Tournament.start <elegantpod.tournament.Tournament.start>`)."""
+        with self.lock:
+            if self.thread is not None and self.thread.is_alive():
                 raise RuntimeError("tournament is already running")
             if client is not None:
-                self.client, self._own_client = client, bool(close_client)
+                self.client, self.own_client = client, bool(close_client)
             elif close_client is not None:
-                self._own_client = close_client
+                self.own_client = close_client
         self.store.ensure()
         lease = Lease(self.store).acquire(force=self._force)
         lease.keep_alive()  # until release: a writer waiting at its end is not stale
@@ -112,44 +136,41 @@ class Engine:
                     pods_per_gpu=self.spec.pods_per_gpu,
                     pod_bytes=largest_pod_bytes(self.spec, self.population.base_hparams),
                 )
-            with self._lock:
+            with self.lock:
                 self.population.fill()
-                self._lease = lease
+                self.saver.lease = lease
             self.store.write_json("tournament.json", self.spec.to_dict())
-            self._save(force=True)
-            self._runner = Runner(self.client, self.id)
-            self._runner.open()
+            self.save(force=True)
+            self.runner = Runner(self.client, self.id)
+            self.runner.open()
             size = largest_pod_bytes(self.spec, self.population.base_hparams)
-            self._runner.plan(self.spec.device, self.spec.pods_per_gpu, size)
-            with self._lock:
+            self.runner.plan(self.spec.device, self.spec.pods_per_gpu, size)
+            with self.lock:
                 messages = [(r.pod_id, control_message(r, False)) for r in self.population.alive()]
                 self._stop_requested = self._stopped_by_user = False
-                self._error = None
+                self.error = None
                 self._store_failure = None
-                self._save_failing_since = None
-                self._status = TournamentStatus.RUNNING
+                self.saver.reset()
+                self.status = TournamentStatus.RUNNING
                 self._started_at = time.monotonic()
                 self._deaths_at_start = self.worker_deaths_survived  # before the new runner
-            self._runner.publish(messages)
+            self.runner.publish(messages)
         except BaseException:
-            self._lease = None
+            self.saver.lease = None
             lease.release()
-            if self._runner is not None:
+            if self.runner is not None:
                 with contextlib.suppress(Exception):
-                    self._runner.close()
-                self._runner = None
+                    self.runner.close()
+                self.runner = None
             raise
-        self._thread = threading.Thread(
-            target=self._loop, name=f"tournament-{self.id}", daemon=True
-        )
-        self._thread.start()
-        return self
+        self.thread = threading.Thread(target=self._loop, name=f"tournament-{self.id}")
+        self.thread.daemon = True
+        self.thread.start()
 
-    def wait(self, timeout: float | None = None) -> dict[str, Any]:
-        """Block until the tournament ends (or ``timeout``); return :meth:`summary`."""
-        if self._thread is not None:
-            self._thread.join(timeout)
-        return self.summary()
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until the run ends (or ``timeout``)."""
+        if self.thread is not None:
+            self.thread.join(timeout)
 
     def _loop(self) -> None:
         try:
@@ -168,9 +189,9 @@ class Engine:
                         raise
                     time.sleep(min(5.0, 0.2 * failures))
         except LeaseLost as exc:
-            self._error, self._status = str(exc), TournamentStatus.FAILED
+            self.error, self.status = str(exc), TournamentStatus.FAILED
         except Exception:
-            self._error, self._status = traceback.format_exc(), TournamentStatus.FAILED
+            self.error, self.status = traceback.format_exc(), TournamentStatus.FAILED
         finally:
             with contextlib.suppress(Exception):
                 self._finish()
@@ -183,23 +204,21 @@ class Engine:
             self._keep_lease()
         if self._submit_runnable():
             return True
-        done = self._runner.take_done(LOOP_SECONDS)
+        done = self.runner.take_done(LOOP_SECONDS)
         if done:
             self._handle(done, ending=False)
             if self._submit_runnable():
                 return True
-        self._save()
+        self.save()
         return False
 
     def _submit_runnable(self) -> bool:
         """Submit queued pods into the free slots; True when the tournament should end."""
-        runner = self._runner
+        runner = self.runner
         capacity, uses_gpu = runner.capacity()
-        with self._lock:
-            self._drain_events()
-            if self.population.should_end(
-                self._elapsed(), self._stop_requested, runner.in_flight()
-            ):
+        with self.lock:
+            self.drain_events()
+            if self.population.should_end(self.elapsed(), self._stop_requested, runner.in_flight()):
                 return True
             todo = []
             for rec in self.population.runnable(runner.flying, capacity - runner.in_flight()):
@@ -207,8 +226,9 @@ class Engine:
                 worker = self._last_worker.get(rec.pod_id)
                 worker = worker if self._freed[worker] > 0 else None
                 self._freed[worker] -= 1
+                lease = self.saver.lease
                 task = segment_task(
-                    self.spec, rec, self.store, runner, self.id, uses_gpu, self.uid, self._lease
+                    self.spec, rec, self.store, runner, self.id, uses_gpu, self.uid, lease
                 )
                 ship = shipping(self.spec.env_id, rec.algo)
                 todo.append((rec.pod_id, task, rec.retries, ship, worker))
@@ -220,16 +240,16 @@ class Engine:
         return False
 
     def _handle(self, done: list, ending: bool) -> None:
-        runner = self._runner
+        runner = self.runner
         outcomes = [o for o in map(runner.outcome, done) if o is not None]
         messages = []
-        with self._lock:
-            self._drain_events()
+        with self.lock:
+            self.drain_events()
             for o in outcomes:
                 if o.pod_id not in self.population.records:
                     continue
                 if o.kind == OutcomeKind.RESULT:
-                    self.events_sent += o.result.events_sent
+                    self.progress.events_sent += o.result.events_sent
                     if o.result.worker:
                         self._last_worker[o.pod_id] = o.result.worker
                         self._freed[o.result.worker] += 1
@@ -237,7 +257,7 @@ class Engine:
                         o.result,
                         ending=ending,
                         stopping=self._stop_requested,
-                        now=self._elapsed(),
+                        now=self.elapsed(),
                     )
                 elif o.kind in (OutcomeKind.KILLED, OutcomeKind.ERROR):
                     new = self.population.on_failure(
@@ -256,7 +276,7 @@ class Engine:
                     self.population.on_lost(o.pod_id)
                     self._stop_requested = True
                     if o.kind == OutcomeKind.FENCED:
-                        self._status, self._error = TournamentStatus.FAILED, self._error or o.error
+                        self.status, self.error = TournamentStatus.FAILED, self.error or o.error
                     else:
                         self._store_failure = self._store_failure or o.error
                     new = []
@@ -264,7 +284,7 @@ class Engine:
                     self.population.on_lost(o.pod_id)
                     new = []
                 messages += [(r.pod_id, control_message(r, self._stop_requested)) for r in new]
-                self._dirty = True
+                self.saver.dirty = True
         if messages and not ending:
             runner.publish(messages)
 
@@ -274,9 +294,9 @@ class Engine:
         Whatever fails on the way (a scheduler gone, a store gone), the final statuses
         are set, the lease is released and an own cluster is closed.
         """
-        runner = self._runner
+        runner = self.runner
         try:
-            with self._lock:
+            with self.lock:
                 self._stop_requested = True
                 flying = list(runner.flying)
                 messages = [(p, control_message(self.population.records[p], True)) for p in flying]
@@ -289,33 +309,33 @@ class Engine:
                     break
                 self._handle(done, ending=True)
         except Exception:
-            self._error = self._error or traceback.format_exc()
+            self.error = self.error or traceback.format_exc()
         finally:
             for pod in runner.cancel_all():
-                with self._lock:
+                with self.lock:
                     self.population.on_lost(pod)
-            with self._lock:
+            with self.lock:
                 why = self.population.end()
                 self._deaths_at_start = self.worker_deaths_survived  # the runner goes
-                self._elapsed_before = self._elapsed()
+                self._elapsed_before = self.elapsed()
                 self._started_at = None
                 if self._store_failure is not None:
-                    self._status = TournamentStatus.FAILED
-                    self._error = (
+                    self.status = TournamentStatus.FAILED
+                    self.error = (
                         f"store {self.store.url!r} stopped taking writes: "
                         f"{self._store_failure}. Every checkpoint it took is intact; once it "
                         "takes writes again, resume (Tournament.resume(store), or --resume)"
                     )
                 elif why is not None:
-                    self._status, self._error = TournamentStatus.FAILED, why
-                elif self._status != TournamentStatus.FAILED:
+                    self.status, self.error = TournamentStatus.FAILED, why
+                elif self.status != TournamentStatus.FAILED:
                     early = self._stopped_by_user
-                    self._status = TournamentStatus.STOPPED if early else TournamentStatus.FINISHED
-                self._dirty = True
-                self.saved = False  # until the final save lands
+                    self.status = TournamentStatus.STOPPED if early else TournamentStatus.FINISHED
+                self.saver.dirty = True
+                self.saver.saved = False  # until the final save lands
             with contextlib.suppress(Exception):  # a lost lease or a dead store: no more
-                self._save(force=True)
-            if not self.saved:
+                self.save(force=True)
+            if not self.saver.saved:
                 self.warning = (
                     f"the final state could not be saved to store {self.store.url!r}"
                     + (f" ({self.warning})" if self.warning else "")
@@ -326,11 +346,11 @@ class Engine:
                 self.store.clean_orphans()
             with contextlib.suppress(Exception):
                 runner.close()
-            lease, self._lease = self._lease, None
+            lease, self.saver.lease = self.saver.lease, None
             if lease is not None:
                 with contextlib.suppress(Exception):
                     lease.release()
-            if self._own_client:
+            if self.own_client:
                 from elegantpod.dask_cluster import shutdown
 
                 with contextlib.suppress(Exception):
@@ -338,127 +358,87 @@ class Engine:
                 self.client = None  # a later start() makes a new one
 
     # ------------------------------------------------------------------ the store
-    def _save(self, force: bool = False) -> None:
-        """Snapshot leaderboard, records and counters to the store (one object).
+    def save(self, force: bool = False) -> None:
+        """Snapshot leaderboard, records and counters to the store, if due (see
+        :class:`~elegantpod.tournament.saver.Saver`; ``force``: at once, for control
+        actions). Another writer taking the store over ends the run, failed."""
+        try:
+            landed = self.saver.save(
+                self._snapshot,
+                force=force,
+                running=self.status == TournamentStatus.RUNNING,
+                stopping=lambda: self._stop_requested,
+            )
+        except LeaseLost as exc:
+            self._stop_requested = True
+            self.status, self.error = TournamentStatus.FAILED, str(exc)
+            raise
+        if landed is False:
+            if self.saver.gave_up is not None:
+                self._stop_requested = True
+                self._store_failure = self._store_failure or self.saver.gave_up
+            self.warning = self.saver.failure
+        elif landed:
+            self.warning = None
 
-        Segment results save at most every :data:`SAVE_SECONDS`; control actions at once
-        (``force``). Only the lease holder writes: before start and after the end, a
-        change is kept in memory and saved by the next ``start()``. A failing store
-        pauses saving (``warning`` says why) and retries with back-off; a client that
-        dies loses at most the unsaved bookkeeping, never a checkpoint.
-        """
-        # The snapshot is taken and written under one lock, in that order: a newer
-        # snapshot can never be overwritten by an older one (nor prune what it names).
-        with self._write_lock:
-            now = time.monotonic()
-            with self._lock:
-                if self._lease is None or not (self._dirty or force):
-                    return
-                if not force and (now - self._saved_at < SAVE_SECONDS or now < self._retry_save_at):
-                    return
-                snapshot = self.population.to_state(
-                    elapsed_seconds=self._elapsed(),
-                    worker_deaths_survived=self.worker_deaths_survived,
-                    tournament_uid=self.uid,
-                )
-                self._dirty, self._saved_at = False, now
-                lease = self._lease
-            try:
-                lease.check()  # the background thread heartbeats (start() keeps it alive)
-                self.store.save_state(snapshot)
-            except LeaseLost as exc:
-                # Another writer took the store over: write nothing more, end, failed.
-                self._lease, self._stop_requested = None, True
-                self._status, self._error = TournamentStatus.FAILED, str(exc)
-                raise
-            except (OSError, ValueError, LeaseError) as exc:
-                with self._lock:
-                    self._dirty, self.saved = True, False
-                    self._save_failures += 1
-                    wait = min(30.0, 0.5 * 2**self._save_failures)
-                    self._retry_save_at = now + wait
-                    if self._save_failing_since is None:
-                        self._save_failing_since = now
-                    failing = now - self._save_failing_since
-                    running = self._status == TournamentStatus.RUNNING
-                    if failing >= STORE_GIVE_UP_SECONDS and running:
-                        self._stop_requested = True
-                        self._store_failure = self._store_failure or (
-                            f"every save failed for {failing:.0f} s "
-                            f"(last: {type(exc).__name__}: {exc})"
-                        )
-                self.warning = (
-                    f"saving to store {self.store.url!r} failed ({type(exc).__name__}: {exc}); "
-                    + (
-                        "the tournament stops"
-                        if self._stop_requested
-                        else f"retrying in {wait:.0f} s, pods keep training"
-                    )
-                )
-                return
-            self._save_failures, self.warning = 0, None
-            self._save_failing_since, self.saved = None, True
-            if force or now - self._pruned_at >= PRUNE_SECONDS:
-                self._pruned_at = now
-                keep, settled = needed_checkpoints(snapshot)
-                # housekeeping; ValueError: a StoreError (something hostile under pods/)
-                with contextlib.suppress(OSError, ValueError):
-                    _, self.store_bytes = self.store.prune(keep, settled)
+    def _snapshot(self) -> dict[str, Any]:
+        return self.population.to_state(
+            elapsed_seconds=self.elapsed(),
+            worker_deaths_survived=self.worker_deaths_survived,
+            tournament_uid=self.uid,
+        )
 
     def _keep_lease(self) -> None:
-        """Check the lease even when nothing is saved (all pods paused, long segments):
-        ``LeaseLost`` ends the run. The heartbeat itself is the lease's own background
-        thread (:meth:`~elegantpod.tournament.lease.Lease.keep_alive`)."""
-        lease = self._lease
-        if lease is None:
-            return
+        """Check the lease even when nothing is saved: ``LeaseLost`` ends the run."""
         try:
-            if lease.lost is not None:  # the background heartbeat saw the takeover
-                raise lease.lost
-            lease.check()  # one read
+            trouble = self.saver.check_lease()
         except LeaseLost as exc:
-            self._lease, self._stop_requested = None, True
-            self._status, self._error = TournamentStatus.FAILED, str(exc)
+            self._stop_requested = True
+            self.status, self.error = TournamentStatus.FAILED, str(exc)
             raise
-        except (OSError, ValueError) as exc:
-            self.warning = f"renewing the store's lease failed ({type(exc).__name__}: {exc})"
+        if trouble is not None:
+            self.warning = trouble
 
-    # ------------------------------------------------------------------ helpers
+    # ------------------------------------------------------------------ for the facade
     @property
     def worker_deaths_survived(self) -> int:
         """Worker deaths that hit a running segment (the scheduler's count), all runs."""
-        runner = self._runner
+        runner = self.runner
         live = runner.worker_deaths if runner is not None and self._started_at else 0
         return self._deaths_at_start + live
 
-    @worker_deaths_survived.setter
-    def worker_deaths_survived(self, value: int) -> None:  # a resumed store's count
-        self._deaths_at_start = int(value)
+    def request_stop(self, *, by_user: bool = False) -> None:
+        """End the run: running pods checkpoint, then the loop ends (``by_user``: the
+        status becomes ``stopped`` rather than ``finished``)."""
+        with self.lock:
+            if by_user and self.status == TournamentStatus.RUNNING:
+                self._stopped_by_user = True
+            self._stop_requested = True
 
-    def _publish(self, messages) -> None:
-        runner = self._runner
-        if runner is not None and messages and self._status == TournamentStatus.RUNNING:
+    def changed(self) -> None:
+        """Note that the population changed (call with the lock held): the next save writes."""
+        self.saver.dirty = True
+
+    def message(self, pod: str) -> list[tuple[str, ControlMessage]]:
+        """A pod's control message (call with the lock held; :meth:`publish` after)."""
+        return [(pod, control_message(self.population.record(pod), self._stop_requested))]
+
+    def publish(self, messages) -> None:
+        """Send control messages to running pods (never under the lock: network)."""
+        runner = self.runner
+        if runner is not None and messages and self.status == TournamentStatus.RUNNING:
             runner.publish(messages)
 
-    def _in_flight(self, pod: str) -> bool:
-        return self._runner is not None and pod in self._runner.flying
+    def is_in_flight(self, pod: str) -> bool:
+        """Whether a segment of ``pod`` is on the cluster now."""
+        return self.runner is not None and pod in self.runner.flying
 
-    def _elapsed(self) -> float:
+    def elapsed(self) -> float:
+        """Tournament seconds: every run of this tournament, this one so far included."""
         running = time.monotonic() - self._started_at if self._started_at is not None else 0.0
         return self._elapsed_before + running
 
-    def _drain_events(self) -> None:
+    def drain_events(self) -> None:
         """Fold queued progress events into curves and records (call with the lock held)."""
-        runner = self._runner
-        if runner is None:
-            return
-        while runner.inbox:
-            _, msg = runner.inbox.popleft()
-            if not isinstance(msg, dict) or "pod" not in msg:
-                continue
-            pod = msg["pod"]
-            self.events_received[pod] += 1
-            self._curves[pod].append(msg)
-            rec = self.population.records.get(pod)
-            if rec is not None and msg.get("type") == EventKind.PROGRESS:
-                rec.steps_per_second = msg.get("steps_per_second", rec.steps_per_second)
+        if self.runner is not None:
+            self.progress.fold(self.runner.inbox, self.population.records)

@@ -1,13 +1,11 @@
-"""``Tournament``: the notebook-facing facade over population, runner and store.
+"""``Tournament``: the notebook-facing facade over one engine.
 
-One background thread drives a tournament asynchronously: it keeps as many segments in
-flight as the cluster has worker slots and reacts to each finished segment (updater ->
-leaderboard -> generator -> next segment). The parts:
-
-- :mod:`~elegantpod.tournament.population`: every decision, pure (no Dask, no I/O);
-- :mod:`~elegantpod.tournament.runner`: every Dask call (submit, outcomes, control);
-- :mod:`~elegantpod.tournament.store`: snapshots, checkpoints, pruning; one writer per
-  store through a :mod:`~elegantpod.tournament.lease`.
+The :class:`~elegantpod.tournament.engine.Engine` (held, not inherited) drives the
+tournament asynchronously on a background thread: it keeps as many segments in flight as
+the cluster has worker slots and reacts to each finished one (updater -> leaderboard ->
+generator -> next segment). It owns the parts: the population (every decision, pure: no
+Dask, no I/O), the runner (every Dask call), the saver (snapshots through the store's
+lease). :mod:`~elegantpod.tournament.assembly` builds it, new or from a store.
 
 One lock guards the population, and nothing waits on the network or the store while
 holding it: a button click never queues behind a slow scheduler or bucket. Every public
@@ -16,36 +14,24 @@ method is safe from any thread and is what the dashboard's buttons call.
 
 from __future__ import annotations
 
-import math
-import threading
-import uuid
 import warnings
-from collections import Counter, defaultdict, deque
 from typing import Any
 
 from elegantpod.agents import get_algo
 from elegantpod.envs.registry import env_hooks
-from elegantpod.tournament import state as checked
 from elegantpod.tournament import views
+from elegantpod.tournament.assembly import assemble, empty_store
+from elegantpod.tournament.best_agent import load_best
+from elegantpod.tournament.cluster_view import scale_cluster, tournament_cluster_info
+from elegantpod.tournament.display import tournament_html, tournament_text
 from elegantpod.tournament.engine import Engine
-from elegantpod.tournament.population import Population
-from elegantpod.tournament.protocol import ACTIVE, ControlMessage, TournamentStatus
-from elegantpod.tournament.runner import cluster_info, control_message
-from elegantpod.tournament.spec import (
-    TournamentSpec,
-    check_sources,
-    check_spec,
-    make_spec,
-    resume_changes,
-    spec_names,
-)
-from elegantpod.tournament.store import Store, StoreError
-
-CURVE_EVENTS = 20_000
-"""Progress events kept per pod (the oldest go first): memory stays bounded in long runs."""
+from elegantpod.tournament.protocol import ACTIVE, TournamentStatus
+from elegantpod.tournament.saved_tournament import SavedTournament
+from elegantpod.tournament.spec import lone_pods_warning, make_spec
+from elegantpod.tournament.store import Store
 
 
-class Tournament(Engine):
+class Tournament:
     """A population of pods trained asynchronously on a Dask cluster.
 
     Parameters
@@ -91,8 +77,14 @@ class Tournament(Engine):
         max_seconds: float | None = None,
         max_steps: int | None = None,
         mutation_policy=None,
+        _resuming: tuple[SavedTournament, bool] | None = None,
         **options: Any,
     ):
+        if _resuming is not None:  # Tournament.resume: the store's spec, checked
+            saved, force = _resuming
+            self._attach(assemble(saved.spec, store, client, mutation_policy, saved, force))
+            self.resume_changes = dict(saved.changes)
+            return
         spec = make_spec(
             env_id=env,
             algos=algos,
@@ -102,47 +94,27 @@ class Tournament(Engine):
             max_steps=max_steps,
             **options,
         )
-        s = Store(store)
-        existing = s.read_json("tournament.json")
-        if existing is not None:
-            where = f"store {s.url!r}"
-            if isinstance(existing, dict) and existing.get("env_id") != env:
-                raise ValueError(
-                    f"{where} belongs to a tournament on {existing.get('env_id')!r}, not {env!r}"
-                )
-            raise ValueError(
-                f"{where} already holds a tournament; continue it with "
-                "Tournament.resume(store) (--resume on the command line) or choose a new store"
-            )
+        s = empty_store(store, env)
         lone = lone_pods_warning(spec.algos, spec.pods)
         if lone is not None:
             warnings.warn(lone, UserWarning, stacklevel=2)
-        self._setup(spec, s, client, mutation_policy)
+        self._attach(assemble(spec, s, client, mutation_policy))
 
-    def _setup(self, spec: TournamentSpec, store: Store, client, mutation_policy) -> None:
-        if mutation_policy is not None and not callable(mutation_policy):
-            raise ValueError(f"mutation_policy must be a function, got {mutation_policy!r}")
-        self.spec = spec
-        self.store = store
-        self.population = Population(spec, mutation_policy)
-        """The pure state (records, leaderboard, counters); read it through the views."""
-        self.client = client
-        self._own_client = client is None
-        self.id = uuid.uuid4().hex[:8]
-        """This run's key on the cluster (tasks, Variables, topics): new at every start."""
-        self.uid = uuid.uuid4().hex
+    def _attach(self, engine: Engine) -> None:
+        self.engine = engine
+        """The background loop and the run's state (runner, lease, saving, status): what
+        :meth:`start` starts. The views and buttons here are all a user needs."""
+        self.spec, self.store, self.population = engine.spec, engine.store, engine.population
+        self._lock = engine.lock
+        self.id = engine.id
+        """This run's key on the cluster (tasks, Variables, topics)."""
+        self.uid = engine.uid
         """The tournament's identity, saved in its store and kept by a resume: every
         checkpoint it writes names it, and a checkpoint naming another is refused."""
-        self._lock = threading.RLock()
-        self._curves: dict[str, deque] = defaultdict(lambda: deque(maxlen=CURVE_EVENTS))
         self._baselines: dict[str, float] | None = None
-        self.events_received: Counter = Counter()
-        self.events_sent = 0
-        """Progress events that finished segments report having sent (for auditing)."""
         self.resume_changes: dict[str, list] = {}
         """Spec fields a resume changed, ``{field: [old, new]}`` (the CLI prints them)."""
         self._shown = None  # the dashboard that display(t) shows
-        self._init_engine()
 
     @classmethod
     def resume(
@@ -167,45 +139,17 @@ class Tournament(Engine):
         or say ``allow_remote=True``.
         """
         s = Store(store)
-        saved = s.read_json("tournament.json")
-        if saved is None:
-            hint = ""
-            if checked.POD_ID.match(str(store)):
-                hint = f"; to resume a paused pod, call t.resume_pod({str(store)!r})"
-            raise ValueError(f"store {s.url!r} holds no tournament (no tournament.json){hint}")
-        overrides = spec_names(overrides)
-        where = f"{s.path('tournament.json')!r} is not a tournament spec"
-        try:
-            spec = TournamentSpec.from_dict(checked.mapping(saved, "tournament.json"))
-        except (TypeError, ValueError) as exc:
-            raise StoreError(f"{where}: {exc}") from None
-        try:  # before anything reads them
-            check_sources(s.path("tournament.json"), spec, overrides, allow_remote)
-        except ValueError as exc:
-            raise StoreError(str(exc)) from None
-        try:
-            check_spec(spec)
-        except (TypeError, ValueError) as exc:
-            raise StoreError(f"{where}: {exc}") from None
-        changes = resume_changes(spec, overrides, f"store {s.url!r}")
-        spec = make_spec(**{**spec.to_dict(), **{k: v[1] for k, v in changes.items()}})
-        t = cls.__new__(cls)
-        t._setup(spec, s, client, mutation_policy)
-        t.resume_changes = changes
-        t._force = force
-        raw = s.load_state()
-        records, entries, counters = checked.load(raw or {}, s.loaded_from or s.path("state"))
-        t.population.load(records, entries, counters)
-        # A solved tournament stays solved unless the resume changes what ends it.
-        if any(k in changes for k in ("target_reward", "max_seconds", "max_steps")):
-            t.population.solved = False
-        t.uid = counters["tournament_uid"] or t.uid  # older stores: from now on
-        t._elapsed_before = counters["elapsed_seconds"]
-        t.worker_deaths_survived = counters["worker_deaths_survived"]
-        # Saves are at most SAVE_SECONDS apart: a pod created after the last one may have
-        # left checkpoints. Never reuse an id that a record or a checkpoint folder holds.
-        t.population.reseed(set(s.pod_ids()))
-        return t
+        saved = SavedTournament.read(s, overrides, allow_remote, given=str(store))
+        spec = saved.spec
+        return cls(
+            spec.env_id,
+            spec.algos,
+            spec.pods,
+            store=s,
+            client=client,
+            mutation_policy=mutation_policy,
+            _resuming=(saved, force),
+        )
 
     # ------------------------------------------------------------------ control
     def stop(self, pod: str | None = None) -> None:
@@ -215,29 +159,26 @@ class Tournament(Engine):
         running pods have checkpointed (``wait()`` returns then); ``resume`` continues it.
         """
         if pod is None:
-            with self._lock:
-                if self._status == TournamentStatus.RUNNING:
-                    self._stopped_by_user = True
-            self._stop_requested = True
+            self.engine.request_stop(by_user=True)
             return
         with self._lock:
-            if not self.population.stop_pod(pod, self._in_flight(pod)):
+            if not self.population.stop_pod(pod, self.engine.is_in_flight(pod)):
                 return
-            msg = self._message(pod)
-        self._publish(msg)
+            msg = self.engine.message(pod)
+        self.engine.publish(msg)
 
     def pause(self, pod: str) -> None:
         """Pause a pod: it holds its worker slot but stops stepping, within a second."""
         with self._lock:
-            msg = self._message(pod) if self.population.pause(pod) else []
-        self._publish(msg)
+            msg = self.engine.message(pod) if self.population.pause(pod) else []
+        self.engine.publish(msg)
 
     def resume_pod(self, pod: str) -> None:
         """Resume a paused pod (``Tournament.resume(store)`` continues a saved tournament)."""
         with self._lock:
-            changed = self.population.resume_pod(pod, self._in_flight(pod))
-            msg = self._message(pod) if changed else []
-        self._publish(msg)
+            changed = self.population.resume_pod(pod, self.engine.is_in_flight(pod))
+            msg = self.engine.message(pod) if changed else []
+        self.engine.publish(msg)
 
     def mutate(self, pod: str, **hparams: Any) -> dict[str, Any]:
         """Change hyperparameters of a pod; a running pod applies them live.
@@ -247,10 +188,10 @@ class Tournament(Engine):
         """
         with self._lock:
             rec = self.population.mutate(pod, **hparams)
-            msg, new = self._message(pod), dict(rec.hparams)
-            self._dirty = True
-        self._publish(msg)
-        self._save(force=True)
+            msg, new = self.engine.message(pod), dict(rec.hparams)
+            self.engine.changed()
+        self.engine.publish(msg)
+        self.engine.save(force=True)
         return new
 
     def add_pod(self, algo: str | None = None, parent=None, **hparams: Any) -> str:
@@ -266,15 +207,20 @@ class Tournament(Engine):
             get_algo(algo).check_env(self.spec.env_id, self.spec.env_kwargs)
         with self._lock:
             rec = self.population.add_pod(algo, parent, **hparams)
-            msg = self._message(rec.pod_id) if self._status == TournamentStatus.RUNNING else []
-            self._dirty = True
-        self._publish(msg)
-        self._save(force=True)
+            running = self.engine.status == TournamentStatus.RUNNING
+            msg = self.engine.message(rec.pod_id) if running else []
+            self.engine.changed()
+        self.engine.publish(msg)
+        self.engine.save(force=True)
         return rec.pod_id
 
-    def start(self, client=None, *, close_client: bool | None = None):
-        """Start (or continue) the tournament in the background and return at once (see
-        :meth:`Engine.start <elegantpod.tournament.engine.Engine.start>`).
+    def start(self, client=None, *, close_client: bool | None = None) -> Tournament:
+        """Start (or continue) the tournament in the background and return it at once.
+
+        ``client`` replaces the one given at construction; ``close_client=True`` closes
+        it (and its cluster) when the tournament ends, as for the embedded default.
+        Raises :class:`~elegantpod.tournament.lease.LeaseError` if another tournament
+        writes this store.
 
         What the baselines and the env's leaderboard columns read from files (a trading
         tournament's market data) is read here, once, rather than by the first refresh
@@ -282,14 +228,36 @@ class Tournament(Engine):
         """
         self.baselines()
         self.leaderboard  # noqa: B018 (read for its side effect: the env's data is kept)
-        return super().start(client, close_client=close_client)
+        self.engine.start(client, close_client=close_client)
+        return self
+
+    def wait(self, timeout: float | None = None) -> dict[str, Any]:
+        """Block until the tournament ends (or ``timeout``); return :meth:`summary`."""
+        self.engine.wait(timeout)
+        return self.summary()
 
     # ------------------------------------------------------------------ views
+    @property
+    def client(self):
+        """The ``distributed.Client`` pods run on (``None`` before :meth:`start` made one)."""
+        return self.engine.client
+
+    @property
+    def warning(self) -> str | None:
+        """What goes wrong right now while training goes on (a failing store, a scheduler
+        hiccup, an unusable leaderboard entry), or ``None``."""
+        return self.engine.warning
+
+    @property
+    def saved(self) -> bool:
+        """Whether the store holds the state :meth:`summary` reports."""
+        return self.engine.saver.saved
+
     @property
     def status(self) -> str:
         """``created``, ``running``, ``finished`` (its budget or target reached),
         ``stopped`` (:meth:`stop` or Ctrl-C ended it first) or ``failed``."""
-        return self._status
+        return self.engine.status
 
     @property
     def leaderboard(self):
@@ -310,7 +278,7 @@ class Tournament(Engine):
         files is read once (at :meth:`start` at the latest).
         """
         with self._lock:
-            self._drain_events()
+            self.engine.drain_events()
             board = views.leaderboard_frame(self.population, self.store.resolve)
             trials = sum(1 for r in self.population.records.values() if r.history)
         extra = env_hooks(self.spec.env_id).leaderboard_columns(board, trials, self.spec)
@@ -354,21 +322,20 @@ class Tournament(Engine):
     def pod(self, pod: str) -> dict[str, Any]:
         """One pod's record as a dict."""
         with self._lock:
-            self._drain_events()
+            self.engine.drain_events()
             return self.population.record(pod).to_dict()
 
     def curves(self, pod: str | None = None) -> list[dict]:
         """Progress events received (all pods, or one), oldest first."""
         with self._lock:
-            self._drain_events()
-            if pod is not None:
-                return list(self._curves.get(pod, []))
-            return [m for msgs in self._curves.values() for m in msgs]
+            self.engine.drain_events()
+            return self.engine.progress.curves(pod)
 
     @property
     def pods_in_flight(self) -> int:
         """Segments submitted to the cluster and not yet finished."""
-        return self._runner.in_flight() if self._runner is not None else 0
+        runner = self.engine.runner
+        return runner.in_flight() if runner is not None else 0
 
     def lineage(self) -> list[dict[str, Any]]:
         """Parent -> child edges with the mutation that made each child, each pod's status
@@ -393,21 +360,10 @@ class Tournament(Engine):
         oldest first. Empty before any segment finished. Raises ``ValueError`` for an
         unknown pod.
 
-        Each phase is a dict:
-
-        - ``pod``: the pod that trained in this phase (an ancestor, or ``pod`` itself);
-        - ``from_steps``, ``to_steps``: env steps of the lineage at its start and end
-          (counted from the first ancestor's 0, so a child continues its parent's count);
-        - ``from_time``, ``to_time``: tournament seconds at its start and end;
-        - ``segments``: how many segments it lasted;
-        - ``score``: the fitness of the phase's *last* segment, not the best: the
-          leaderboard keeps each pod's best evaluation ever, so a phase may end at 93.3
-          while the leaderboard shows the same pod at 500.0 (scored mid-phase);
-        - ``hparams``: the settings of the phase;
-        - ``changes``: ``{name: [old, new]}`` against the previous phase (for the first,
-          the mutation that made its pod, if any);
-        - ``origin``: why the phase began, in words (the pod's ``why`` in
-          :meth:`lineage`, or ``"live mutation"``).
+        Each phase is a dict (its keys: :func:`~elegantpod.tournament.views.schedule`).
+        Its ``score`` is the fitness of the phase's *last* segment, not the best: the
+        leaderboard keeps each pod's best evaluation ever, so a phase may end at 93.3
+        while the leaderboard shows the same pod at 500.0 (scored mid-phase).
         """
         with self._lock:
             if pod is None:
@@ -420,18 +376,18 @@ class Tournament(Engine):
     def summary(self) -> dict[str, Any]:
         """The tournament's outcome so far (what ``elegantpod tournament --json`` prints)."""
         with self._lock:
-            self._drain_events()
+            self.engine.drain_events()
             return views.summary(
                 self.population,
                 self.store.resolve,
-                status=str(self._status),  # plain data, as every value here
-                wall_seconds=self._elapsed(),
-                worker_deaths_survived=self.worker_deaths_survived,
+                status=str(self.engine.status),  # plain data, as every value here
+                wall_seconds=self.engine.elapsed(),
+                worker_deaths_survived=self.engine.worker_deaths_survived,
                 store=self.store.url,
-                store_bytes=self.store_bytes,
-                error=self._error,
-                warning=self.warning or self.population.warning,
-                saved=self.saved,
+                store_bytes=self.engine.saver.store_bytes,
+                error=self.engine.error,
+                warning=self.engine.warning or self.population.warning,
+                saved=self.engine.saver.saved,
             )
 
     def best(self, device: str | None = None):
@@ -442,62 +398,16 @@ class Tournament(Engine):
         never a parent) and the next entry is tried. Raises ``ValueError`` when no entry
         is left.
         """
-        from elegantpod.checkpoint import CheckpointError, check_origin, load_checkpoint
-        from elegantpod.envs.registry import external_sources
-        from elegantpod.pod import Pod
-
-        refused = []
-        while True:
-            with self._lock:
-                best = self.population.best()
-            if best is None:
-                why = "; ".join(refused) or "no segment has finished yet"
-                raise ValueError(f"the leaderboard has no usable entry: {why}")
-            # the store's own path: a leaderboard entry can name nothing outside the store
-            path = self.store.resolve(best.checkpoint)
-            try:
-                check_origin(
-                    load_checkpoint(path),
-                    path,
-                    tournament=self.uid,
-                    env_id=self.spec.env_id,
-                    algo=best.algo,
-                    pod=best.pod_id,
-                )
-                # the data this tournament was given, not what the checkpoint names
-                return Pod.from_checkpoint(
-                    path, device=device, env_kwargs=external_sources(self.spec.env_kwargs) or None
-                )
-            except CheckpointError as exc:
-                with self._lock:
-                    self.population.mark_unusable(best.checkpoint)
-                    self._dirty = True
-                refused.append(str(exc))
-                self.warning = f"leaderboard entry of pod {best.pod_id} is unusable: {exc}"
+        return load_best(self.engine, device)
 
     def cluster_info(self) -> dict[str, Any]:
         """Workers, threads, memory, GPUs, their worker processes, pods per GPU, whether
         CUDA MPS runs, pod slots, pods in flight and the Dask dashboard link."""
-        info = {"workers": 0, "threads": 0, "memory_bytes": 0, "gpus": 0, "dashboard": None}
-        info.update({"gpu_processes": 0, "mps": None, "can_scale": False})
-        if self.client is not None:
-            info.update(cluster_info(self.client))
-        info["pods_in_flight"] = self.pods_in_flight
-        runner = self._runner
-        info["pods_per_gpu"] = runner.pods_per_gpu if runner is not None and info["gpus"] else 0
-        if runner is not None and runner.mps is not None:
-            info["mps"] = runner.mps  # asked on the GPU workers' own machines
-        info["slots"] = runner.capacity()[0] if runner is not None else None
-        return info
+        return tournament_cluster_info(self.client, self.engine.runner)
 
     def scale(self, n_workers: int) -> None:
         """Ask the cluster for ``n_workers`` workers (LocalCluster, Gateway, Kubernetes...)."""
-        if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 0:
-            raise ValueError(f"n_workers must be an integer >= 0, got {n_workers!r}")
-        cluster = getattr(self.client, "cluster", None)
-        if cluster is None or not hasattr(cluster, "scale"):
-            raise ValueError("this client's cluster cannot be scaled from here")
-        cluster.scale(n_workers)
+        scale_cluster(self.client, n_workers)
 
     def dashboard(self, refresh_seconds: float | None = None):
         """The live ipywidgets dashboard of this tournament (needs ``ipywidgets``).
@@ -519,19 +429,7 @@ class Tournament(Engine):
         return self._shown
 
     def _repr_html_(self) -> str:
-        from elegantpod.widgets.html import baselines_html, leaderboard_html
-
-        s = self.summary()
-        title = f"Tournament on {self.spec.env_id}: {s['status']}, {s['pods_total']} pods"
-        board = self.leaderboard
-        footer = baselines_html(
-            self.baselines(),
-            s["best_score"],
-            self.spec.fitness,
-            board.attrs.get("trials"),
-            board.attrs.get("validation_days"),
-        )
-        return leaderboard_html(board, title, footer, hparams=self.leaderboard_hparams())
+        return tournament_html(self)
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         try:
@@ -542,55 +440,7 @@ class Tournament(Engine):
             return {"text/html": self._repr_html_(), "text/plain": repr(self)}
 
     def __repr__(self) -> str:
-        s, spec = self.summary(), self.spec
-        best = "no score yet"
-        if s["best_pod"] is not None:
-            best = f"best {spec.fitness} {_number(s['best_score'])} by {s['best_pod']}"
-        return (
-            f"Tournament({spec.env_id}, {'+'.join(spec.algos)}, {spec.pods} pods: "
-            f"{s['status']}, {s['pods_total']} made, {s['env_steps_total']:,} env steps in "
-            f"{s['wall_seconds']:,.0f} s, {best}; store {s['store']!r})"
-        )
-
-    # ------------------------------------------------------------------ helpers
-    def _message(self, pod: str) -> list[tuple[str, ControlMessage]]:
-        """A pod's control message (call with the lock held; publish after releasing it)."""
-        return [(pod, control_message(self.population.record(pod), self._stop_requested))]
-
-
-def _number(x) -> str:
-    """A score as a person reads it (four significant digits), ``-`` for none."""
-    if not isinstance(x, int | float) or not math.isfinite(x):
-        return "-"
-    return f"{x:.4g}" if abs(x) < 1e4 else f"{x:,.0f}"
-
-
-def lone_pods_warning(algos, pods: int) -> str | None:
-    """Why a population with fewer than two pods of some algorithm does no
-    population-based training for it, or ``None``.
-
-    A child copies its parent's networks, so its parent is a live pod of its own
-    algorithm; a lone pod's would-be parent is itself. The population never replaces
-    such a pod by exploitation (restarts still may), so a 2-pod ``ppo`` + ``sac``
-    tournament is two single runs. The starting pods are shared out evenly: with fewer
-    than two per algorithm, some (or all) algorithms get one.
-    """
-    algos = list(algos)
-    k = len(algos)
-    if pods < 2 or pods >= 2 * k:
-        return None
-    which = (
-        f"each of {', '.join(algos)} has"
-        if pods <= k
-        else f"{2 * k - pods} of {', '.join(algos)} will have"
-    )
-    return (
-        f"{pods} pods for {k} algorithms: {which} a single pod. A child copies a live "
-        "pod of its own algorithm (its networks), so a lone pod could only be replaced by "
-        "a mutated copy of itself: it is kept and trains on alone (a restart may still "
-        f"replace it), with no exploitation. Give pods={2 * k} or more (two per "
-        "algorithm) for population-based training."
-    )
+        return tournament_text(self)
 
 
 __all__ = ["ACTIVE", "Tournament"]

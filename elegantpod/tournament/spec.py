@@ -369,3 +369,31 @@ def check_spec(spec: TournamentSpec) -> None:
         raise ValueError(
             f"hparams given for {sorted(unknown)}, which are not in algos {list(spec.algos)}"
         )
+
+
+def lone_pods_warning(algos, pods: int) -> str | None:
+    """Why a population with fewer than two pods of some algorithm does no
+    population-based training for it, or ``None``.
+
+    A child copies its parent's networks, so its parent is a live pod of its own
+    algorithm; a lone pod's would-be parent is itself. The population never replaces
+    such a pod by exploitation (restarts still may), so a 2-pod ``ppo`` + ``sac``
+    tournament is two single runs. The starting pods are shared out evenly: with fewer
+    than two per algorithm, some (or all) algorithms get one.
+    """
+    algos = list(algos)
+    k = len(algos)
+    if pods < 2 or pods >= 2 * k:
+        return None
+    which = (
+        f"each of {', '.join(algos)} has"
+        if pods <= k
+        else f"{2 * k - pods} of {', '.join(algos)} will have"
+    )
+    return (
+        f"{pods} pods for {k} algorithms: {which} a single pod. A child copies a live "
+        "pod of its own algorithm (its networks), so a lone pod could only be replaced by "
+        "a mutated copy of itself: it is kept and trains on alone (a restart may still "
+        f"replace it), with no exploitation. Give pods={2 * k} or more (two per "
+        "algorithm) for population-based training."
+    )

@@ -214,13 +214,21 @@ def schedule(population, pod: str) -> list[dict[str, Any]]:
     PBT's main product: a child copies its parent's networks at a segment and trains on
     with mutated hyperparameters, so the best pod's weights were shaped by a *sequence*
     of settings. Returns one phase per run of segments with the same hyperparameters,
-    oldest first: ``pod``, ``from_steps``/``to_steps`` (env steps of the lineage),
-    ``from_time``/``to_time`` (tournament seconds), ``segments``, ``score`` (fitness at
-    the phase's end), ``hparams`` and ``changes`` (``{name: [old, new]}`` against the
-    previous phase; for the first, the mutation that made its pod, if any) and ``origin``
-    (why the phase began: :func:`why_made` of its pod, or ``"live mutation"``). A lineage is
-    followed as far back as the records go, and its first phase counts from 0 steps and
-    0 seconds.
+    oldest first, each a dict:
+
+    - ``pod``: the pod that trained in this phase (an ancestor, or ``pod`` itself);
+    - ``from_steps``, ``to_steps``: env steps of the lineage at its start and end
+      (counted from the first ancestor's 0, so a child continues its parent's count);
+    - ``from_time``, ``to_time``: tournament seconds at its start and end;
+    - ``segments``: how many segments it lasted;
+    - ``score``: the fitness of the phase's *last* segment, not the best;
+    - ``hparams``: the settings of the phase;
+    - ``changes``: ``{name: [old, new]}`` against the previous phase (for the first,
+      the mutation that made its pod, if any);
+    - ``origin``: why the phase began, in words (:func:`why_made` of its pod, or
+      ``"live mutation"``).
+
+    A lineage is followed as far back as the records go.
     """
     if pod not in population.records:
         raise ValueError(f"unknown pod {pod!r}")

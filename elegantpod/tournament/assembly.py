@@ -1,0 +1,63 @@
+"""How a tournament's parts are put together: a new one on an empty store, or a saved
+one continued from its store.
+
+A :class:`~elegantpod.tournament.Tournament` is a facade over one
+:class:`~elegantpod.tournament.engine.Engine`, which owns the pure
+:class:`~elegantpod.tournament.population.Population` and the run's state. Both ways of
+making one end here, so a resumed tournament is built exactly as a new one is, with the
+saved state loaded into its population before anything runs.
+"""
+
+from __future__ import annotations
+
+from elegantpod.tournament.engine import Engine
+from elegantpod.tournament.population import Population
+from elegantpod.tournament.saved_tournament import SavedTournament
+from elegantpod.tournament.spec import TournamentSpec
+from elegantpod.tournament.store import Store
+
+
+def empty_store(store, env: str) -> Store:
+    """``store`` as a :class:`~elegantpod.tournament.store.Store`; ``ValueError`` if it
+    already holds a tournament (saying how to continue that one instead)."""
+    s = Store(store)
+    existing = s.read_json("tournament.json")
+    if existing is not None:
+        where = f"store {s.url!r}"
+        if isinstance(existing, dict) and existing.get("env_id") != env:
+            raise ValueError(
+                f"{where} belongs to a tournament on {existing.get('env_id')!r}, not {env!r}"
+            )
+        raise ValueError(
+            f"{where} already holds a tournament; continue it with "
+            "Tournament.resume(store) (--resume on the command line) or choose a new store"
+        )
+    return s
+
+
+def assemble(
+    spec: TournamentSpec,
+    store: Store,
+    client,
+    mutation_policy,
+    saved: SavedTournament | None = None,
+    force: bool = False,
+) -> Engine:
+    """The engine of a tournament (holding its population), new or ``saved``.
+
+    ``force`` takes over the store's lease from a writer that is gone.
+    """
+    if mutation_policy is not None and not callable(mutation_policy):
+        raise ValueError(f"mutation_policy must be a function, got {mutation_policy!r}")
+    population = Population(spec, mutation_policy)
+    counters = saved.restore(population) if saved is not None else {}
+    return Engine(
+        spec,
+        store,
+        population,
+        client,
+        uid=counters.get("tournament_uid"),  # older stores: a new one from now on
+        elapsed_seconds=counters.get("elapsed_seconds", 0.0),
+        worker_deaths=counters.get("worker_deaths_survived", 0),
+        force=force,
+    )
