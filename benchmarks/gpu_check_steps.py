@@ -675,7 +675,7 @@ def step_tournament(args, record) -> dict[str, Any]:
 def step_mjx(args, record) -> dict[str, Any]:
     from elegantpod.agents import PPOConfig
     from elegantpod.config import PodSpec
-    from elegantpod.envs.mjx_tasks import bytes_per_world
+    from elegantpod.envs.mjx_memory import bytes_per_world
     from elegantpod.memory import estimate_pod_bytes
 
     n = 4096

@@ -28,7 +28,7 @@ def estimate_pod_bytes(spec: PodSpec, obs_dim: int = 1, act_dim: int = 1) -> int
     gradients and Adam moments, and the largest activations of an update, per fused
     learner, colored exploration noise's sequences (``SEQ_LEN`` steps per sub-env and
     action dimension), and the worlds a simulator outside torch keeps per sub-env (MJX's,
-    see :func:`~elegantpod.envs.mjx_tasks.bytes_per_world`). With the default dimensions of 1
+    see :func:`~elegantpod.envs.mjx_memory.bytes_per_world`). With the default dimensions of 1
     it is a lower bound, usable before an env exists to tell them.
     """
     hp = spec.hparams if spec.hparams is not None else _default_hparams(spec.algo)
@@ -58,7 +58,9 @@ def _world_bytes(spec: PodSpec) -> int:
     if kwargs.get("backend") != "mjx":
         return 0
     try:
-        from elegantpod.envs.mjx_tasks import PHYSICS, TASKS, bytes_per_world
+        from elegantpod.envs.mjx_memory import bytes_per_world
+        from elegantpod.envs.mjx_physics import PHYSICS
+        from elegantpod.envs.mjx_tasks import TASKS
     except ImportError:  # no MuJoCo: the pod cannot be built either
         return 0
     if spec.env_id not in TASKS:

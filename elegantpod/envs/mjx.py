@@ -12,42 +12,25 @@ limit, statistics, and the reset of finished worlds) is one jitted XLA program p
 size; torch and JAX exchange tensors through DLPack, which on a GPU shares the memory
 (no copy) and orders the two libraries' streams.
 
-Settings made before JAX starts its backends (its first computation; importing jax
-alone does not start them), each overridable by setting it yourself:
+This module is the torch side: the env class, its checks before anything compiles, and
+the process's cache of compiled programs. The rest has a module each:
 
-- ``XLA_PYTHON_CLIENT_PREALLOCATE=false``: by default JAX reserves 75% of a GPU's memory
-  at start, leaving torch's networks and buffers (and other pods packed on that GPU)
-  too little. Without preallocation JAX's allocator grows as the worlds need. JAX reads
-  the variable only when it starts its GPU backend: if that already happened in this
-  process with preallocation on, building the worlds raises ``RuntimeError`` naming the
-  variable (:func:`preallocation_problem`) rather than run beside torch in a quarter of
-  the GPU.
-- ``XLA_FLAGS=--xla_gpu_enable_command_buffer=`` on CUDA hosts: XLA records parts of a
-  program as CUDA graphs ("command buffers") lazily, on their first runs, and torch's
-  work in the same process (its synchronisations, frees and graph captures) invalidates
-  them. The MJX programs themselves are compiled with command buffers off in any case
-  (jit's ``compiler_options``, :data:`NO_COMMAND_BUFFERS`), so a JAX that started its
-  backend with them on is no reason to refuse; the flag covers the process's other JAX
-  programs when elegantpod is first.
-- ``XLA_FLAGS=--xla_cpu_multi_thread_eigen=false`` on CPU hosts only: a pod on the CPU uses
-  one thread (elegantpod's rule: pods share a machine's cores; two threads each made a
-  busy 2-core box 10x slower).
-- JAX's persistent compilation cache in ``$ELEGANTPOD_JAX_CACHE`` (default
-  ``~/.cache/elegantpod/jax``), so that a tournament's workers, an evaluator and the next
-  run load a compiled step instead of compiling it again (tens of seconds on a CPU). A
-  compiled program is code, so the cache must be safe from other users all the way
-  down from ``/`` (:func:`elegantpod.workspace.private_folder`: owners, modes, sticky
-  bits, no one else's symlinks); an unsafe ``$ELEGANTPOD_JAX_CACHE`` is an error, an
-  unsafe default location runs uncached with a warning.
+- :mod:`elegantpod.envs.mjx_setup`: JAX's settings made before it starts (no
+  preallocation, no command buffers, one CPU thread), the private compilation cache,
+  torch's devices as JAX's. Its public names are re-exported here (``__all__``), where
+  they lived first.
+- :mod:`elegantpod.envs.mjx_step`: the jitted programs and :class:`Run`, the carry
+  (re-exported here).
+- :mod:`elegantpod.envs.mjx_tasks`, :mod:`elegantpod.envs.mjx_params`,
+  :mod:`elegantpod.envs.mjx_physics`, :mod:`elegantpod.envs.mjx_memory`: the tasks, their
+  keywords checked, their models and physics options, and the memory of one world.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 import threading
-from pathlib import Path
-from typing import Any, NamedTuple, get_type_hints
+from typing import Any
 
 import gymnasium
 import numpy as np
@@ -60,203 +43,40 @@ from elegantpod.envs.base import (
     check_num_envs,
     check_seed,
 )
-from elegantpod.envs.mjx_tasks import TASKS, Task, load_model, task_params
-
-MJX_HELP = (
-    "backend='mjx' needs MuJoCo's JAX backend: pip install 'elegantpod[mjx]' "
-    "(mujoco-mjx and jax; on a CUDA machine also jax's CUDA plugin, "
-    "pip install 'jax[cuda13]' or 'jax[cuda12]' to match the driver)"
+from elegantpod.envs.mjx_params import task_params
+from elegantpod.envs.mjx_physics import load_model
+from elegantpod.envs.mjx_setup import (
+    CACHE_ADVICE,
+    MJX_HELP,
+    NO_COMMAND_BUFFERS,
+    PREALLOCATE,
+    backend_started,
+    cache_dir,
+    check_installed,
+    jax_device,
+    preallocation_problem,
 )
 
+# under its old name: _Program calls it through this module, where a test stands in for it
+from elegantpod.envs.mjx_setup import setup_jax as _setup_jax
+from elegantpod.envs.mjx_step import Run, make_functions
+from elegantpod.envs.mjx_tasks import TASKS, Task
 
-def check_installed() -> None:
-    """Raise ``ImportError`` with the pip command when MJX or JAX is missing.
-
-    Cheap (no import of jax), so that a pod spec naming ``backend="mjx"`` fails where it
-    is checked, before any cluster work.
-    """
-    import importlib.util
-
-    missing = []
-    for name in ("jax", "mujoco.mjx"):
-        try:
-            found = importlib.util.find_spec(name) is not None
-        except ModuleNotFoundError:  # the parent package (mujoco) is missing
-            found = False
-        if not found:
-            missing.append(name)
-    if missing:
-        raise ImportError(f"{MJX_HELP} (missing: {', '.join(missing)})")
-
-
-PREALLOCATE = "XLA_PYTHON_CLIENT_PREALLOCATE"
-
-NO_COMMAND_BUFFERS = {"xla_gpu_enable_command_buffer": ""}
-"""XLA's compile options for MJX programs on CUDA: no command buffers (see the module
-docstring), whatever ``XLA_FLAGS`` said when JAX started."""
-
-
-def backend_started() -> bool:
-    """Whether JAX has started its backends in this process (importing nothing)."""
-    bridge = sys.modules.get("jax._src.xla_bridge")
-    if bridge is None:  # jax not imported, or not that far
-        return False
-    probe = getattr(bridge, "backends_are_initialized", None)
-    if probe is not None:
-        return bool(probe())
-    return bool(getattr(bridge, "_backends", None))
-
-
-def preallocation_problem(environ, started: bool, platforms) -> str | None:
-    """Why JAX's GPU memory is preallocated in this process, or ``None`` when it is not.
-
-    ``environ`` is the environment JAX read when it started its backends (when
-    ``started``), ``platforms`` the platforms it started (``"cuda"``, ``"cpu"``...).
-    JAX preallocates unless ``XLA_PYTHON_CLIENT_PREALLOCATE`` is ``false`` or ``0`` or its
-    allocator is ``platform``; only GPU backends preallocate.
-    """
-    if not started or not {"cuda", "gpu", "rocm"} & {str(p).lower() for p in platforms}:
-        return None
-    if environ.get(PREALLOCATE, "") in ("false", "False", "0"):
-        return None
-    if environ.get("XLA_PYTHON_CLIENT_ALLOCATOR", "default").lower() == "platform":
-        return None
-    return (
-        f"JAX started its GPU backend in this process with {PREALLOCATE} "
-        f"{environ.get(PREALLOCATE, 'unset')!r}, so it holds 75% of the GPU's memory and "
-        "torch's networks and buffers (and other pods on this GPU) would run out: set "
-        f"{PREALLOCATE}=false in the environment before anything in the process uses JAX "
-        "(elegantpod sets it when it is first)"
-    )
-
-
-def _setup_jax(device: torch.device | None = None):
-    """Import jax and mjx with elegantpod's defaults (see the module docstring).
-
-    For a CUDA ``device``, raise ``RuntimeError`` when something else in the process
-    started JAX's GPU backend with preallocation on (a setting of the user's own made
-    before elegantpod started JAX is theirs to keep).
-    """
-    started_before = backend_started()
-    if not started_before:  # JAX reads these when it starts its backends
-        os.environ.setdefault(PREALLOCATE, "false")
-        flags = os.environ.get("XLA_FLAGS", "")
-        if torch.cuda.is_available():
-            if "xla_gpu_enable_command_buffer" not in flags:
-                flags = f"{flags} --xla_gpu_enable_command_buffer=".strip()
-        elif "xla_cpu_multi_thread_eigen" not in flags:
-            flags = f"{flags} --xla_cpu_multi_thread_eigen=false".strip()
-        if flags:
-            os.environ["XLA_FLAGS"] = flags
-    try:
-        import jax
-        from mujoco import mjx
-    except ImportError as exc:
-        raise ImportError(f"{MJX_HELP}: {exc}") from None
-    if started_before and device is not None and device.type == "cuda":
-        platforms = {"cuda"} if _has_gpu(jax) else set()
-        problem = preallocation_problem(os.environ, True, platforms)
-        if problem is not None:
-            raise RuntimeError(problem)
-    _use_compilation_cache(jax)
-    return jax, mjx
-
-
-def _has_gpu(jax) -> bool:
-    try:
-        return bool(jax.devices("cuda"))
-    except RuntimeError:
-        return False
-
-
-def cache_dir() -> Path:
-    """Where compiled MJX steps are kept between processes (``$ELEGANTPOD_JAX_CACHE``)."""
-    if os.environ.get("ELEGANTPOD_JAX_CACHE"):
-        return Path(os.environ["ELEGANTPOD_JAX_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "elegantpod" / "jax"
-
-
-CACHE_ADVICE = (
-    "set ELEGANTPOD_JAX_CACHE to a folder of yours under folders only you (or root) can "
-    "write, e.g. ~/.cache/elegantpod/jax"
-)
-
-
-def _private_dir(path: Path) -> bool:
-    """Create ``path`` (mode 0700) or accept it if no other user can write it or change
-    where it leads (every folder from ``/`` down: :func:`~elegantpod.workspace.private_folder`)."""
-    from elegantpod.workspace import private_folder
-
-    try:
-        private_folder(path, what="JAX compilation cache", advice=CACHE_ADVICE)
-    except (OSError, ValueError):
-        return False
-    return True
-
-
-def _use_compilation_cache(jax) -> None:
-    """Point JAX's persistent compilation cache at :func:`cache_dir`, if it is private.
-
-    A compiled program is native code that JAX loads back: a cache another user can
-    write to, or can swap for a symlink (through any folder above it), would run their
-    code. A ``$ELEGANTPOD_JAX_CACHE`` that fails the check is an error; the default
-    location only warns and runs uncached.
-    """
-    if jax.config.jax_compilation_cache_dir:  # the user chose one
-        return
-    try:
-        _pin_cache(jax, cache_dir())
-    except ValueError as exc:
-        if os.environ.get("ELEGANTPOD_JAX_CACHE"):
-            raise
-        import warnings
-
-        warnings.warn(f"{exc}; MJX runs without a compilation cache", stacklevel=3)
-
-
-def _pin_cache(jax, wanted: Path) -> None:
-    """Give JAX the folder ``wanted`` resolves to once checked, and make sure it is still
-    the folder checked (same device and inode) after JAX took it."""
-    from elegantpod.workspace import private_folder
-
-    what = "JAX compilation cache"
-    try:
-        path, identity = private_folder(wanted, what=what, advice=CACHE_ADVICE)
-        flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
-        fd = os.open(path, flags)
-        try:
-            jax.config.update("jax_compilation_cache_dir", str(path))
-            now, held = os.stat(path, follow_symlinks=False), os.fstat(fd)
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        jax.config.update("jax_compilation_cache_dir", None)
-        raise ValueError(f"{what} {str(wanted)[:200]!r}: {exc}; {CACHE_ADVICE}") from None
-    if {(now.st_dev, now.st_ino), (held.st_dev, held.st_ino)} != {identity}:
-        jax.config.update("jax_compilation_cache_dir", None)
-        raise ValueError(
-            f"{what} {str(wanted)[:200]!r} was replaced while it was being checked; {CACHE_ADVICE}"
-        )
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
-
-
-def jax_device(jax, device: torch.device):
-    """The JAX device that holds the same memory as torch's ``device``."""
-    if device.type == "cpu":
-        return jax.devices("cpu")[0]
-    if device.type != "cuda":
-        raise ValueError(f"backend='mjx' runs on 'cpu' or 'cuda' devices, not {str(device)!r}")
-    try:
-        gpus = jax.devices("cuda")
-    except RuntimeError:
-        raise ValueError(
-            f"device {str(device)!r}: this jax ({jax.__version__}) has no CUDA backend; {MJX_HELP}"
-        ) from None
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    if index >= len(gpus):
-        raise ValueError(f"device {str(device)!r}: jax sees {len(gpus)} CUDA device(s)")
-    return gpus[index]
+__all__ = [
+    "MjxVecEnv",
+    "check_memory",
+    # re-exported from their own modules (issue 33's split), importable here as before
+    "Run",
+    "CACHE_ADVICE",
+    "MJX_HELP",
+    "NO_COMMAND_BUFFERS",
+    "PREALLOCATE",
+    "backend_started",
+    "cache_dir",
+    "check_installed",
+    "jax_device",
+    "preallocation_problem",
+]
 
 
 class MjxVecEnv:
@@ -276,7 +96,7 @@ class MjxVecEnv:
     physics
         ``"exact"``: gymnasium's model and options, one step matching gymnasium's env
         from the same state (``tests/envs/test_mjx.py``). ``"fast"``: the options tuned
-        for accelerators (:func:`~elegantpod.envs.mjx_tasks.physics_options`), whose
+        for accelerators (:func:`~elegantpod.envs.mjx_physics.physics_options`), whose
         returns drift from exact by a bounded amount. ``None`` (default): fast on a
         GPU, exact on the CPU.
     max_episode_steps
@@ -492,30 +312,10 @@ def _obs_dim(task: Task, model, params: dict) -> int:
     return nq - 1 + nv  # Hopper, HalfCheetah
 
 
-class Run(NamedTuple):
-    """What one env carries from step to step, all JAX arrays with leading ``num_envs``."""
-
-    worlds: Any
-    """The batched ``mjx.Data``."""
-    elapsed: Any
-    """Steps of each world's episode so far (int32)."""
-    episode_return: Any
-    """Return of each world's episode so far (float32)."""
-    key: Any
-    """The reset-noise key."""
-
-
-# Postponed annotations leave the constructor's as ForwardRef('Any'), to be resolved in
-# the globals of the namespace collections.namedtuple built it in, which lack this
-# module's names: pdoc warned (its issue 765), typing.get_type_hints(Run.__new__) raised.
-# Resolved once here, in this module (no JAX: the fields are typed Any).
-Run.__new__.__annotations__ = get_type_hints(Run)
-
-
 class _Program:
     """The jitted reset and step of one task, physics, parameters and device.
 
-    ``model`` is the ``MjModel`` that :func:`~elegantpod.envs.mjx_tasks.load_model` made
+    ``model`` is the ``MjModel`` that :func:`~elegantpod.envs.mjx_physics.load_model` made
     for ``task`` and ``physics``; it goes to the device once here.
     """
 
@@ -525,7 +325,7 @@ class _Program:
         self.device = jax_device(jax, device)
         self.model = mjx.put_model(model, device=self.device)
         options = NO_COMMAND_BUFFERS if device.type == "cuda" else None
-        self.noise, self.step, self.start = _make_functions(jax, mjx, task, params, model, options)
+        self.noise, self.step, self.start = make_functions(jax, mjx, task, params, model, options)
         self._limits: dict[int, Any] = {}
 
     def limit(self, env: MjxVecEnv):
@@ -550,95 +350,3 @@ def _program(task: Task, physics: str, params: dict, device: torch.device, model
         if key not in _programs:
             _programs[key] = _Program(task, physics, params, device, model)
         return _programs[key]
-
-
-def _make_functions(jax, mjx, task: Task, params: dict, model, options: dict | None = None):
-    """``noise(m, key, n)``, ``step(m, state, action, limit)`` and ``start(m, qpos, qvel,
-    key)``, jitted (with XLA's compile ``options``).
-
-    ``state`` is a :class:`Run`. ``step`` returns the
-    next state and ``(obs, final_obs, reward, terminated, truncated, episode_return,
-    episode_length)``; worlds whose episode ended are reset inside the same program
-    (behind a ``lax.cond``, so steps where none ended skip the reset's forward pass).
-    """
-    jnp = jax.numpy
-    dt = float(model.opt.timestep) * task.frame_skip
-    nv = int(model.nv)
-    terminate = params.get("terminate_when_unhealthy", False)
-
-    def worlds_at(m, qpos, qvel):
-        # gymnasium: mj_resetData, then set_state(qpos, qvel) runs mj_forward
-        def world(qpos, qvel):
-            return mjx.forward(m, mjx.make_data(m).replace(qpos=qpos, qvel=qvel))
-
-        return jax.vmap(world)(qpos, qvel)
-
-    def draw(m, sub, n):
-        """Fresh episodes' ``(qpos, qvel)`` for ``n`` worlds, from the key ``sub``."""
-        one = lambda k: task.reset_noise(params, k, m.qpos0, nv)  # noqa: E731
-        return jax.vmap(one)(jax.random.split(sub, n))
-
-    def observe(m, d):
-        return task.observe(params, m, d).astype(jnp.float32)
-
-    def step_world(m, d, action):
-        before = task.position(m, d)
-        d = d.replace(ctrl=action)
-        d = jax.lax.fori_loop(0, task.frame_skip, lambda _, d: mjx.step(m, d), d)
-        if task.needs_contact_forces:
-            d = mjx.rne_postconstraint(m, d)
-        velocity = (task.position(m, d) - before) / dt
-        reward, healthy = task.reward(params, m, d, action, velocity)
-        terminated = jnp.logical_not(healthy) & terminate
-        return d, observe(m, d), reward.astype(jnp.float32), terminated
-
-    def noise(m, key, n):
-        """Fresh episodes' states for ``n`` worlds, and the key to carry on."""
-        key, sub = jax.random.split(key)
-        return (*draw(m, sub, n), key)
-
-    def step(m, state: Run, action, limit):
-        worlds, elapsed, episode_return, key = state
-        n = action.shape[0]
-        worlds, final_obs, reward, terminated = jax.vmap(step_world, in_axes=(None, 0, 0))(
-            m, worlds, action
-        )
-        elapsed = elapsed + 1
-        episode_return = episode_return + reward
-        truncated = elapsed >= limit
-        done = terminated | truncated
-        key, sub = jax.random.split(key)
-
-        def restart(worlds):
-            fresh = worlds_at(m, *draw(m, sub, n))
-
-            def pick(new, old):
-                return jnp.where(done.reshape((n,) + (1,) * (old.ndim - 1)), new, old)
-
-            worlds = jax.tree_util.tree_map(pick, fresh, worlds)
-            return worlds, jax.vmap(observe, in_axes=(None, 0))(m, worlds)
-
-        worlds, obs = jax.lax.cond(done.any(), restart, lambda w: (w, final_obs), worlds)
-        state = Run(
-            worlds,
-            jnp.where(done, 0, elapsed),
-            jnp.where(done, 0.0, episode_return),
-            key,
-        )
-        out = (obs, final_obs, reward, terminated, truncated, episode_return, elapsed)
-        return state, out
-
-    def start(m, qpos, qvel, key):
-        # one program for reset and set_state: each costs tens of seconds to compile on
-        # a CPU, and a reset is a set_state from noise
-        worlds = worlds_at(m, qpos, qvel)
-        obs = jax.vmap(observe, in_axes=(None, 0))(m, worlds)
-        n = qpos.shape[0]
-        return Run(worlds, jnp.zeros(n, jnp.int32), jnp.zeros(n, jnp.float32), key), obs
-
-    # the state is donated: XLA updates the worlds in place rather than copying them
-    return (
-        jax.jit(noise, static_argnums=2, compiler_options=options),
-        jax.jit(step, donate_argnums=1, compiler_options=options),
-        jax.jit(start, compiler_options=options),
-    )

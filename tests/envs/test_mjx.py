@@ -247,7 +247,7 @@ def test_a_missing_mjx_names_the_extra_to_install():
 
 
 def test_the_compilation_cache_is_private(tmp_path, monkeypatch):
-    from elegantpod.envs.mjx import _private_dir
+    from elegantpod.envs.mjx_setup import _private_dir
 
     monkeypatch.setenv("ELEGANTPOD_JAX_CACHE", str(tmp_path / "cache"))
     assert cache_dir() == tmp_path / "cache"
@@ -277,7 +277,7 @@ def test_the_compilation_cache_is_refused_where_others_could_swap_it(tmp_path, m
     write (no sticky bit) the cache could be replaced by a symlink to theirs later."""
     import os
 
-    from elegantpod.envs.mjx import _use_compilation_cache
+    from elegantpod.envs.mjx_setup import _use_compilation_cache
 
     shared = tmp_path / "shared"
     shared.mkdir()
@@ -477,7 +477,7 @@ def test_the_pod_size_estimate_counts_mjx_worlds():
     """Packing pods on a GPU counts MJX's worlds, which grow with ``num_envs``."""
     from elegantpod.agents import PPOConfig
     from elegantpod.config import PodSpec
-    from elegantpod.envs.mjx_tasks import bytes_per_world
+    from elegantpod.envs.mjx_memory import bytes_per_world
     from elegantpod.memory import estimate_pod_bytes
 
     def size(num_envs: int, **env_kwargs) -> int:
