@@ -21,7 +21,8 @@ from elegantpod.gpu_layout import (
     resident_slots,
 )
 from elegantpod.local_workers import MMAP_THRESHOLD, TRIM_THRESHOLD
-from elegantpod.tournament.runner import cluster_info, plan_gpus
+from elegantpod.tournament.gpu_plan import plan_gpus
+from elegantpod.tournament.runner import cluster_info
 
 GIB = 2**30
 

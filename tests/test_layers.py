@@ -24,7 +24,6 @@ MAX_LINES = 450
 KNOWN_LONG = {
     "elegantpod/pod.py": 616,
     "elegantpod/tournament/population.py": 524,
-    "elegantpod/tournament/runner.py": 485,
     "elegantpod/tournament/state.py": 480,
     "elegantpod/tournament/store.py": 532,
 }

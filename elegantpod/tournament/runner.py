@@ -1,4 +1,4 @@
-"""The runner: the tournament's only Dask glue.
+"""The runner: the tournament's only Dask glue, on the client.
 
 It submits segments, keeps their futures, tells each finished future's outcome apart by
 its status (each in its own error boundary), publishes live control through one
@@ -7,6 +7,12 @@ worker deaths from the scheduler's own events, and measures the cluster's capaci
 
 Every method here may talk to the scheduler, so the tournament calls none of them while
 holding its lock: the lock guards the population, which never waits on the network.
+
+Where the rest runs: a segment itself runs on a Dask worker
+(:mod:`~elegantpod.tournament.segment`, its pods kept there by
+:mod:`~elegantpod.tournament.resident`), as does the ``_Register`` plugin's setup; the GPU
+packing is pure (:mod:`~elegantpod.tournament.gpu_plan`); the scheduler's event stream is
+shared per client (:mod:`~elegantpod.tournament.scheduler_events`).
 """
 
 from __future__ import annotations
@@ -22,17 +28,11 @@ from typing import Any
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from elegantpod.agents import get_algo
-from elegantpod.gpu_layout import (  # noqa: F401  (packing constants, re-exported)
-    CUDA_CONTEXT,
-    CUDA_OVERHEAD,
-    MAX_PODS_PER_GPU,
-    gpu_worker_info,
-    mps_running_cached,
-    pods_per_gpu,
-    resident_slots,
-)
+from elegantpod.gpu_layout import gpu_worker_info, mps_running_cached
+from elegantpod.tournament.gpu_plan import plan_gpus, worker_ref
 from elegantpod.tournament.protocol import ControlMessage, OutcomeKind, PodStatus, TournamentStatus
 from elegantpod.tournament.record import PodRecord
+from elegantpod.tournament.scheduler_events import SCHEDULER_EVENTS
 from elegantpod.tournament.segment import (
     ParentCheckpointError,
     SegmentFailure,
@@ -42,57 +42,6 @@ from elegantpod.tournament.segment import (
 
 CAPACITY_SECONDS = 1.0
 """How long a capacity reading is reused (one ``scheduler_info`` call a second at most)."""
-
-
-@dataclass(frozen=True)
-class GpuPlan:
-    """How a tournament uses GPU worker processes (see :func:`plan_gpus`)."""
-
-    pods_per_gpu: int
-    resident_slots: int
-    share: float
-    """The ``GPU`` resource a segment asks for: the smallest process's own share."""
-    workers: list[str] | None
-    """The processes segments go to (``pods_per_gpu`` of each GPU); ``None``: all."""
-    mps: bool
-    gpu_bytes: int | None
-
-
-def plan_gpus(
-    workers: dict[str, dict],
-    found: dict[str, dict],
-    given: int | None,
-    pod_bytes: int,
-    gpu_bytes: int | None = None,
-) -> GpuPlan:
-    """Plan one pod per GPU worker process from the scheduler's ``workers`` (those with a
-    ``GPU`` resource) and what each said of its GPU (``found``, from
-    :func:`~elegantpod.gpu_layout.gpu_worker_info`); ``gpu_bytes``: a GPU's memory if
-    already known.
-
-    A GPU's processes (same host and ``CUDA_VISIBLE_DEVICES``) run at most
-    ``pods_per_gpu`` pods at once: when fewer fit its memory (or ``given``) than it has
-    processes, segments go to that many of them. Each keeps as many pods resident as its
-    share of the GPU's memory holds (:func:`~elegantpod.gpu_layout.resident_slots`).
-    """
-    if gpu_bytes is None:
-        gpu_bytes = min((i["bytes"] for i in found.values() if i.get("bytes")), default=None)
-    gpus: dict[str, list[str]] = {}
-    for address in sorted(found):
-        gpus.setdefault(found[address]["gpu"], []).append(address)
-    n = pods_per_gpu(given, gpu_bytes, pod_bytes, min(map(len, gpus.values()), default=1))
-    chosen = None
-    if any(len(a) > n for a in gpus.values()):
-        # by name where it is one: a restarted worker keeps its name, not its address
-        chosen = [_worker_ref(a, workers[a]) for group in gpus.values() for a in group[:n]]
-    return GpuPlan(
-        pods_per_gpu=n,
-        resident_slots=resident_slots(gpu_bytes, pod_bytes, n),
-        share=min(float(w["resources"]["GPU"]) for w in workers.values()),
-        workers=chosen,
-        mps=any(i.get("mps") for i in found.values()),
-        gpu_bytes=gpu_bytes,
-    )
 
 
 @dataclass(frozen=True)
@@ -151,8 +100,8 @@ class Runner:
         self._shipped: set[str] = set()
         self._capacity = (-float("inf"), 0, False)
         self.pods_per_gpu = 1
-        """Pods running at once per GPU, one per worker process (see :func:`pods_per_gpu`);
-        set by :meth:`plan`."""
+        """Pods running at once per GPU, one per worker process (see
+        :func:`~elegantpod.gpu_layout.pods_per_gpu`); set by :meth:`plan`."""
         self.wants_gpu = True
         self.all_gpu = False
         """False for a tournament told to train on the CPU: GPUs are then not asked for."""
@@ -176,7 +125,7 @@ class Runner:
         # The scheduler's own record of lost workers and the tasks they were running:
         # a death counts even when its segment sent no progress event before it. A client
         # keeps one handler per topic, so tournaments sharing a client share one.
-        _SCHEDULER_EVENTS.add(self.client, self._on_scheduler_event)
+        SCHEDULER_EVENTS.add(self.client, self._on_scheduler_event)
 
     def close(self) -> None:
         """Unsubscribe, free the tournament's resident pods on every worker, and forget
@@ -186,7 +135,7 @@ class Runner:
         with contextlib.suppress(Exception):
             self.client.unsubscribe_topic(self.topic)
         with contextlib.suppress(Exception):
-            _SCHEDULER_EVENTS.remove(self.client, self._on_scheduler_event)
+            SCHEDULER_EVENTS.remove(self.client, self._on_scheduler_event)
         with contextlib.suppress(Exception):
             self.client.run(drop, self.id)
         self._variables.clear()
@@ -245,7 +194,7 @@ class Runner:
             # One pod per GPU worker process, whatever its threads: pods that share a
             # process break each other's CUDA-graph captures (see elegantpod.gpu_layout).
             is_gpu = bool(w.get("resources", {}).get("GPU")) and self.wants_gpu
-            if is_gpu and (chosen is None or _worker_ref(address, w) in chosen):
+            if is_gpu and (chosen is None or worker_ref(address, w) in chosen):
                 gpu_slots += 1
         n = gpu_slots or sum(int(w.get("nthreads", 1)) for w in workers.values())
         # Dask may place a loosely pinned task on any worker, resources or not: pin GPU
@@ -404,47 +353,6 @@ class Runner:
         return f"elegantpod-{self.id}-{pod_id}"
 
 
-class _FanOut:
-    """One ``"all"`` topic handler per client, calling every tournament's own."""
-
-    def __init__(self):
-        self._lock = threading.Lock()  # the handler lists (the event loop reads them)
-        self._subscribing = threading.Lock()  # (un)subscribe calls, in order
-        self._handlers: dict[int, list] = {}
-
-    def add(self, client, handler) -> None:
-        key = id(client)
-        with self._subscribing:
-            with self._lock:
-                handlers = self._handlers.setdefault(key, [])
-                first = not handlers
-                handlers.append(handler)
-            if first:
-                client.subscribe_topic("all", lambda event: self._call(key, event))
-
-    def remove(self, client, handler) -> None:
-        key = id(client)
-        with self._subscribing:
-            with self._lock:
-                handlers = self._handlers.get(key, [])
-                if handler in handlers:
-                    handlers.remove(handler)
-                last = not handlers
-                if last:
-                    self._handlers.pop(key, None)
-            if last:
-                client.unsubscribe_topic("all")
-
-    def _call(self, key: int, event) -> None:
-        with self._lock:
-            handlers = list(self._handlers.get(key, ()))
-        for handler in handlers:
-            handler(event)
-
-
-_SCHEDULER_EVENTS = _FanOut()
-
-
 def cluster_info(client) -> dict[str, Any]:
     """Workers, threads, memory, GPUs and their worker processes, the Dask dashboard link,
     whether it scales, and whether CUDA MPS runs (``None``: unknown, a remote cluster or
@@ -467,12 +375,6 @@ def cluster_info(client) -> dict[str, Any]:
         "dashboard": getattr(client, "dashboard_link", None),
         "can_scale": hasattr(getattr(client, "cluster", None), "scale"),
     }
-
-
-def _worker_ref(address: str, worker: dict) -> str:
-    """How a submission names a worker: its name where that is a string, else its address."""
-    name = worker.get("name")
-    return name if isinstance(name, str) and name else address
 
 
 class _Register(WorkerPlugin):

@@ -11,8 +11,8 @@ from elegantpod import Tournament, cluster
 from elegantpod.agents import PPOConfig, SACConfig
 from elegantpod.checkpoint import load_checkpoint
 from elegantpod.config import PodSpec
+from elegantpod.gpu_layout import pods_per_gpu
 from elegantpod.tournament import GeneratorConfig, resident
-from elegantpod.tournament.runner import pods_per_gpu
 from elegantpod.tournament.segment import SegmentTask, run_segment
 from elegantpod.tournament.store import Store
 from tests.helpers import wait_until
