@@ -62,7 +62,7 @@ def _train(args) -> int:
 def train_line(result) -> str:
     """The line ``elegantpod train`` ends with: the last and the best evaluation, the
     step count formatted as the progress lines format it, and the agent to use."""
-    from elegantpod.progress import number
+    from elegantpod.number_text import number
 
     status = "solved" if result.solved else "finished"
     line = (
@@ -85,7 +85,8 @@ def _tournament(args) -> int:
     from elegantpod.checks import json_safe
     from elegantpod.dask_cluster import cluster
     from elegantpod.envs.registry import env_hooks
-    from elegantpod.progress import fmt_steps, follow, leaderboard_note, number
+    from elegantpod.number_text import number, steps
+    from elegantpod.progress import follow, leaderboard_note
     from elegantpod.tournament import Tournament
     from elegantpod.tournament.views import LEADERBOARD_COLUMNS
 
@@ -149,7 +150,7 @@ def _tournament(args) -> int:
         cols += [c for c in board.columns if c not in LEADERBOARD_COLUMNS]  # the env's own
         shown = board[cols].astype(object).where(board[cols].notna(), "-")
         print(
-            shown.to_string(index=False, float_format=number, formatters={"env_steps": fmt_steps}),
+            shown.to_string(index=False, float_format=number, formatters={"env_steps": steps}),
             file=sys.stderr,
         )
         note = leaderboard_note(list(board["status"]))
@@ -187,7 +188,7 @@ def ended_by(summary: dict, pressed: bool) -> dict:
 def summary_line(summary: dict, fitness: str, target: float | None) -> str:
     """The line a tournament ends with: how it ended (``stopped`` after Ctrl-C), whether
     it reached its target (only when it has one), and its best agent."""
-    from elegantpod.progress import fmt_steps, number
+    from elegantpod.number_text import number, steps
 
     line = f"tournament {summary['status']}: "
     if target is not None:
@@ -197,7 +198,7 @@ def summary_line(summary: dict, fitness: str, target: float | None) -> str:
             line += f"target {number(target)} not reached, "
     return line + (
         f"best {fitness} {number(summary['best_score'])} by {summary['best_pod'] or '-'}, "
-        f"{fmt_steps(summary['env_steps_total'])} env steps in {summary['wall_seconds']:.1f}s; "
+        f"{steps(summary['env_steps_total'])} env steps in {summary['wall_seconds']:.1f}s; "
         f"store {summary['store']}"
     )
 

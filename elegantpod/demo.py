@@ -35,7 +35,8 @@ def run_demo(seed: int = 0, max_seconds: float = 150.0, out_dir: str | None = No
     """
     from elegantpod.finance import DateSplits, backtest
     from elegantpod.finance.report import verdict
-    from elegantpod.progress import fmt_steps, follow, leaderboard_note
+    from elegantpod.number_text import steps
+    from elegantpod.progress import follow, leaderboard_note
     from elegantpod.tournament import Tournament
     from elegantpod.workspace import workdir
 
@@ -82,9 +83,7 @@ def run_demo(seed: int = 0, max_seconds: float = 150.0, out_dir: str | None = No
     print(
         board[cols]
         .fillna("-")
-        .to_string(
-            index=False, float_format=lambda x: f"{x:.2f}", formatters={"env_steps": fmt_steps}
-        )
+        .to_string(index=False, float_format=lambda x: f"{x:.2f}", formatters={"env_steps": steps})
     )
     note = leaderboard_note(board["status"])
     if note:
@@ -109,7 +108,7 @@ def run_demo(seed: int = 0, max_seconds: float = 150.0, out_dir: str | None = No
     report = res.to_html(out / "backtest_report.html")
     print(
         f"\n{s['pods_total']} pods ({s['pods_failed']} failed), "
-        f"{fmt_steps(s['env_steps_total'])} env steps in {s['wall_seconds']:.0f} s; "
+        f"{steps(s['env_steps_total'])} env steps in {s['wall_seconds']:.0f} s; "
         f"best {s['best_pod']} "
         f"(Sharpe {s['best_score']:.2f} on validation)"
     )

@@ -3,24 +3,10 @@ counts and statuses (the CLI and ``make demo`` print the same)."""
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 
-
-def number(x) -> str:
-    """A score as a person reads it: four significant digits, ``-`` when there is none."""
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "-"
-    return f"{x:.4g}" if abs(x) < 1e5 else f"{x:,.0f}"
-
-
-def fmt_steps(x) -> str:
-    """An env-step count as the progress lines print it (``163,840``)."""
-    try:
-        return f"{int(x):,}"
-    except (TypeError, ValueError):  # "-": none
-        return str(x)
+from elegantpod.number_text import number
 
 
 def leaderboard_note(statuses) -> str | None:

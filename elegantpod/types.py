@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from elegantpod.number_text import number
+
 Tensor = torch.Tensor
 
 
@@ -146,19 +148,12 @@ class TrainResult:
         where = "" if self.best_env_steps is None else f" at {self.best_env_steps:,} steps"
         text = f"{self.algo} on {self.env}, seed {self.seed}"
         text += ": solved" if self.solved else ""
-        text += f"; last {self.fitness} {_number(last)}"
+        text += f"; last {self.fitness} {number(last)}"
         if is_return:
-            text += f" ± {_number(self.eval_return_std)}"
-        text += f", best {_number(best)}{where}"
+            text += f" ± {number(self.eval_return_std)}"
+        text += f", best {number(best)}{where}"
         text += f"; {self.env_steps:,} env steps in {self.wall_seconds:,.1f} s"
         n = len(self.curve)
         text += f"; {n} evaluation{'s' * (n != 1)}" if n else ""
         text += f"; checkpoint {self.checkpoint!r}" if self.checkpoint else ""
         return f"TrainResult({text})"
-
-
-def _number(x: float | None) -> str:
-    """A score as a person reads it: four significant digits, thousands separated."""
-    if x is None or not math.isfinite(x):
-        return "-"
-    return f"{x:.4g}" if abs(x) < 1e4 else f"{x:,.0f}"

@@ -47,7 +47,7 @@ from elegantpod.finance.verdict import (
     verdict,
     verdict_of,
 )
-from elegantpod.progress import number
+from elegantpod.number_text import number
 
 METRIC_LABELS = {
     "cumulative_return": ("Cumulative return", "pct"),
@@ -381,7 +381,7 @@ def _is_number(x: Any) -> bool:
 
 
 def _readable(x: Any) -> Any:
-    """A number to 4 significant digits (:func:`elegantpod.progress.number`); else ``x``."""
+    """A number to 4 significant digits (:func:`elegantpod.number_text.number`); else ``x``."""
     return number(float(x)) if _is_number(x) else x
 
 

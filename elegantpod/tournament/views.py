@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from elegantpod.number_text import number
 from elegantpod.tournament import leaderboard as lb
 from elegantpod.tournament.protocol import ACTIVE, PodStatus
 from elegantpod.tournament.state import CHECKPOINT_NAME
@@ -152,7 +153,7 @@ def why_made(origin: dict[str, Any]) -> str:
         return f"replaced {origin.get('replaced')}, which failed"
     if kind == "restart":
         best = origin.get("best")
-        tail = f" (best {best:.4g})" if isinstance(best, int | float) else ""
+        tail = f" (best {number(best)})" if isinstance(best, int | float) else ""
         return (
             f"restart: replaced {origin.get('replaced')} after {origin.get('stale')} "
             f"segments without improvement{tail}"
@@ -163,7 +164,7 @@ def why_made(origin: dict[str, Any]) -> str:
         score, top, t = origin.get("score"), origin.get("leader_score"), origin.get("t")
 
         def num(x: Any) -> str:
-            return f"{x:.4g}" if isinstance(x, int | float) else "n/a"
+            return number(x) if isinstance(x, int | float) else "n/a"
 
         evidence = "no noise" if isinstance(t, int | float) and t >= 1e9 else f"t={num(t)}"
         if t is None:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import html
 import math
+import numbers
 from typing import Any
+
+from elegantpod.number_text import number
 
 COLUMNS = (
     "rank",
@@ -59,13 +62,10 @@ def key_hparams(algo: str, hparams: dict | None) -> str:
 
 
 def fmt(value: Any) -> str:
-    """Short, escaped text for a table cell."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.4g}" if abs(value) < 1e3 else f"{value:,.0f}"
-    if isinstance(value, int):
-        return f"{value:,}"
+    """Short, escaped text for a table cell: a number as every view writes one
+    (:func:`elegantpod.number_text.number`), anything else escaped."""
+    if value is None or isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return number(value)
     return html.escape(str(value))
 
 
