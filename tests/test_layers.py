@@ -24,7 +24,6 @@ MAX_LINES = 450
 KNOWN_LONG = {
     "elegantpod/envs/mjx.py": 644,
     "elegantpod/envs/mjx_tasks.py": 498,
-    "elegantpod/pod.py": 616,
     "elegantpod/tournament/engine.py": 464,
     "elegantpod/tournament/orchestrator.py": 596,
     "elegantpod/tournament/population.py": 524,
