@@ -1,5 +1,6 @@
-"""How a pod is put together: its learner(s), their seeds and devices, its iteration
-graphs; and the checks that a saved learner state fits them.
+"""How a pod is put together: its spec in force, its envs, its learner(s), their seeds
+and devices, its iteration graphs, its evaluator; and the checks that a saved learner
+state fits them.
 
 Kept apart from :mod:`elegantpod.pod` so that the pod reads as what it does (run,
 evaluate, steer, save and load) and this as what it is made of.
@@ -7,6 +8,7 @@ evaluate, steer, save and load) and this as what it is made of.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -18,7 +20,58 @@ from elegantpod.agents.fusion import part_of
 from elegantpod.checkpoint import checked_rng_state
 from elegantpod.collector import Collector
 from elegantpod.config import PodSpec
+from elegantpod.devices import resolve_device
+from elegantpod.envs import make_env
 from elegantpod.envs.base import VecEnv
+from elegantpod.evaluator import Evaluator
+from elegantpod.memory import check_memory
+
+
+def spec_in_force(spec: PodSpec, algo) -> PodSpec:
+    """``spec`` as a pod runs it: the algorithm's default hyperparameters filled in,
+    validated with them, and its devices resolved.
+
+    ``"auto"`` is decided here, where the pod runs; a device this machine lacks fails
+    now, before any env or network exists.
+    """
+    if spec.hparams is None:
+        spec = dataclasses.replace(spec, hparams=algo.config_cls())
+    spec.validate()  # with the hyperparameters in force (defaults filled in)
+    return dataclasses.replace(
+        spec,
+        device=resolve_device(spec.device),
+        learner_devices=tuple(resolve_device(d) for d in spec.learner_devices),
+    )
+
+
+def build_env(spec: PodSpec) -> VecEnv:
+    """The training env: ``hparams.num_envs`` copies, seeded with ``spec.seed``.
+
+    Memory is checked before (a lower bound, before the envs allocate anything) and after
+    (with the env's dimensions, before buffers and networks are allocated): a pod too big
+    for its device fails with the sizes named, not deep in an allocation.
+    """
+    check_memory(spec)
+    env = make_env(
+        spec.env_id,
+        num_envs=spec.hparams.num_envs,
+        device=spec.device,
+        seed=spec.seed,
+        **spec.env_kwargs,
+    )
+    check_memory(spec, *env_dims(env))
+    return env
+
+
+def build_evaluator(spec: PodSpec) -> Evaluator:
+    """The evaluator: its own envs (``eval_env_kwargs`` over ``env_kwargs``) and seed."""
+    return Evaluator(
+        spec.env_id,
+        spec.eval_episodes,
+        spec.device,
+        spec.seed + 1_000_003,
+        {**spec.env_kwargs, **spec.eval_env_kwargs},
+    )
 
 
 def env_dims(env: VecEnv) -> tuple[int, int]:
