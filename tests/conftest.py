@@ -10,6 +10,27 @@ torch.set_num_threads(1)
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
+def pytest_terminal_summary(terminalreporter):
+    """Say which browser tests did not run for want of Chromium, and how to get them."""
+    from tests.helpers import NO_CHROMIUM
+
+    skipped = []
+    for rep in terminalreporter.stats.get("skipped", []):
+        reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+        if NO_CHROMIUM in reason:
+            skipped.append(rep.nodeid)
+    if skipped:
+        tr = terminalreporter
+        tr.section("browser tests skipped", yellow=True)
+        tr.write_line(f"{len(skipped)} browser tests did not run: Chromium is not installed.")
+        for nodeid in skipped:
+            tr.write_line(f"  {nodeid}")
+        tr.write_line(
+            "To run them: install Debian's chromium (sudo apt-get install chromium; "
+            "`bash .ci/run` does it), then `make test` again."
+        )
+
+
 @pytest.fixture
 def tmp_out(tmp_path):
     return tmp_path / "run"

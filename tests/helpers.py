@@ -1,6 +1,10 @@
 """Polling helpers shared by the tests that watch a live tournament."""
 
+import os
+import shutil
 import time
+
+import pytest
 
 
 def wait_until(cond, timeout=30.0, every=0.05):
@@ -19,7 +23,19 @@ def latest_steps(t, pod):
     return events[-1]["env_steps"] if events else None
 
 
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+NO_CHROMIUM = "browser test: Chromium not installed"
+"""The start of every browser test's skip reason: conftest lists them at the end."""
+
+
+def need_chromium() -> str:
+    """Chromium's path; a browser test fails without it in CI (``.ci/run`` installs it)
+    and is skipped elsewhere, with a reason the end-of-run summary picks up."""
+    if not os.path.exists(CHROMIUM):
+        if os.environ.get("CI"):
+            pytest.fail(f"Chromium not found at {CHROMIUM}: .ci/run must install it")
+        pytest.skip(f"{NO_CHROMIUM} (Debian: apt-get install chromium)")
+    return CHROMIUM
 
 
 def open_report(path, shot_path):
@@ -30,13 +46,12 @@ def open_report(path, shot_path):
     of the equity chart (a blank box has none).
     """
     import io
-    import shutil
 
     import numpy as np
     from PIL import Image
     from playwright.sync_api import sync_playwright
 
-    exe = shutil.which("chromium") or CHROMIUM
+    exe = CHROMIUM
     requests, dialogs = [], []
     with sync_playwright() as p:
         browser = p.chromium.launch(

@@ -1,10 +1,14 @@
-"""JupyterHub end to end, as daskhub deploys it, on 127.0.0.1 (``deploy/local/``).
+"""JupyterHub end to end, as daskhub deploys it, on 127.0.0.1 (``deploy/local/``), and
+the dashboard in JupyterLab driven by a real browser.
 
-A user logs in to a real JupyterHub in headless Chromium, gets their own server, runs
-tutorial 03 there, clicks Pause in a dashboard, and from the same server creates a Dask
+A user logs in to a real JupyterHub in headless Chromium, gets their own JupyterLab
+server, runs tutorial 03 there, clicks Pause in a dashboard (the kernel confirms the
+pod paused), stops a pod (the Leaderboard tab shows it), captures the README's
+dashboard pictures from a PPO + DQN run, and from the same server creates a Dask
 Gateway cluster found through the environment JupyterHub sets, runs a tournament on it
 and shuts it down. Another user cannot see or reach that cluster, a request without a
-token is refused, and no process outlives the hub.
+token is refused, and no process outlives the hub. (One hub run covers what a plain
+JupyterLab run would: the user's server *is* JupyterLab.)
 """
 
 from __future__ import annotations
@@ -20,9 +24,9 @@ from pathlib import Path
 import pytest
 
 from elegantpod.gateway import close_gateway
-from tests.helpers import wait_until
+from tests.browser import FLAGS, click_pause, run_cell
+from tests.helpers import need_chromium, wait_until
 from tests.servers import daskhub
-from tests.test_browser import CHROMIUM, FLAGS, _run_cell, click_pause
 
 pytest.importorskip("jupyterhub")
 pytest.importorskip("dask_gateway_server")
@@ -72,20 +76,17 @@ def test_the_gateway_refuses_requests_without_a_valid_hub_token(hub):
 
 
 def test_a_user_runs_a_tutorial_and_a_gateway_tournament_from_their_server(hub):
-    if not os.path.exists(CHROMIUM):
-        if os.environ.get("CI"):
-            pytest.fail(f"Chromium not found at {CHROMIUM}: .ci/run must install it")
-        pytest.skip("Chromium not installed (apt-get install chromium)")
+    chromium = need_chromium()
     from playwright.sync_api import sync_playwright
 
     artifacts = Path(os.environ.get("ELEGANTPOD_ARTIFACTS", hub.folder))
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        browser = p.chromium.launch(executable_path=chromium, headless=True, args=FLAGS)
         page = browser.new_page(viewport={"width": 1500, "height": 1000})
         try:
             _log_in(page, hub, "alice")
             _run_the_tutorial(page, hub)
-            _click_pause(page)
+            _click_pause_stop_and_capture(page, artifacts)
             _tournament_on_the_gateway(page, hub)
         except Exception:
             page.screenshot(path=str(artifacts / "hub-failure.png"), full_page=True)
@@ -120,26 +121,54 @@ def _run_the_tutorial(page, hub):
 
 
 PAUSE_RUN = (
-    "pclient = elegantpod.cluster(n_workers=1); tp = elegantpod.Tournament("
-    "env='CartPole-v1', algos=['ppo'], pods=1, max_seconds=120, segment_steps=10**8, "
+    "pclient = elegantpod.cluster(n_workers=2); tp = elegantpod.Tournament("
+    "env='CartPole-v1', algos=['ppo'], pods=2, max_seconds=300, segment_steps=10**8, "
     "store=elegantpod.workdir('pause-check'), client=pclient); tp.start()"
+)
+# The README's picture: a real run with several pods, curves and a replacement.
+SCREENSHOT_RUN = (
+    "tp.stop(); tp.wait(60); t2 = elegantpod.Tournament(env='CartPole-v1', "
+    "algos=['ppo', 'dqn'], pods=4, max_seconds=240, segment_steps=4096, "
+    "store=elegantpod.workdir('screenshot'), client=pclient, seed=0); t2.start()"
+)
+# One line (JupyterLab indents typed blocks by itself): up to 120 s for a replacement,
+# then a few more segments on the curves.
+WAIT_FOR_REPLACEMENT = (
+    "import time; children = lambda: [r['pod'] for r in t2.lineage() if r['parent']]; "
+    "_ = [time.sleep(0.5) for _ in range(240) if not children()]; time.sleep(2); "
+    "print('REPLACED', children())"
 )
 
 
-def _click_pause(page):
-    _run_cell(page, PAUSE_RUN)
+def _click_pause_stop_and_capture(page, artifacts):
+    run_cell(page, PAUSE_RUN)
     cell = page.locator(".jp-Cell", has_text="pause-check")
     pause = cell.locator(".jupyter-widgets button", has_text="Pause")
     pause.wait_for(timeout=120_000)
     click_pause(page, cell, "p000")
-    _run_cell(page, 'print("STATUS", tp.pod("p000")["status"])')
+    run_cell(page, 'print("STATUS", tp.pod("p000")["status"])')
     page.locator(".jp-OutputArea-output", has_text="STATUS paused").last.wait_for(timeout=60_000)
-    _run_cell(page, "tp.stop(); tp.wait(60); elegantpod.shutdown(pclient)")
+    run_cell(page, 'tp.stop("p001")')  # its segment ends and enters the leaderboard
+    cell.locator(".jupyter-widgets .lm-TabBar-tab", has_text="Leaderboard").first.click()
+    cell.locator(".widget-gridbox", has_text="stopped").first.wait_for(timeout=60_000)
+    run_cell(page, SCREENSHOT_RUN)
+    run_cell(page, WAIT_FOR_REPLACEMENT)
+    page.locator(".jp-OutputArea-output", has_text="REPLACED ['p0").wait_for(timeout=150_000)
+    shot = page.locator(".jp-Cell", has_text="screenshot").locator(".jp-OutputArea-output")
+    shot.locator(".widget-gridbox", has_text="replaced").wait_for(timeout=30_000)
+    shot.scroll_into_view_if_needed()
+    shot.screenshot(path=str(artifacts / "dashboard.png"))
+    shot.locator(".lm-TabBar-tab", has_text="Curves").click()
+    page.wait_for_timeout(1500)
+    shot.screenshot(path=str(artifacts / "dashboard_curves.png"))
+    run_cell(page, "t2.stop(); t2.wait(60); elegantpod.shutdown(pclient)")
+    assert (artifacts / "dashboard.png").stat().st_size > 10_000
+    assert (artifacts / "dashboard_curves.png").stat().st_size > 10_000
 
 
 def _tournament_on_the_gateway(page, hub):
     # the gateway is found from the environment the hub gave this server
-    _run_cell(
+    run_cell(
         page,
         "gclient = elegantpod.cluster(gateway=True, worker_cores=1, n_workers=1); "
         "print('GWCLUSTER=' + gclient.cluster.name)",
@@ -158,7 +187,7 @@ def _tournament_on_the_gateway(page, hub):
         with contextlib.suppress(Exception):
             bob.stop_cluster(name)  # must not touch a cluster that is not bob's
         assert name in [c.name for c in alice.list_clusters()]
-        _run_cell(
+        run_cell(
             page,
             "tg = elegantpod.Tournament('CartPole-v1', algos=['ppo'], pods=1, max_seconds=10, "
             "segment_steps=4096, store=elegantpod.workdir('gateway-run'), client=gclient); "
@@ -170,7 +199,7 @@ def _tournament_on_the_gateway(page, hub):
         status, failed, steps = done.inner_text().split("GWRESULT=", 1)[1].split()[:3]
         assert (status, failed) == ("finished", "0") and int(steps) > 0, done.inner_text()
         _assert_clusters_listen_on_loopback(hub)
-        _run_cell(page, "elegantpod.shutdown(gclient); print('GW' + 'SHUTDOWN')")
+        run_cell(page, "elegantpod.shutdown(gclient); print('GW' + 'SHUTDOWN')")
         page.locator(".jp-OutputArea-output", has_text="GWSHUTDOWN").last.wait_for(timeout=120_000)
         assert wait_until(lambda: alice.list_clusters() == [], timeout=60)
     finally:

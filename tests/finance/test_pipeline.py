@@ -16,7 +16,7 @@ import pytest
 import elegantpod
 from elegantpod.finance import DateSplits, backtest, metrics
 from elegantpod.finance.trading_env import StockTradingEnv
-from tests.helpers import open_report
+from tests.helpers import need_chromium, open_report
 
 SPLITS = DateSplits(
     train=("2012-01-01", "2016-12-31"),
@@ -24,7 +24,6 @@ SPLITS = DateSplits(
     backtest=("2019-01-01", "2020-12-31"),
 )
 TICKERS = ["AAPL", "JNJ", "JPM", "KO", "XOM"]
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 
 @pytest.fixture(scope="module")
@@ -92,8 +91,7 @@ def test_backtest_of_the_best_agent_and_its_report(tournament, tmp_path):
     assert res.agent["fitness"] == "sharpe" and res.agent["lineage"]
     assert res.agent["lineage"][0]["pod"] == tournament.leaderboard["pod"].iloc[0]
     path = res.to_html(tmp_path / "report.html")
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("needs Debian's chromium for the browser half")
+    need_chromium()
     page = open_report(path, tmp_path / "report.png")
     assert [r[0] for r in page["rows"]] == [res.name, "Equal-weight buy & hold", "S&P 500"]
     assert all(len(r) == 1 + len(metrics.METRICS) for r in page["rows"])

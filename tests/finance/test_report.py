@@ -17,7 +17,7 @@ from elegantpod.finance import EQUAL_WEIGHT, BacktestResult, backtest
 from elegantpod.finance.report import render_html, verdict
 from elegantpod.pod import Pod
 from tests.finance.test_backtest import write_market
-from tests.helpers import open_report
+from tests.helpers import need_chromium, open_report
 
 EVIL = "<script>alert(1)</script>"
 EVIL_NAME = '<img src=x onerror="alert(2)">'
@@ -103,11 +103,8 @@ def test_report_path_is_checked_and_writes_are_atomic(result, tmp_path):
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-
-
-@pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium")
 def test_report_in_headless_chromium(result, tmp_path):
+    need_chromium()
     path = result.to_html(tmp_path / "report.html")
     shot = tmp_path / "report.png"
     page = open_report(path, shot)

@@ -7,15 +7,13 @@ here does the same for every HTML widget of the dashboard, and also loads everyt
 as one document (where ``<script>`` would run too), then checks that no payload fired.
 """
 
-import shutil
-
 import pytest
 
 from elegantpod import Tournament
 from elegantpod.tournament.state import StateError
 from elegantpod.widgets.dashboard import Dashboard
 from elegantpod.widgets.html import leaderboard_html, lineage_html, schedule_html
-from tests.helpers import CHROMIUM
+from tests.helpers import CHROMIUM, need_chromium
 from tests.tournament.test_hostile_store import entry, make_store, record
 
 PAYLOADS = [
@@ -43,7 +41,7 @@ def render(values):
     dialogs = []
     with sync_playwright() as p:
         browser = p.chromium.launch(
-            executable_path=shutil.which("chromium") or CHROMIUM,
+            executable_path=CHROMIUM,
             args=["--no-sandbox", "--disable-gpu"],
             headless=True,
         )
@@ -72,12 +70,7 @@ def render(values):
 
 @pytest.fixture(scope="module")
 def chromium():
-    import os
-
-    if not shutil.which("chromium") and not os.path.exists(CHROMIUM):
-        if os.environ.get("CI"):
-            pytest.fail("Chromium not found: .ci/run must install it")
-        pytest.skip("Chromium not installed (apt-get install chromium)")
+    need_chromium()
 
 
 def test_the_harness_catches_an_unescaped_payload(chromium):
