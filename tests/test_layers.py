@@ -22,7 +22,8 @@ MAX_LINES = 450
 # issue 33: being removed. Modules longer than MAX_LINES today, with their line counts:
 # each may only shrink.
 KNOWN_LONG = {
-    "elegantpod/tournament/population.py": 524,
+    "elegantpod/tournament/state.py": 480,
+    "elegantpod/tournament/store.py": 532,
     "elegantpod/tournament/state.py": 480,
     "elegantpod/tournament/store.py": 532,
 }

@@ -6,66 +6,45 @@ end of a segment (updater, exploit/explore), failures (retry, replace) and the e
 conditions. No Dask, no threads, no I/O: the runner tells it what happened, it answers
 with what to do next, and each transition is tested exactly on fixed inputs and seeds.
 
-The exploit rule (population-based training, Jaderberg et al. 2017, "Population Based
-Training of Neural Networks", arXiv:1711.09846, truncation selection): when a pod that is
-*ready* (it has trained ``GeneratorConfig.ready_segments`` segments) finishes a segment,
-the pods alive now are ranked by their recent score, the mean of their last
-``GeneratorConfig.score_window`` segment scores (smoothing the noise of a few evaluation
-episodes). A pod in the bottom ``truncation`` fraction is replaced by a child of a pod
-drawn from the top fraction: the child copies that pod's latest networks and optimizer
-state and perturbs its hyperparameters (explore). Ranking the live population, not the
-leaderboard of best-ever scores, avoids the ratchet and winner's curse of comparing one
-noisy evaluation against the luckiest evaluations ever seen. The leaderboard still keeps
-the best agents ever scored: it is what users see and what ``best()`` returns.
+The exploit rule (truncation selection, population-based training) is explained in
+:mod:`~elegantpod.tournament.exploit`: the live pods are ranked by their recent scores,
+and a pod in the bottom fraction that the leader beats beyond the noise is replaced by a
+child of a top pod. The leaderboard keeps the best agents ever scored: it is what users
+see and what ``best()`` returns.
 
-With a target (``target_reward``) a pod is replaced only when the leader's lead over it
-is a sizeable fraction (``GeneratorConfig.min_gap``) of the distance the pod still has to
-go: in an exploration trap every pod scores about zero until one finds the reward, and
-chasing those tiny differences replaced the pods still exploring with copies of the one
-that had stopped moving first. Every segment's score and the hyperparameters it trained
-with go into the pod's ``history``, from which the views draw fitness curves and the
-hyperparameter schedule a lineage followed (PBT's main product: the winner's weights were
-trained by a sequence of settings, not one).
+The population holds the rules that are more than a transition, and calls them
+through their public methods: a :class:`~elegantpod.tournament.breeder.Breeder` makes
+its new pods, a :class:`~elegantpod.tournament.restart.RestartRule` decides when a stuck
+population restarts its bottom, :mod:`~elegantpod.tournament.exploit` judges a pod at
+its segment's end, and :mod:`~elegantpod.tournament.history` keeps each pod's history
+bounded. Each is handed what it reads, a :class:`~elegantpod.tournament.breeder.Pool`
+(the spec, the records, the leaderboard), and answers with values: none reads the
+population's private state, nor the population theirs.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import random
 from collections import Counter
 from typing import Any
 
 from elegantpod.agents import get_algo
 from elegantpod.checks import replace_checked
+from elegantpod.tournament import exploit
 from elegantpod.tournament import leaderboard as lb
 from elegantpod.tournament import state as checked
-from elegantpod.tournament.breeding import Breeding, recent_score
-from elegantpod.tournament.generator import Verdict, judge, mutate, standard_error
+from elegantpod.tournament.breeder import Breeder, Pool, as_entry, base_hparams
+from elegantpod.tournament.generator import Verdict
+from elegantpod.tournament.history import thin, with_segment
 from elegantpod.tournament.protocol import ACTIVE, SCHEDULED, PodStatus
 from elegantpod.tournament.record import PodRecord
+from elegantpod.tournament.restart import RestartRule
 from elegantpod.tournament.spec import TournamentSpec
 from elegantpod.tournament.state import MAX_HISTORY, checkpoint_name, learner_config
 
 
-def last_hparams(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The hyperparameters in force after history ``rows`` (``None``: none recorded)."""
-    return next((h["hparams"] for h in reversed(rows) if "hparams" in h), None)
-
-
-def keep_newest(rows: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
-    """The newest ``n`` history rows; the first keeps the hyperparameters in force."""
-    if len(rows) <= n:
-        return rows
-    kept = rows[-n:]
-    if "hparams" not in kept[0]:
-        hp = last_hparams(rows[:-n])
-        if hp is not None:
-            kept[0] = {**kept[0], "hparams": hp}
-    return kept
-
-
-class Population(Breeding):
+class Population:
     """Pod records, the leaderboard and the counters of one tournament.
 
     Parameters
@@ -79,16 +58,15 @@ class Population(Breeding):
 
     def __init__(self, spec: TournamentSpec, mutation_policy=None):
         self.spec = spec
-        self.mutation_policy = mutation_policy or mutate
-        self.rng = random.Random(spec.seed)
+        self.breeder = Breeder(spec.seed, mutation_policy)
+        """Makes the new pods, from the :attr:`pool` it is handed."""
+        self.restart_rule = RestartRule()
+        """Explore when stuck: its counters and its decisions (not saved)."""
         self.records: dict[str, PodRecord] = {}
         self.entries: list[lb.Entry] = []
         self.total_steps = 0
-        self.next_index = 0
         self.solved = False
         self.failures_replaced = 0
-        self.warning: str | None = None
-        """The last mutation policy failure (the default mutation stood in), if any."""
         self.segment_seconds = 0.0
         """Wall seconds of the segments finished in this run (not saved: a rate)."""
         self.eval_seconds = 0.0
@@ -101,20 +79,35 @@ class Population(Breeding):
         self.replays = 0
         """Iterations that replayed captured graphs, this run: many per capture, or the
         captures did not pay."""
-        self.plateau = -math.inf
-        """The score of the last improvement (the restart rule's reference)."""
-        self.stale = 0
-        """Segment results since the last improvement (see ``GeneratorConfig.restart_after``)."""
-        self.improved_at = 0.0
-        """Tournament seconds of the last improvement (or restart)."""
-        self.restart_due: dict[str, dict[str, Any]] = {}
-        """Pods a restart will replace at their next segment end, with the origin their
-        fresh successor gets (not saved: a resume judges afresh)."""
-        self.restart_rounds = 0
-        """Restart rounds since the last improvement: each doubles the wait for the next
-        (a long plateau is not churned through, a trap still gets its first restart soon)."""
         self.kept_in_noise = 0
         """Bottom pods kept because the leader's lead was within the noise, this run."""
+
+    # ------------------------------------------------------------------ held parts
+    @property
+    def pool(self) -> Pool:
+        """What the breeder and the restart rule read of this population, now."""
+        return Pool(self.spec, self.records, self.entries)
+
+    @property
+    def next_index(self) -> int:
+        """The index of the next pod's id (the breeder's count; saved with the state)."""
+        return self.breeder.next_index
+
+    @property
+    def warning(self) -> str | None:
+        """The last mutation policy failure (the default mutation stood in), if any."""
+        return self.breeder.warning
+
+    @property
+    def stale(self) -> int:
+        """Segment results since the last improvement (see ``GeneratorConfig.restart_after``)."""
+        return self.restart_rule.stale
+
+    @property
+    def restart_rounds(self) -> int:
+        """Restart rounds since the last improvement: each doubles the wait for the next
+        (a long plateau is not churned through, a trap still gets its first restart soon)."""
+        return self.restart_rule.rounds
 
     # ------------------------------------------------------------------ lookups
     @property
@@ -158,9 +151,35 @@ class Population(Breeding):
 
     def base_hparams(self, algo: str) -> dict[str, Any]:
         """The spec's base hyperparameters of ``algo`` over the learner's defaults."""
-        learner = get_algo(algo)
-        cfg = replace_checked(learner.config_cls(), self.spec.hparams.get(algo, {}))
-        return dataclasses.asdict(cfg)
+        return base_hparams(self.spec, algo)
+
+    # ------------------------------------------------------------------ new pods
+    def new_pod(self, strict: bool = False, origin: dict | None = None) -> PodRecord:
+        """The generator at work: a fresh pod, or a mutated child of a top live pod
+        (see :meth:`~elegantpod.tournament.breeder.Breeder.new_pod`)."""
+        return self._admit(self.breeder.new_pod(self.pool, strict=strict, origin=origin))
+
+    def fresh_pod(self, algo: str, origin: dict) -> PodRecord:
+        """A restart: a pod of ``algo`` with fresh networks and hyperparameters drawn
+        from the whole search space (see :mod:`~elegantpod.tournament.restart`)."""
+        return self._admit(self.breeder.fresh_pod(self.pool, algo, origin))
+
+    def fill(self) -> list[PodRecord]:
+        """New pods until the population has ``spec.pods`` (at the first start)."""
+        # strict: a broken mutation policy fails start() at once, not hours later
+        return [self.new_pod(strict=True) for _ in range(self.spec.pods - len(self.records))]
+
+    def add_pod(self, algo: str | None = None, parent: str | None = None, **hparams) -> PodRecord:
+        """A pod added by the user: fresh, or cloned from a leaderboard entry or a pod.
+
+        Raises ``ValueError`` for an algorithm the env cannot take, an unknown or
+        unusable parent, a bad hyperparameter or a structural change from the parent.
+        """
+        return self._admit(self.breeder.user_pod(self.pool, algo, parent, hparams))
+
+    def _admit(self, rec: PodRecord) -> PodRecord:
+        self.records[rec.pod_id] = rec
+        return rec
 
     # ------------------------------------------------------------------ live control
     def mutate(self, pod: str, **hparams: Any) -> PodRecord:
@@ -240,33 +259,16 @@ class Population(Breeding):
         self.segments_resident += not res.rebuilt
         self.captures += getattr(res, "captures", 0)
         self.replays += getattr(res, "replays", 0)
-        row = {
-            "segment": res.segment,
-            "env_steps": res.env_steps,
-            "score": float(res.score_mean) if math.isfinite(res.score_mean) else None,
-            "time": float(now),
-        }
-        history = rec.history
-        if history and history[-1]["segment"] == res.segment:
-            history = history[:-1]  # a segment run again: its row, once
-        if dict(res.hparams) != last_hparams(history):
-            row["hparams"] = dict(res.hparams)
-        rec.history = keep_newest([*history, row], MAX_HISTORY)
+        rec.history = with_segment(rec.history, res, now, MAX_HISTORY)
         if math.isfinite(res.score_mean):
             window = self.spec.generator.score_window
             rec.recent_scores = [*rec.recent_scores, float(res.score_mean)][-window:]
-        entry = lb.Entry(
-            pod_id=rec.pod_id,
-            algo=rec.algo,
+        # the checkpoint just saved, scored by this segment alone, with the settings it ran
+        entry = dataclasses.replace(
+            as_entry(rec),
             hparams=dict(res.hparams),
             score_mean=res.score_mean,
             score_std=res.score_std,
-            env_steps=res.env_steps,
-            wall_seconds=rec.wall_seconds,
-            checkpoint=rec.latest_checkpoint,
-            segment=res.segment,
-            parent=rec.parent,
-            mutation=rec.mutation,
         )
         self.entries, _ = lb.update(self.entries, entry, self.spec.leaderboard_size)
         if res.solved:
@@ -278,125 +280,30 @@ class Population(Breeding):
         elif ending or stopping or self.solved:
             rec.status = PodStatus.IDLE
         else:
-            self._track(res.score_mean, now)
-            if self._stuck(now):
-                self._plan_restart(now)
-            if rec.pod_id in self.restart_due:
+            self.restart_rule.observe(self.pool, res.score_mean, now, solved=self.solved)
+            origin = self.restart_rule.take(rec.pod_id)
+            if origin is not None:
                 rec.status = PodStatus.REPLACED
-                origin = self.restart_due.pop(rec.pod_id)
                 child = self.fresh_pod(rec.algo, origin)
                 self._thin_histories()
                 return [child]
             verdict = self._judge(rec)
             if verdict.replace:
                 rec.status = PodStatus.REPLACED
-                child = self.new_pod(origin=_child_origin(rec.pod_id, verdict))
+                child = self.new_pod(origin=exploit.child_origin(rec.pod_id, verdict))
                 self._thin_histories()
                 return [child]
             self.kept_in_noise += verdict.reason == "within the noise"
             rec.status = PodStatus.QUEUED
         return []
 
-    # ------------------------------------------------------------------ explore when stuck
-    def _track(self, score: float, now: float) -> None:
-        """Count a segment result towards the restart rule: an improvement (a score above
-        the last one by ``stuck_tolerance`` of the way to go) resets the count."""
-        if not math.isfinite(score):
-            self.stale += 1
-            return
-        g, target = self.spec.generator, self.spec.target_reward
-        ref = self.plateau
-        if math.isfinite(ref):
-            scale = abs(target - ref) if target is not None else abs(ref)
-            improved = score > ref + g.stuck_tolerance * scale
-        else:
-            improved = True
-        if improved:
-            self.plateau, self.stale, self.improved_at = score, 0, now
-            self.restart_rounds = 0
-        else:
-            self.stale += 1
-
-    def _stuck(self, now: float) -> bool:
-        """Whether no segment improved for ``restart_after`` segments per live pod (or
-        ``restart_after_seconds``), with the target still to reach and no restart pending."""
-        g = self.spec.generator
-        self.restart_due = {  # a pod paused, stopped or failed meanwhile is not waited for
-            p: o
-            for p, o in self.restart_due.items()
-            if self.records[p].status in SCHEDULED and not self.records[p].stop_requested
-        }
-        if self.solved or self.restart_due or self.spec.target_reward is None:
-            return False  # without a target a plateau may be the best there is (500 on CartPole)
-        backoff = 2**self.restart_rounds
-        by_segments = g.restart_after > 0 and self.stale >= backoff * g.restart_after * max(
-            1, len(self.alive())
-        )
-        wait = g.restart_after_seconds
-        by_time = wait is not None and now - self.improved_at >= backoff * wait
-        return by_segments or by_time
-
-    def _plan_restart(self, now: float) -> None:
-        """Mark the bottom ``restart_fraction`` of the ready live pods (never the leader,
-        never a paused or stopping pod) for replacement by fresh draws."""
-        g = self.spec.generator
-        live = [r for r in self.alive() if r.status != PodStatus.PAUSED and not r.stop_requested]
-
-        def key(r: PodRecord) -> float:
-            x = recent_score(r)
-            return x if math.isfinite(x) else -math.inf
-
-        ranked = sorted(live, key=key, reverse=True)
-        # a pod is judged stuck only after it had the time the rule gives everyone
-        old_enough = max(g.ready_segments, g.restart_after)
-        ready = [r for r in ranked[1:] if r.segment >= old_enough]
-        k = min(len(ready), max(1, math.floor(len(live) * g.restart_fraction)))
-        if not k:  # nobody old enough yet: the count stands, the next result tries again
-            return
-        stale, best = self.stale, self.plateau
-        for r in ready[len(ready) - k :]:
-            self.restart_due[r.pod_id] = {
-                "kind": "restart",
-                "replaced": r.pod_id,
-                "stale": stale,
-                "best": best if math.isfinite(best) else None,
-            }
-        self.stale, self.improved_at = 0, now  # the restarted pods get their time
-        self.restart_rounds += 1
-
     def _judge(self, rec: PodRecord) -> Verdict:
-        g = self.spec.generator
-        if rec.segment < g.ready_segments:
-            return Verdict(False, recent_score(rec), reason="not ready")
-        if not any(r.algo == rec.algo and r is not rec for r in self.alive()):
-            # A child copies the networks of a pod of its own algorithm (Breeding.new_pod),
-            # and this is the only one alive: its child would be a mutated copy of itself
-            # (or of an older entry of its lineage), though the ranking that put it at the
-            # bottom weighed it against other algorithms.
-            return Verdict(False, recent_score(rec), reason="only live pod of its algorithm")
-        pods = [r for r in self.alive() if r.recent_scores or r is rec]
-        live = {r.pod_id: recent_score(r) for r in pods}
-        noise = {
-            r.pod_id: standard_error(r.recent_scores, r.score_std, self.spec.eval_episodes)
-            for r in pods
-        }
-        return judge(rec.pod_id, live, g, target=self.spec.target_reward, noise=noise)
+        return exploit.verdict(rec, self.pool)
 
-    def _thin_histories(self, keep: int = 16) -> None:
+    def _thin_histories(self) -> None:
         """Bound the state snapshots (written every second or so): pods that are neither
-        alive, on the leaderboard nor an ancestor of one keep only their last ``keep``
-        history rows (enough for their tail on the curves)."""
-        needed = {r.pod_id for r in self.alive()} | {e.pod_id for e in self.entries}
-        todo = list(needed)
-        while todo:
-            parent = self.records.get(todo.pop())
-            parent = parent.parent if parent is not None else None
-            if parent is not None and parent not in needed:
-                needed.add(parent)
-                todo.append(parent)
-        for r in self.records.values():
-            if r.pod_id not in needed and len(r.history) > keep:
-                r.history = keep_newest(r.history, keep)
+        alive, on the leaderboard nor an ancestor of one keep only their last rows."""
+        thin(self.records, [r.pod_id for r in self.alive()] + [e.pod_id for e in self.entries])
 
     def on_failure(
         self, pod: str, error: str, *, retry: bool, parent_broken: bool, ending: bool = False
@@ -500,25 +407,8 @@ class Population(Breeding):
         self.total_steps = counters["total_steps"]
         self.solved = counters["solved"]
         self.failures_replaced = counters["failures_replaced"]
-        self.next_index = counters["next_index"]
+        self.breeder.resume_at(counters["next_index"])
 
     def reseed(self, known_ids: set[str]) -> None:
         """After a resume: never reuse a pod id, and draw a fresh generator stream."""
-        highest = max((int(p[1:]) for p in known_ids | set(self.records)), default=-1)
-        self.next_index = max(self.next_index, highest + 1)
-        self.rng.seed(f"{self.spec.seed}-{self.next_index}")
-
-
-def _child_origin(replaced: str, v: Verdict) -> dict[str, Any]:
-    """A child's ``origin``: whom it replaced and on what evidence (JSON-safe figures)."""
-
-    def finite(x: float) -> float | None:
-        if math.isnan(x):
-            return None
-        return max(-1e9, min(1e9, x))  # inf (no noise at all) saved as 1e9
-
-    out: dict[str, Any] = {"kind": "child", "replaced": replaced, "score": finite(v.score)}
-    if v.leader is not None:
-        out["leader"] = v.leader
-    out["leader_score"], out["t"] = finite(v.leader_score), finite(v.t)
-    return out
+        self.breeder.reseed(set(known_ids) | set(self.records))

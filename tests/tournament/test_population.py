@@ -6,7 +6,8 @@ import pytest
 
 from elegantpod.tournament import state as checked
 from elegantpod.tournament.generator import GeneratorConfig
-from elegantpod.tournament.population import Population, recent_score
+from elegantpod.tournament.history import recent_score
+from elegantpod.tournament.population import Population
 from elegantpod.tournament.segment import SegmentResult
 from elegantpod.tournament.spec import TournamentSpec
 from elegantpod.tournament.store import needed_checkpoints
@@ -318,7 +319,7 @@ def test_history_and_schedule_follow_a_lineage_through_its_mutations():
 
 
 def test_history_keeps_one_row_per_segment_and_stays_bounded():
-    from elegantpod.tournament.population import keep_newest
+    from elegantpod.tournament.history import keep_newest
 
     p = pop(
         algos=("ppo",),
