@@ -24,8 +24,6 @@ MAX_LINES = 450
 KNOWN_LONG = {
     "elegantpod/tournament/state.py": 480,
     "elegantpod/tournament/store.py": 532,
-    "elegantpod/tournament/state.py": 480,
-    "elegantpod/tournament/store.py": 532,
 }
 
 
