@@ -26,11 +26,9 @@ KNOWN_LONG = {
     "elegantpod/envs/mjx_tasks.py": 498,
     "elegantpod/pod.py": 616,
     "elegantpod/tournament/engine.py": 464,
-    "elegantpod/tournament/orchestrator.py": 596,
+    "elegantpod/tournament/orchestrator.py": 595,
     "elegantpod/tournament/population.py": 524,
     "elegantpod/tournament/runner.py": 485,
-    "elegantpod/tournament/state.py": 480,
-    "elegantpod/tournament/store.py": 532,
 }
 
 

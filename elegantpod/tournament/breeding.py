@@ -16,8 +16,8 @@ from collections import Counter
 from elegantpod.agents import get_algo
 from elegantpod.agents.space import Choice
 from elegantpod.checks import replace_checked
+from elegantpod.tournament import hparam_checks
 from elegantpod.tournament import leaderboard as lb
-from elegantpod.tournament import state as checked
 from elegantpod.tournament.generator import (
     choose_algo,
     choose_parent,
@@ -25,9 +25,9 @@ from elegantpod.tournament.generator import (
     sample_space,
     search_space,
 )
+from elegantpod.tournament.hparam_checks import learner_config
 from elegantpod.tournament.protocol import RESUMABLE
 from elegantpod.tournament.record import PodRecord
-from elegantpod.tournament.state import learner_config
 
 
 class Breeding:
@@ -90,7 +90,7 @@ class Breeding:
         (a noise kind, a far learning rate)."""
         base = self.base_hparams(algo)
         new, change = sample_space(base, search_space(algo), self.rng)
-        hparams, mutation = checked.policy_output(algo, base, new, change, False)
+        hparams, mutation = hparam_checks.policy_output(algo, base, new, change, False)
         return self._new_record(algo, hparams, None, mutation, origin)
 
     def fill(self) -> list[PodRecord]:
@@ -135,13 +135,13 @@ class Breeding:
         """
         try:
             new, change = self.mutation_policy(dict(hparams), space, self.rng, self.spec.generator)
-            return checked.policy_output(algo, hparams, new, change, structural)
+            return hparam_checks.policy_output(algo, hparams, new, change, structural)
         except Exception as exc:
             if strict or self.mutation_policy is mutate:
                 raise
             self.warning = f"mutation_policy failed, the default mutation was used: {exc}"
             new, change = mutate(dict(hparams), space, self.rng, self.spec.generator)
-            return checked.policy_output(algo, hparams, new, change, structural)
+            return hparam_checks.policy_output(algo, hparams, new, change, structural)
 
     def add_pod(self, algo: str | None = None, parent: str | None = None, **hparams) -> PodRecord:
         """A pod added by the user: fresh, or cloned from a leaderboard entry or a pod.

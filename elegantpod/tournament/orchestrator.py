@@ -25,8 +25,7 @@ from typing import Any
 
 from elegantpod.agents import get_algo
 from elegantpod.envs.registry import env_hooks
-from elegantpod.tournament import state as checked
-from elegantpod.tournament import views
+from elegantpod.tournament import field_checks, stored_state, views
 from elegantpod.tournament.engine import Engine
 from elegantpod.tournament.population import Population
 from elegantpod.tournament.protocol import ACTIVE, ControlMessage, TournamentStatus
@@ -170,13 +169,13 @@ class Tournament(Engine):
         saved = s.read_json("tournament.json")
         if saved is None:
             hint = ""
-            if checked.POD_ID.match(str(store)):
+            if field_checks.POD_ID.match(str(store)):
                 hint = f"; to resume a paused pod, call t.resume_pod({str(store)!r})"
             raise ValueError(f"store {s.url!r} holds no tournament (no tournament.json){hint}")
         overrides = spec_names(overrides)
         where = f"{s.path('tournament.json')!r} is not a tournament spec"
         try:
-            spec = TournamentSpec.from_dict(checked.mapping(saved, "tournament.json"))
+            spec = TournamentSpec.from_dict(field_checks.mapping(saved, "tournament.json"))
         except (TypeError, ValueError) as exc:
             raise StoreError(f"{where}: {exc}") from None
         try:  # before anything reads them
@@ -194,7 +193,7 @@ class Tournament(Engine):
         t.resume_changes = changes
         t._force = force
         raw = s.load_state()
-        records, entries, counters = checked.load(raw or {}, s.loaded_from or s.path("state"))
+        records, entries, counters = stored_state.load(raw or {}, s.loaded_from or s.path("state"))
         t.population.load(records, entries, counters)
         # A solved tournament stays solved unless the resume changes what ends it.
         if any(k in changes for k in ("target_reward", "max_seconds", "max_steps")):

@@ -10,8 +10,8 @@ from collections import Counter
 from typing import Any
 
 from elegantpod.tournament import leaderboard as lb
+from elegantpod.tournament.field_checks import CHECKPOINT_NAME
 from elegantpod.tournament.protocol import ACTIVE, PodStatus
-from elegantpod.tournament.state import CHECKPOINT_NAME
 
 LEADERBOARD_COLUMNS = [
     "rank",
