@@ -490,8 +490,8 @@ class Pod:
         correlated exploration noise (OU, colored) restarts at the first rollout, drawn
         from the restored generator, so a resumed pod's noise is still reproducible.
 
-        A checkpoint without a replay (see :func:`~elegantpod.checkpoint.strip_replay`)
-        loads with an empty replay. Its step clock is restored, so the learner does not
+        A checkpoint without a replay (:func:`elegantpod.checkpoint.strip_replay_from_file`
+        makes one) loads with an empty replay. Its step clock is restored, so the learner does not
         redo its uniform-random warm-up (nor wait ``learning_starts`` env steps again):
         it keeps exploring with its policy and takes its next gradient step once its
         replay holds ``min(learning_starts, 4 * batch_size, buffer_size)`` transitions
