@@ -152,14 +152,15 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"not JSON serializable: {type(obj).__name__}")
 
 
-def _finite(obj: Any) -> Any:
-    """Replace NaN / inf by ``None`` so the file is strict JSON."""
+def nonfinite_to_none(obj: Any) -> Any:
+    """``obj`` with every NaN / inf (in nested dicts and lists too) replaced by ``None``,
+    so the file is strict JSON."""
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
+        return {k: nonfinite_to_none(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
+        return [nonfinite_to_none(v) for v in obj]
     return obj
 
 
@@ -170,7 +171,7 @@ def write_json_atomic(path: str | Path, data: dict[str, Any]) -> Path:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(_finite(data), fh, indent=2, sort_keys=False, default=_json_default)
+            json.dump(nonfinite_to_none(data), fh, indent=2, sort_keys=False, default=_json_default)
             fh.write("\n")
             fh.flush()
             os.fsync(fh.fileno())

@@ -35,7 +35,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from _common import _finite  # NaN/inf -> None: the benchmarks' one strict-JSON rule
+from _common import nonfinite_to_none  # NaN/inf -> None: the benchmarks' one strict-JSON rule
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -345,7 +345,7 @@ def step_pods(args, record) -> dict[str, Any]:
     # the four first: the lone pod then finds its size's compiled step in Inductor's cache
     crowd = _pods_at_once(folder / "four", sizes, seconds, horizon, device, args)
     record["pods"] = crowd
-    write(args.out, _finite(record))
+    write(args.out, nonfinite_to_none(record))
     lone = _pods_at_once(folder / "lone", [lone_size], seconds, horizon, device, args)
     rates = [p.get("steps_per_second") for p in crowd]
     aggregate = sum(r for r in rates if r) if any(rates) else None
@@ -477,7 +477,7 @@ def pod_child(args) -> int:
         except Exception as exc:
             out["error"] = f"{type(exc).__name__}: {exc}"[:2000]
     out.update(warning_counts(caught))
-    write(Path(args.out), _finite(out))
+    write(Path(args.out), nonfinite_to_none(out))
     return 0
 
 
@@ -612,7 +612,7 @@ def step_tournament(args, record) -> dict[str, Any]:
     out["segment_steps"] = segment
     out["lone_steps_per_second"] = lone_pod(hparams, "cuda" if on_gpu else "cpu", lone_s)
     record.update(out)
-    write(args.out, _finite(record))
+    write(args.out, nonfinite_to_none(record))
     if on_gpu:
         client = elegantpod.cluster(dashboard_address=None)
     else:  # a dry run's worker is a thread of this process: no interpreter to start
@@ -750,7 +750,7 @@ def fallback(args) -> int:
         seconds=record.get("seconds"),
         device=record.get("device"),
     )
-    write(args.out, _finite(record))
+    write(args.out, nonfinite_to_none(record))
     return 0
 
 
@@ -791,7 +791,7 @@ def main(argv: list[str] | None = None) -> int:
         record["traceback"] = traceback.format_exc()[-4000:]
     record["seconds"] = time.time() - t0
     record.pop("_t0", None)
-    write(args.out, _finite(record))
+    write(args.out, nonfinite_to_none(record))
     print(f"{args.step}: {record['status']} in {record['seconds']:.1f} s", flush=True)
     return 0
 

@@ -160,7 +160,7 @@ def load_checkpoint(
     return data
 
 
-def strip_replay(path: str | os.PathLike) -> bool:
+def strip_replay_from_file(path: str | os.PathLike) -> bool:
     """Drop the replay buffer(s) from the checkpoint at ``path``, in place.
 
     An off-policy learner's checkpoint carries its whole replay (every fused learner's,
@@ -236,10 +236,10 @@ def _reason(exc: Exception) -> str:
 
 def checkpoint_spec(path: str | Path) -> PodSpec:
     """The validated :class:`PodSpec` saved in a checkpoint (nothing is built)."""
-    return spec_of(load_checkpoint(path), path)
+    return spec_from_payload(load_checkpoint(path), path)
 
 
-def spec_of(data: dict[str, Any], path) -> PodSpec:
+def spec_from_payload(data: dict[str, Any], path) -> PodSpec:
     """The checkpoint's spec, or a :class:`CheckpointError` naming the file and field."""
     if "spec" not in data:
         raise CheckpointError(f"checkpoint {str(path)!r} has no field 'spec'")
@@ -372,7 +372,7 @@ def check_origin(
     elegantpod recorded its origin names none; a store saved before it recorded its
     tournament's identity passes ``tournament=None``). Returns the origin.
     """
-    spec = spec_of(data, path)
+    spec = spec_from_payload(data, path)
     where = f"checkpoint {str(path)!r}"
     if spec.env_id != env_id or spec.algo != algo:
         raise CheckpointError(

@@ -35,7 +35,7 @@ uninterrupted run; training returns restart their count and the learning curve
 noise (OU, colored) restarts at the first rollout, drawn from the restored generator, so
 a resumed pod's noise is still reproducible.
 
-A checkpoint without a replay (see :func:`~elegantpod.checkpoint.strip_replay`) loads
+A checkpoint without a replay (see :func:`~elegantpod.checkpoint.strip_replay_from_file`) loads
 with an empty replay. Its step clock is restored, so the learner does not redo its
 uniform-random warm-up (nor wait ``learning_starts`` env steps again): it keeps exploring
 with its policy and takes its next gradient step once its replay holds

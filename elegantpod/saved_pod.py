@@ -19,7 +19,7 @@ from elegantpod.checkpoint import (
     check_origin,
     load_checkpoint,
     origin_of,
-    spec_of,
+    spec_from_payload,
 )
 from elegantpod.config import PodSpec
 
@@ -58,7 +58,7 @@ class SavedPod:
             Naming the file and the first field that is missing or malformed.
         """
         where = f"checkpoint {str(path)!r}"
-        spec = spec_of(data, path)
+        spec = spec_from_payload(data, path)
         env_steps = data.get("env_steps")
         if isinstance(env_steps, bool) or not isinstance(env_steps, int) or env_steps < 0:
             raise CheckpointError(

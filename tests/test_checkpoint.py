@@ -6,7 +6,12 @@ import pytest
 import torch
 
 from elegantpod.agents import PPOConfig, SACConfig
-from elegantpod.checkpoint import CheckpointError, load_checkpoint, save_checkpoint, strip_replay
+from elegantpod.checkpoint import (
+    CheckpointError,
+    load_checkpoint,
+    save_checkpoint,
+    strip_replay_from_file,
+)
 from elegantpod.config import PodSpec
 from elegantpod.pod import Pod
 
@@ -247,12 +252,12 @@ def test_strip_replay_shrinks_a_checkpoint_that_still_loads_and_trains(tmp_path)
     assert pod.learner.gradient_steps > 0 and len(pod.learner.replay) == 2560
     path = pod.checkpoint_path
     size = path.stat().st_size
-    assert strip_replay(path) is True
+    assert strip_replay_from_file(path) is True
     stripped = path.stat().st_size
     assert size - stripped >= 2560 * 4 * (3 + 3 + 1 + 1)  # obs, next obs, action, reward
     assert stripped < size / 2
     assert "replay" not in load_checkpoint(path)["learner"]
-    assert strip_replay(path) is False  # nothing left to strip: the file is untouched
+    assert strip_replay_from_file(path) is False  # nothing left to strip: the file is untouched
     # no temp files; best.pt (the best evaluation's agent) never carries the replay
     assert sorted(p.name for p in tmp_path.iterdir()) == ["best.pt", "checkpoint.pt"]
     assert "replay" not in load_checkpoint(tmp_path / "best.pt")["learner"]
@@ -279,11 +284,11 @@ def test_strip_replay_of_fused_learners_and_at_a_url(tmp_path):
     pod = Pod(_sac_spec(learners=2, max_steps=512))
     url = "memory://elegantpod-test/fused.pt"
     pod.save(url)
-    assert strip_replay(url) is True
+    assert strip_replay_from_file(url) is True
     data = load_checkpoint(url)
     assert "replay" not in data["learner"] and "replay" not in data["learner"]["fused"][0]
     again = Pod(_sac_spec(learners=2))
     again.load(url)
     assert [len(x.replay) for x in again.learner.learners] == [0, 0]
     ppo = Pod(PodSpec(env_id="CartPole-v1", algo="ppo"), out_dir=tmp_path)
-    assert strip_replay(ppo.save()) is False  # an on-policy learner keeps no replay
+    assert strip_replay_from_file(ppo.save()) is False  # an on-policy learner keeps no replay

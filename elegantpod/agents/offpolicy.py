@@ -208,9 +208,9 @@ class OffPolicyLearner(Learner):
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Load what :meth:`state_dict` produced; a state without a replay (stripped by
-        :func:`~elegantpod.checkpoint.strip_replay`) leaves the replay empty, one
-        without noise (an older checkpoint's) starts a fresh noise process."""
+        """Load what :meth:`state_dict` produced; a state without a replay (see
+        :func:`~elegantpod.checkpoint.strip_replay_from_file`) leaves the replay empty,
+        one without noise (an older checkpoint's) starts a fresh noise process."""
         # checked first: a malformed noise state leaves the learner as it was
         noise = None if self.noise is None else self.noise.checked(state.get("noise"), self.act_dim)
         super().load_state_dict(state)

@@ -36,7 +36,7 @@ def is_store(path: str | os.PathLike) -> bool:
 def store_of_checkpoint(path: str | os.PathLike) -> str | None:
     """The store that holds checkpoint ``path`` (``<store>/pods/pNNN/seg-NNNNN.pt``), or
     ``None`` when it lies in no store."""
-    from elegantpod.tournament.state import CHECKPOINT_NAME
+    from elegantpod.tournament.field_checks import CHECKPOINT_NAME
 
     text = os.fspath(path).replace("\\", "/") if not _is_url(path) else os.fspath(path)
     parts = text.rsplit("/", 3)
@@ -49,13 +49,15 @@ def store_of_checkpoint(path: str | os.PathLike) -> str | None:
 def _read(root: str):
     """``(store, spec dict, records, leaderboard entries, tournament uid)``, all checked;
     read only."""
-    from elegantpod.tournament import state as checked
+    from elegantpod.tournament import field_checks, stored_state
     from elegantpod.tournament.store import Store
 
     store = Store(root)
-    spec = checked.mapping(store.read_json(SPEC, default={}), store.path(SPEC))
+    spec = field_checks.mapping(store.read_json(SPEC, default={}), store.path(SPEC))
     raw = store.load_state()
-    records, entries, counters = checked.load(raw or {}, store.loaded_from or store.path("state"))
+    records, entries, counters = stored_state.load(
+        raw or {}, store.loaded_from or store.path("state")
+    )
     return store, spec, records, entries, counters["tournament_uid"]
 
 

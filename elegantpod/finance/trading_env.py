@@ -168,7 +168,7 @@ class StockTradingEnv(EnvHooks):
         log_ret = np.log(close[1:] / close[:-1]) * 10.0
         feats = scaled_features(features, market.close)[i0:i1]
         per_stock = np.concatenate([log_ret[:, :, None].astype(np.float32), feats], axis=2)
-        _check_finite(market, i0, i1, per_stock, ("log_return", *self.feature_names))
+        _check_window(market, i0, i1, per_stock, ("log_return", *self.feature_names))
         market_obs = per_stock.reshape(days, -1)
         self._prices = torch.tensor(close[1:], dtype=torch.float64, device=dev)
         self._market_obs = torch.as_tensor(market_obs, dtype=torch.float32, device=dev)
@@ -409,7 +409,7 @@ indicators' squares into NaN observations (a pod trained to NaN weights, no erro
 well below that an account of whole shares overflows float32 rewards."""
 
 
-def _check_finite(market: MarketData, i0: int, i1: int, per_stock: np.ndarray, names) -> None:
+def _check_window(market: MarketData, i0: int, i1: int, per_stock: np.ndarray, names) -> None:
     """Raise ``ValueError`` naming the ticker, day and value where the data gives a price
     above :data:`MAX_PRICE` or a non-finite observation (``per_stock``: ``(days,
     stocks, features)`` float32 for the days ``i0:i1``)."""

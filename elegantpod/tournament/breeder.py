@@ -28,7 +28,6 @@ from elegantpod.agents import get_algo
 from elegantpod.agents.space import Choice
 from elegantpod.checks import replace_checked
 from elegantpod.tournament import leaderboard as lb
-from elegantpod.tournament import state as checked
 from elegantpod.tournament.generator import (
     choose_algo,
     choose_parent,
@@ -37,10 +36,10 @@ from elegantpod.tournament.generator import (
     search_space,
 )
 from elegantpod.tournament.history import recent_score
+from elegantpod.tournament.hparam_checks import learner_config, policy_output
 from elegantpod.tournament.protocol import ACTIVE, RESUMABLE
 from elegantpod.tournament.record import PodRecord
 from elegantpod.tournament.spec import TournamentSpec
-from elegantpod.tournament.state import learner_config
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,7 +143,7 @@ class Breeder:
         (a noise kind, a far learning rate)."""
         base = base_hparams(pool.spec, algo)
         new, change = sample_space(base, search_space(algo), self.rng)
-        hparams, mutation = checked.policy_output(algo, base, new, change, False)
+        hparams, mutation = policy_output(algo, base, new, change, False)
         return self._record(algo, hparams, None, mutation, origin)
 
     def user_pod(
@@ -251,10 +250,10 @@ class Breeder:
         """
         try:
             new, change = self.mutation_policy(dict(hparams), space, self.rng, spec.generator)
-            return checked.policy_output(algo, hparams, new, change, structural)
+            return policy_output(algo, hparams, new, change, structural)
         except Exception as exc:
             if strict or self.mutation_policy is mutate:
                 raise
             self.warning = f"mutation_policy failed, the default mutation was used: {exc}"
             new, change = mutate(dict(hparams), space, self.rng, spec.generator)
-            return checked.policy_output(algo, hparams, new, change, structural)
+            return policy_output(algo, hparams, new, change, structural)

@@ -326,8 +326,8 @@ def parse(data: bytes) -> dict[str, Any]:
         _valid_owner(owner)
         and isinstance(token, str)
         and _TOKEN.fullmatch(token)
-        and _finite(heartbeat)
-        and _finite(acquired)
+        and _is_finite_number(heartbeat)
+        and _is_finite_number(acquired)
     ):
         return malformed
     return {"owner": owner, "token": token, "heartbeat": float(heartbeat), "acquired": acquired}
@@ -342,7 +342,8 @@ def _valid_owner(owner: Any) -> bool:
     return isinstance(owner, str) and 0 < len(owner) <= _MAX_OWNER and owner.isprintable()
 
 
-def _finite(x: Any) -> bool:
+def _is_finite_number(x: Any) -> bool:
+    """Whether ``x`` is a number a float can hold, neither NaN nor infinite (nor a bool)."""
     if not isinstance(x, (int, float)) or isinstance(x, bool):
         return False
     try:

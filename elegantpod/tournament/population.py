@@ -33,15 +33,15 @@ from elegantpod.agents import get_algo
 from elegantpod.checks import replace_checked
 from elegantpod.tournament import exploit
 from elegantpod.tournament import leaderboard as lb
-from elegantpod.tournament import state as checked
 from elegantpod.tournament.breeder import Breeder, Pool, as_entry, base_hparams
+from elegantpod.tournament.field_checks import MAX_HISTORY, MAX_TEXT, checkpoint_name
 from elegantpod.tournament.generator import Verdict
 from elegantpod.tournament.history import thin, with_segment
+from elegantpod.tournament.hparam_checks import learner_config
 from elegantpod.tournament.protocol import ACTIVE, SCHEDULED, PodStatus
 from elegantpod.tournament.record import PodRecord
 from elegantpod.tournament.restart import RestartRule
 from elegantpod.tournament.spec import TournamentSpec
-from elegantpod.tournament.state import MAX_HISTORY, checkpoint_name, learner_config
 
 
 class Population:
@@ -327,7 +327,7 @@ class Population:
                 rec.status = PodStatus.QUEUED
             return []
         rec.status = PodStatus.FAILED
-        rec.error = error[: checked.MAX_TEXT]
+        rec.error = error[:MAX_TEXT]
         if self.failures_replaced < self.spec.failed_replacements and not (self.solved or ending):
             self.failures_replaced += 1
             return [self.new_pod(origin={"kind": "failure", "replaced": pod})]

@@ -1,8 +1,8 @@
 """``PodRecord``: the tournament's view of one pod, what its state snapshots save.
 
 Its own module, apart from the spec: the store's state is read back into records
-(:func:`elegantpod.tournament.state.record`), and the spec's checks use the state's
-bounds, so neither needs the other.
+(:func:`elegantpod.tournament.stored_state.record`), and the spec's checks use the
+store's bounds, so neither needs the other.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Everything in a store may come from someone else: the spec is checked like user input,
 data files or URLs it names are used only if the user gives them again (or allows
 remote sources), and the saved records, leaderboard and counters go through
-:mod:`~elegantpod.tournament.state`'s checks before any of it reaches a population.
+:mod:`~elegantpod.tournament.stored_state`'s checks before any of it reaches a population.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from elegantpod.tournament import state as checked
+from elegantpod.tournament import stored_state
+from elegantpod.tournament.field_checks import POD_ID, mapping
 from elegantpod.tournament.spec import (
     TournamentSpec,
     check_sources,
@@ -57,13 +58,13 @@ class SavedTournament:
         saved = store.read_json("tournament.json")
         if saved is None:
             hint = ""
-            if checked.POD_ID.match(given):
+            if POD_ID.match(given):
                 hint = f"; to resume a paused pod, call t.resume_pod({given!r})"
             raise ValueError(f"store {store.url!r} holds no tournament (no tournament.json){hint}")
         overrides = spec_names(overrides)
         where = f"{store.path('tournament.json')!r} is not a tournament spec"
         try:
-            spec = TournamentSpec.from_dict(checked.mapping(saved, "tournament.json"))
+            spec = TournamentSpec.from_dict(mapping(saved, "tournament.json"))
         except (TypeError, ValueError) as exc:
             raise StoreError(f"{where}: {exc}") from None
         try:  # before anything reads them
@@ -78,7 +79,7 @@ class SavedTournament:
         spec = make_spec(**{**spec.to_dict(), **{k: v[1] for k, v in changes.items()}})
         raw = store.load_state()
         where = store.loaded_from or store.path("state")
-        records, entries, counters = checked.load(raw or {}, where)
+        records, entries, counters = stored_state.load(raw or {}, where)
         return cls(spec, changes, records, entries, counters, frozenset(store.pod_ids()))
 
     def restore(self, population) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from elegantpod.budget import Budget
 from elegantpod.checkpoint import (
     CheckpointError,
     checkpoint_exists,
-    strip_replay,
+    strip_replay_from_file,
     write_checkpoint_bytes,
 )
 from elegantpod.config import PodSpec
@@ -133,7 +133,8 @@ class Fenced(RuntimeError):
     """The store's lease names another writer: this segment must not write to it."""
 
 
-def _finite(x: float) -> float | None:
+def _finite_or_none(x: float) -> float | None:
+    """``x`` if it is a finite float, else ``None`` (a result's missing number)."""
     return x if isinstance(x, float) and math.isfinite(x) else None
 
 
@@ -238,7 +239,7 @@ def _run(task: SegmentTask, spec: PodSpec, pod, rebuilt: bool, start_wall: float
             # The previous one may stay on for the leaderboard or a child; without it.
             # Housekeeping: a store that refuses the smaller file keeps the larger one.
             with contextlib.suppress(CheckpointError, OSError):
-                strip_replay(task.resume_from)
+                strip_replay_from_file(task.resume_from)
     else:
         # The checkpoint counted this segment's one evaluation ahead: repeat it exactly.
         ev = pod.evaluate(episode_index=pod.evaluations)
@@ -328,7 +329,7 @@ class _SegmentHooks(PodHooks):
                 PodStatus.RUNNING,
                 env_steps=pod.env_steps,
                 steps_per_second=(pod.env_steps - start_steps) / max(elapsed, 1e-9),
-                train_return=_finite(pod.pop_train_return()),
+                train_return=_finite_or_none(pod.pop_train_return()),
                 eval_return=pod.curve[-1].eval_return_mean if pod.curve else None,
                 losses={k: v for k, v in stats.items() if math.isfinite(v)},
                 hparams_version=version,

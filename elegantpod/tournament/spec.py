@@ -24,7 +24,7 @@ from elegantpod.checks import (
 from elegantpod.config import PodSpec
 from elegantpod.envs import check_env_id, check_eval_env
 from elegantpod.memory import check_memory
-from elegantpod.tournament import state
+from elegantpod.tournament import field_checks
 from elegantpod.tournament.generator import GeneratorConfig
 
 MAX_PODS = 10_000
@@ -100,10 +100,10 @@ class TournamentSpec:
         bounded("eval_episodes", self.eval_episodes, MAX_EVAL_EPISODES, integer=True)
         for name in ("max_seconds", "segment_seconds"):
             if getattr(self, name) is not None:
-                bounded(name, getattr(self, name), state.MAX_SECONDS)
+                bounded(name, getattr(self, name), field_checks.MAX_SECONDS)
         for name in ("max_steps", "segment_steps"):
             if getattr(self, name) is not None:
-                bounded(name, getattr(self, name), state.MAX_COUNT)
+                bounded(name, getattr(self, name), field_checks.MAX_COUNT)
         check_finite("target_reward", self.target_reward, allow_none=True)
         for name in (
             "pods",
@@ -216,7 +216,7 @@ class TournamentSpec:
 
 def _check_shapes(d: dict[str, Any]) -> None:
     """``ValueError`` naming the first field of a spec dict whose JSON shape is wrong."""
-    state.check_depth(d, "the spec")
+    field_checks.check_depth(d, "the spec")
     env_id = d.get("env_id")
     if not isinstance(env_id, str) or not 0 < len(env_id) <= MAX_NAME:
         raise ValueError(f"env_id must be an env id (a short string), got {short(env_id)}")

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from elegantpod.agents import BUILTIN, get_algo, register_algo
 from elegantpod.memory import estimate_pod_bytes
+from elegantpod.tournament.hparam_checks import learner_config
 from elegantpod.tournament.record import PodRecord
 from elegantpod.tournament.segment import SegmentTask
 from elegantpod.tournament.spec import TournamentSpec
-from elegantpod.tournament.state import learner_config
 
 
 def segment_steps(spec: TournamentSpec, algo: str) -> int | None:

@@ -11,8 +11,8 @@ from typing import Any
 
 from elegantpod.number_text import number
 from elegantpod.tournament import leaderboard as lb
+from elegantpod.tournament.field_checks import CHECKPOINT_NAME
 from elegantpod.tournament.protocol import ACTIVE, PodStatus
-from elegantpod.tournament.state import CHECKPOINT_NAME
 
 LEADERBOARD_COLUMNS = [
     "rank",

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from elegantpod.tournament import state as checked
+from elegantpod.tournament import stored_state
 from elegantpod.tournament.generator import GeneratorConfig
 from elegantpod.tournament.history import recent_score
 from elegantpod.tournament.population import Population
@@ -215,7 +215,7 @@ def test_state_round_trips_through_the_checks_and_prunes_what_nobody_needs():
         finish(p, pod, score)
     (child,) = finish(p, "p003", 1.0)
     snap = p.to_state(elapsed_seconds=3.0, worker_deaths_survived=1)
-    records, entries, counters = checked.load(snap, "snapshot")
+    records, entries, counters = stored_state.load(snap, "snapshot")
     q = pop(algos=("ppo",))
     q.load(records, entries, counters)
     assert q.records.keys() == p.records.keys()
@@ -309,11 +309,11 @@ def test_history_and_schedule_follow_a_lineage_through_its_mutations():
     assert phases[1]["from_steps"] == 1000 and phases[2]["score"] == 9.8
     # the history survives the untrusted-store checks of a resume
     snap = p.to_state(elapsed_seconds=6.0, worker_deaths_survived=0)
-    records, _, _ = checked.load(snap, "snapshot")
+    records, _, _ = stored_state.load(snap, "snapshot")
     assert records[child.pod_id].history == child.history
     snap["pods"][0]["history"] = [{"segment": 1, "score": "1; rm -rf /"}]
-    with pytest.raises(checked.StateError, match=r"history\[0\]\.score"):
-        checked.load(snap, "snapshot")
+    with pytest.raises(stored_state.StateError, match=r"history\[0\]\.score"):
+        stored_state.load(snap, "snapshot")
     with pytest.raises(ValueError, match="unknown pod"):
         views.schedule(p, "p999")
 
@@ -396,15 +396,15 @@ def test_a_bottom_pod_beaten_beyond_the_noise_is_replaced_with_the_figures():
     assert "replaced p001 on evidence" in edge["why"] and "t=" in edge["why"]
     # the origin survives the store's checks; a hostile one is refused
     snap = p.to_state(elapsed_seconds=1.0, worker_deaths_survived=0)
-    records, _, _ = checked.load(snap, "snapshot")
+    records, _, _ = stored_state.load(snap, "snapshot")
     assert records[child.pod_id].origin == o
     bad = next(d for d in snap["pods"] if d["pod_id"] == child.pod_id)
     bad["origin"] = {"kind": "child", "replaced": "../../etc"}
-    with pytest.raises(checked.StateError, match="origin.replaced"):
-        checked.load(snap, "snapshot")
+    with pytest.raises(stored_state.StateError, match="origin.replaced"):
+        stored_state.load(snap, "snapshot")
     bad["origin"] = {"kind": "<script>"}
-    with pytest.raises(checked.StateError, match="origin.kind"):
-        checked.load(snap, "snapshot")
+    with pytest.raises(stored_state.StateError, match="origin.kind"):
+        stored_state.load(snap, "snapshot")
 
 
 # ---------------------------------------------------------------- explore when stuck
