@@ -86,11 +86,11 @@ RUNS = {
     "quickstart": Run(
         blocks=(
             "import elegantpod\n",
-            't.pause("p001"); t.resume_pod("p001"); t.stop("p002")',
+            't.pause("p001"); t.unpause("p001"); t.stop("p002")',
             "t.wait()                      # until the target or the time budget ends it",
         ),
         budgets={"max_seconds=600": "max_seconds=40"},
-        glue={'t.pause("p001"); t.resume_pod("p001"); t.stop("p002")': WAIT_FOR_A_SCORE},
+        glue={'t.pause("p001"); t.unpause("p001"); t.stop("p002")': WAIT_FOR_A_SCORE},
     ),
     "one pod": Run(blocks=("import elegantpod\n",)),
     "trading": Run(

@@ -173,10 +173,11 @@ class Tournament:
             msg = self.engine.message(pod) if self.population.pause(pod) else []
         self.engine.publish(msg)
 
-    def resume_pod(self, pod: str) -> None:
-        """Resume a paused pod (``Tournament.resume(store)`` continues a saved tournament)."""
+    def unpause(self, pod: str) -> None:
+        """Let a paused pod go on stepping (the opposite of :meth:`pause`; :meth:`resume`
+        is another thing: it continues a tournament saved in a store)."""
         with self._lock:
-            changed = self.population.resume_pod(pod, self.engine.is_in_flight(pod))
+            changed = self.population.unpause(pod, self.engine.is_in_flight(pod))
             msg = self.engine.message(pod) if changed else []
         self.engine.publish(msg)
 

@@ -205,8 +205,8 @@ class Population:
             return True
         return False
 
-    def resume_pod(self, pod: str, in_flight: bool) -> bool:
-        """Resume a paused pod; True if its status changed."""
+    def unpause(self, pod: str, in_flight: bool) -> bool:
+        """Let a paused pod go on; True if its status changed."""
         rec = self.record(pod)
         if rec.status == PodStatus.PAUSED:
             rec.status = PodStatus.RUNNING if in_flight else PodStatus.QUEUED

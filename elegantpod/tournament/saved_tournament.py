@@ -54,12 +54,12 @@ class SavedTournament:
         """Read and check ``store``'s tournament; ``ValueError`` (a
         :class:`~elegantpod.tournament.store.StoreError` for a malformed store) names
         what is wrong before anything is built from it. ``given``: the store as the
-        user wrote it (a pod id there means they meant ``resume_pod``)."""
+        user wrote it (a pod id there means they meant ``unpause``)."""
         saved = store.read_json("tournament.json")
         if saved is None:
             hint = ""
             if POD_ID.match(given):
-                hint = f"; to resume a paused pod, call t.resume_pod({given!r})"
+                hint = f"; to let a paused pod go on, call t.unpause({given!r})"
             raise ValueError(f"store {store.url!r} holds no tournament (no tournament.json){hint}")
         overrides = spec_names(overrides)
         where = f"{store.path('tournament.json')!r} is not a tournament spec"

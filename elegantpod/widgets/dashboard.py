@@ -1,7 +1,7 @@
 """The live dashboard: watch and steer a running tournament from Jupyter.
 
 A thin view: every button calls a public :class:`~elegantpod.tournament.Tournament`
-method (``pause``, ``resume_pod``, ``stop``, ``mutate``, ``add_pod``, ``scale``) and every
+method (``pause``, ``unpause``, ``stop``, ``mutate``, ``add_pod``, ``scale``) and every
 panel reads public views (``leaderboard``, ``pods``, ``curves``, ``lineage``,
 ``cluster_info``, ``summary``). A daemon thread refreshes it about once a second without
 blocking the kernel; table cells are diffed, so only changed cells send messages.
@@ -83,7 +83,7 @@ class Dashboard:
         self.hparam_value = W.Text(description="value", placeholder="e.g. 3e-4")
         self.mutate_button = W.Button(description="Mutate", icon="random")
         self.pause_button.on_click(lambda _: self._act("pause", self.t.pause))
-        self.resume_button.on_click(lambda _: self._act("resume", self.t.resume_pod))
+        self.resume_button.on_click(lambda _: self._act("resume", self.t.unpause))
         self.stop_button.on_click(lambda _: self._act("stop", self.t.stop))
         self.mutate_button.on_click(lambda _: self._mutate())
         self.pod_select.observe(lambda _: self._fill_hparams(), names="value")

@@ -85,7 +85,7 @@ def test_pause_resume_mutate_stop_reach_a_running_pod(client, tmp_path):
         assert latest_steps(t, "p000") == s1  # paused: the step count does not grow
         other = latest_steps(t, "p001")
         assert wait_until(lambda: latest_steps(t, "p001") > other, 5)  # p001 keeps going
-        t.resume_pod("p000")
+        t.unpause("p000")
         assert wait_until(lambda: latest_steps(t, "p000") > s1, 5)
         assert t.pod("p000")["status"] == "running"
 

@@ -176,7 +176,7 @@ def test_live_control_transitions():
     p.fill()
     assert p.pause("p000") and p.records["p000"].status == "paused"
     assert not p.pause("p000")
-    assert p.resume_pod("p000", in_flight=True) and p.records["p000"].status == "running"
+    assert p.unpause("p000", in_flight=True) and p.records["p000"].status == "running"
     assert p.stop_pod("p001", in_flight=False) and p.records["p001"].status == "stopped"
     assert not p.stop_pod("p001", in_flight=False)
     with pytest.raises(ValueError, match="unknown pod 'p9'"):
