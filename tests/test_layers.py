@@ -220,3 +220,17 @@ def test_a_segment_steers_its_pod_through_public_methods(tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text("def f(pod):\n    return pod._restore\n")
     assert _private_reaches(probe) == ["line 2: pod._restore"]
+
+
+def test_the_readme_architecture_names_every_module_and_only_real_ones():
+    """The README's layout is the map a newcomer reads first: every module is on it
+    (by file name), and every file name on it exists."""
+    import re
+
+    readme = (PACKAGE.parent / "README.md").read_text()
+    start = readme.index("### Architecture")
+    block = readme[start : readme.index("\n## ", start)]
+    named = set(re.findall(r"\b([a-z_0-9]+\.py)\b", block))
+    files = {p.name for p in PACKAGE.rglob("*.py") if p.name != "__init__.py"}
+    assert not files - named, f"modules missing from the README's architecture: {files - named}"
+    assert not named - files, f"the README's architecture names no such file: {named - files}"
