@@ -2,8 +2,8 @@
 and reports, so that one score reads the same wherever it shows.
 
 Counts are exact with thousands separated (``163,840``); other numbers get four
-significant digits below 10,000 and whole, separated digits from there (``0.1235``,
-``487.3``, ``12,346``): no view shows ``1.235e+04``. Nothing (``None``, NaN, an
+significant digits below 1,000 and whole, separated digits from there (``0.1235``,
+``487.3``, ``2,933``): no view shows ``1.235e+04``. Nothing (``None``, NaN, an
 infinity, not a number) is ``-``.
 """
 
@@ -23,7 +23,7 @@ def number(x: Any) -> str:
     x = float(x)
     if not math.isfinite(x):
         return "-"
-    return f"{x:.4g}" if abs(x) < 1e4 else f"{x:,.0f}"
+    return f"{x:.4g}" if abs(x) < 1e3 else f"{x:,.0f}"
 
 
 def steps(x: Any) -> str:
