@@ -1,9 +1,9 @@
 """Whole PPO iterations replayed as CUDA graphs: rollout and update without Python.
 
-Why: on a GPU an eager PPO iteration is bound by the host, not the device. At 4,096
-CartPole sub-envs on an H200 one iteration launched some ten thousand small kernels from
-Python and took 174 ms, while end-to-end-compiled JAX PPO did the same work in 14.5 ms
-(issue 17). A CUDA graph records those launches once and replays them with one call.
+Why: on a GPU an eager PPO iteration is bound by the host, not the device: it launches
+thousands of small kernels from Python, one by one, where end-to-end-compiled JAX PPO
+launches a few (figures: ``benchmarks/README.md``, ``gpu_frontier.py``). A CUDA graph
+records those launches once and replays them with one call.
 
 :class:`IterationGraphs` captures two graphs per pod:
 

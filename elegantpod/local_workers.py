@@ -23,12 +23,11 @@ def worker_settings() -> dict:
 
     distributed's nanny starts workers with MALLOC_TRIM_THRESHOLD_=64 KiB so that freed
     memory goes back to the OS at once; for a pod that allocates and frees the same
-    tensors every iteration that means page faults all the time (about 20% of its
-    steps/s, see benchmarks/dask_overhead.py). Pods keep their memory instead.
-    And setting any malloc threshold switches glibc's dynamic mmap threshold off, so
-    every allocation over 128 KiB (a minibatch, an activation) became an mmap, a
-    munmap and fresh page faults: a pod ran at 0.77x its in-process speed in a worker
-    (benchmarks/dask_overhead.py). Up to 32 MiB now comes from the reused heap (1.02x).
+    tensors every iteration that means page faults all the time. Pods keep their
+    memory instead. And setting any malloc threshold switches glibc's dynamic mmap
+    threshold off, so every allocation over 128 KiB (a minibatch, an activation) became
+    an mmap, a munmap and fresh page faults; up to 32 MiB now comes from the reused
+    heap. (What each cost a pod: ``benchmarks/README.md``, ``dask_overhead.py``.)
 
     The worker's statistical profiler samples every thread's stack every 10 ms, which
     costs a Python-heavy pod real steps/s; the tournament's own events say where time

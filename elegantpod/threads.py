@@ -2,7 +2,8 @@
 
 Why one: a pod's batched envs and small networks gain little from intra-op threads, and
 on a busy machine torch's default of one thread per core stalls each op on a
-descheduled thread (``benchmarks/threads.py``).
+descheduled thread (measured by ``benchmarks/threads.py``; figures in
+``benchmarks/README.md``).
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ def default_threads(device: str) -> int | None:
     On a CPU: ``OMP_NUM_THREADS`` where the environment sets it, else one. Why: the
     batched envs and small networks of a pod gain little from intra-op threads, and on a
     busy machine (two cores shared with other processes) torch's default of one thread
-    per core stalls each op on a descheduled thread: CartPole PPO to 475 took 51 s
-    instead of 4 s (``benchmarks/threads.py``, medians of 3, load average 4). Elsewhere
-    (a GPU): ``None``, torch's own setting.
+    per core stalls each op on a descheduled thread, which made solving CartPole an
+    order of magnitude slower (``benchmarks/README.md``, ``threads.py``). Elsewhere (a
+    GPU): ``None``, torch's own setting.
     """
     if torch.device(resolve_device(device)).type != "cpu":
         return None

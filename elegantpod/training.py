@@ -187,8 +187,8 @@ def train(
         Torch intra-op threads during training (restored after). ``None``: on a CPU, one
         (or ``OMP_NUM_THREADS`` where the environment sets it); on a GPU, torch's own
         setting. ``0``: torch's own setting (one thread per core). Why one: on a busy
-        2-core machine torch's default of 2 threads made CartPole PPO take 51 s instead
-        of 4 s; see :func:`~elegantpod.threads.default_threads`. The pod is built with the
+        machine a thread per core stalls each op on a descheduled thread; see
+        :func:`~elegantpod.threads.default_threads`. The pod is built with the
         same count, so ``threads=1`` repeats a run made with ``OMP_NUM_THREADS=1``.
     out
         Directory for ``checkpoint.pt`` (the latest state, written at each evaluation

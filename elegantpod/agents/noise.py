@@ -201,7 +201,7 @@ class ColoredNoise(NoiseProcess):
             )
             self.sequences.index_put_((used_up,), fresh.transpose(1, 2))
             self.position = self.position.index_put((used_up,), torch.zeros_like(used_up))
-        # one contiguous read of act_dim values per sub-env (3x faster than 2-d indexing)
+        # one contiguous read of act_dim values per sub-env (cheaper than 2-d indexing)
         flat = self.sequences.view(-1, self.shape[1])
         out = flat.index_select(0, self._starts + self.position)
         self.position = self.position + 1

@@ -96,16 +96,43 @@ class TorchVecEnv(EnvHooks):
     Subclasses keep their physical state in ``self.state``, laid out *feature-major*
     (``(state_dim, num_envs)``) so each state variable is one contiguous row: elementwise
     kernels then run on contiguous memory, which is what makes a step cheap on CPU and
-    coalesced on GPU. They implement three vectorized hooks; this class settles the
-    protocol once. Persistent tensors are replaced, never mutated in place, so an env
-    works both inside and outside ``torch.inference_mode()``.
+    coalesced on GPU. A subclass writes its physics as a few vectorized hooks; this
+    class settles the protocol once. Persistent tensors are replaced, never mutated in
+    place, so an env works both inside and outside ``torch.inference_mode()``.
 
-    Generic code (tournaments, the registry, the CLI) asks an env class, found by id,
-    through the classmethods of :class:`~elegantpod.envs.hooks.EnvHooks`, which this
-    class inherits; a subclass overrides those it has something for: ``baselines``
-    (what doing nothing scores), ``leaderboard_columns`` and ``leaderboard_notes`` (extra
-    leaderboard columns, explained) and ``shipped_values`` (file keyword values that
-    name shipped data). The defaults add nothing.
+    What a subclass writes (the native envs of :mod:`~elegantpod.envs.classic` are
+    examples):
+
+    - **must** set ``state_dim``, the rows of ``self.state`` (class attribute);
+    - **must** implement :meth:`dynamics`, a classmethod and a pure function:
+      ``(next_state, reward, terminated)`` from ``state`` and ``action``, constants from
+      the class, ``state`` itself left unchanged;
+    - **must** implement :meth:`_sample_initial_state`, ``n`` initial states
+      ``(state_dim, n)`` drawn with ``self.generator`` alone, so that ``reset(seed)``
+      repeats them (:class:`~elegantpod.envs.classic.UniformReset` provides it, and
+      :attr:`initial_state`, for a uniform box);
+    - **must** define ``__init__`` taking ``num_envs``, ``device``, ``seed`` (and
+      ``max_episode_steps``, ``compile`` and keywords of its own, a pod's
+      ``env_kwargs``), calling ``super().__init__`` with them first and then setting
+      ``observation_space`` and ``action_space``, the spaces of one sub-env.
+
+    What it **may** override: ``env_id`` (the name in messages; the registry finds a
+    registered class by the id given to
+    :func:`~elegantpod.envs.registry.register_env`), ``default_max_episode_steps``
+    (``None``: no time limit), ``path_kwargs``; :meth:`observe` (default: the
+    transposed state); :attr:`initial_state` (lets the fused step draw reset states
+    inside its compiled region); :meth:`close`, for an env that holds something to
+    release; and the classmethods of :class:`~elegantpod.envs.hooks.EnvHooks` that
+    generic code (tournaments, the registry, the CLI) asks an env class found by id:
+    ``baselines`` (what doing nothing scores), ``leaderboard_columns`` and
+    ``leaderboard_notes`` (extra leaderboard columns, explained) and ``shipped_values``
+    (file keyword values that name shipped data). Their defaults add nothing.
+
+    What it **must not** override or assign: :meth:`reset`, :meth:`step`,
+    :meth:`carry`, :meth:`set_carry` and :attr:`fused` (the protocol and the carry that
+    CUDA-graph capture holds in place), the step machinery behind them (``_fused_step``,
+    ``_call_step``, ``_observe``, ``_new_reset_stream``), and the tensors they carry
+    (``state``, ``elapsed``, ``episode_return``), which the step replaces each call.
 
     Parameters
     ----------
@@ -124,15 +151,14 @@ class TorchVecEnv(EnvHooks):
         on CUDA, one vectorized C++ loop on CPU, in place of some thirty small eager ops
         whose per-op dispatch, not arithmetic, is what a step costs. ``None`` (default):
         on CUDA, and on CPU from
-        :data:`~elegantpod.envs.fused_step.CPU_COMPILE_MIN_ENVS` sub-envs, where it was
-        measured to pay (``benchmarks/results/env_throughput.json``); smaller CPU envs
-        run eagerly, as compiling costs seconds that a small, short run never earns
-        back. The compiled step is shared in the process by every env of the same
-        class, size and device (see
-        :func:`~elegantpod.envs.fused_step.compiled_step`), so a rebuilt env does not
-        compile again. If compiling fails (no Triton, no C compiler), the env warns once
-        and runs the same step uncompiled (same numbers), as do later envs of that
-        class, size and device.
+        :data:`~elegantpod.envs.fused_step.CPU_COMPILE_MIN_ENVS` sub-envs, where it
+        pays (``benchmarks/README.md``, ``env_throughput.py``); smaller CPU envs run
+        eagerly, as compiling costs seconds that a small, short run never earns back.
+        The compiled step is shared in the process by every env of the same class, size
+        and device (see :func:`~elegantpod.envs.fused_step.compiled_step`), so a rebuilt
+        env does not compile again. If compiling fails (no Triton, no C compiler), the
+        env warns once and runs the same step uncompiled (same numbers), as do later
+        envs of that class, size and device.
 
         A compiled step draws reset noise for every row each step and keeps it where an
         episode ended (branch-free, no host sync), as eager steps on accelerators do;
@@ -215,9 +241,10 @@ class TorchVecEnv(EnvHooks):
     initial_state: Callable[[Tensor], Tensor] | None = None
     """Optional classmethod mapping uniforms ``u`` in [0, 1), ``(state_dim, n)``, to
     initial states. Given it, the fused step draws reset noise inside its compiled region
-    (a counter-based hash, :func:`~elegantpod.envs.noise.uniform_noise`), which on
-    CPU is some 7x cheaper than the Mersenne Twister of a ``torch.Generator``; without
-    it, the fused step calls :meth:`_sample_initial_state` for every row each step."""
+    (a counter-based hash, :func:`~elegantpod.envs.noise.uniform_noise`), cheaper on
+    CPU than the Mersenne Twister of a ``torch.Generator`` (``benchmarks/README.md``,
+    ``env_throughput.py``); without it, the fused step calls
+    :meth:`_sample_initial_state` for every row each step."""
 
     def _sample_initial_state(self, n: int) -> Tensor:
         """Return ``n`` fresh initial states, ``(state_dim, n)``, drawn with ``self.generator``."""

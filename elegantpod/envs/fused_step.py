@@ -62,8 +62,8 @@ def whole_step(cls: type) -> Callable:
     One function per class, so that dynamo caches its graphs in one place.
 
     Flags and selections go through float32 rather than bool tensors: Inductor's CPU
-    code stores and reloads bool vectors slowly (they made a fused CartPole step 2x
-    slower at 4,096 sub-envs), while float and uint8 stores vectorize.
+    code stores and reloads bool vectors slowly, while float and uint8 stores vectorize
+    (``benchmarks/README.md``, ``env_throughput.py``).
     """
     with _compiled_lock:
         if cls not in _whole_steps:

@@ -54,10 +54,9 @@ class GymVecEnv:
     seed
         Seed for the first ``reset``.
     vectorization_mode
-        ``"sync"`` (one process) or ``"async"`` (one process per sub-env; pays off when
-        a single step is expensive and there are cores to spare: MuJoCo Hopper gains on 16
-        cores from 4 sub-envs (8 in a SAC pod's rollouts) and loses at every size on 2,
-        ``benchmarks/results/worker_parallelism*.json``).
+        ``"sync"`` (one process) or ``"async"`` (one process per sub-env; pays off only
+        when a single step is expensive and there are cores to spare: MuJoCo on many
+        cores, not on two; ``benchmarks/README.md``, ``worker_parallelism.py``).
     vector_kwargs
         Options of gymnasium's vector env, e.g. ``{"context": "forkserver"}`` for async
         workers started without ``fork`` (safer from a multi-threaded process).

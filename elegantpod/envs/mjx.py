@@ -88,7 +88,7 @@ class MjxVecEnv:
         ``"Ant-v5"``, ``"Humanoid-v5"``, ``"Hopper-v5"`` or ``"HalfCheetah-v5"``.
     num_envs
         Worlds simulated in lock-step (thousands per GPU; a few on a CPU, where MJX is
-        several times slower than gymnasium's MuJoCo: ``benchmarks/mjx_throughput.py``).
+        slower than gymnasium's MuJoCo: ``benchmarks/README.md``, ``mjx_locomotion.py``).
     device
         Torch device of the returned tensors; the worlds live in JAX on the same device.
     seed

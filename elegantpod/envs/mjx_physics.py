@@ -41,10 +41,10 @@ def physics_options(model, task: Task, physics: str) -> None:
 
     ``"fast"`` follows MJX's performance advice for accelerators: four Newton iterations
     and eight line-search steps in place of 100 and 50 (the solver is warm-started from
-    the last step's accelerations; on Ant one iteration cut a fixed gait's return by
-    38%, four by 19%), no Euler damping (an extra factorization per step), the
-    semi-implicit Euler integrator in place of RK4 (one force evaluation per substep
-    instead of four), and, for Ant and Humanoid, floor contacts only for the geoms that
+    the last step's accelerations; the fewer iterations, the lower a fixed gait's
+    return on Ant: ``benchmarks/README.md``), no Euler damping (an extra factorization
+    per step), the semi-implicit Euler integrator in place of RK4 (one force evaluation
+    per substep instead of four), and, for Ant and Humanoid, floor contacts only for the geoms that
     normally touch it (``Task.fast_contacts``), which shrinks the contact set MJX
     evaluates for every world at every step. Its physics differs from gymnasium's;
     ``tests/envs/test_mjx.py`` bounds how far a fixed policy's returns drift.

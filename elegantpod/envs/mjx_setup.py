@@ -22,8 +22,8 @@ setting it yourself:
   backend with them on is no reason to refuse; the flag covers the process's other JAX
   programs when elegantpod is first.
 - ``XLA_FLAGS=--xla_cpu_multi_thread_eigen=false`` on CPU hosts only: a pod on the CPU uses
-  one thread (elegantpod's rule: pods share a machine's cores; two threads each made a
-  busy 2-core box 10x slower).
+  one thread (elegantpod's rule: pods share a machine's cores, and on a busy machine a
+  thread per core stalls each op on a descheduled one; ``benchmarks/README.md``).
 - JAX's persistent compilation cache in ``$ELEGANTPOD_JAX_CACHE`` (default
   ``~/.cache/elegantpod/jax``), so that a tournament's workers, an evaluator and the next
   run load a compiled step instead of compiling it again (tens of seconds on a CPU). A

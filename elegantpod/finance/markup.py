@@ -1,20 +1,19 @@
 """HTML building blocks of the finance reports: escaping, numbers, tables, images.
 
 Every string that came from a user (ticker names, agent names, data paths) goes through
-:func:`esc`; numbers are formatted here so that every section writes them alike.
+:func:`esc`, and every table through :func:`elegantpod.html_table.table`, which escapes
+each cell; numbers are formatted here so that every section writes them alike.
 """
 
 from __future__ import annotations
 
 import base64
-import html
 import math
-from typing import Any
 
+from elegantpod.html_table import Markup, table, td, th
+from elegantpod.html_table import escape as esc  # the reports' short name for it
 
-def esc(value: Any) -> str:
-    """HTML-escape anything (quotes too: the text may land in an attribute)."""
-    return html.escape(str(value), quote=True)
+__all__ = ["esc", "img", "named_table", "num", "pct"]
 
 
 def num(x: float, digits: int = 2) -> str:
@@ -27,17 +26,13 @@ def pct(x: float, digits: int = 2) -> str:
     return f"{100 * x:.{digits}f}%" if math.isfinite(x) else "-"
 
 
-def named_table(ident: str, head: list[str], rows: list[tuple[str, list[str]]]) -> str:
-    """A table with id ``ident``: names (escaped) and pre-formatted cells (numbers:
-    nothing to escape); ``head`` names the name column first."""
-    th = "".join(f"<th>{esc(h)}</th>" for h in head[1:])
-    body = "".join(
-        f'<tr><td class="name">{esc(name)}</td>{"".join(f"<td>{c}</td>" for c in cells)}</tr>'
-        for name, cells in rows
-    )
-    return (
-        f'<table id="{ident}"><thead><tr><th class="name">{esc(head[0])}</th>{th}</tr>'
-        f"</thead><tbody>{body}</tbody></table>"
+def named_table(ident: str, head: list[str], rows: list[tuple[str, list[str]]]) -> Markup:
+    """A table with id ``ident`` whose first column names each row: ``head`` names that
+    column first; each row is ``(name, cells)``. Names and cells are text (escaped)."""
+    return table(
+        [th(head[0], class_="name"), *head[1:]],
+        ([td(name, class_="name"), *cells] for name, cells in rows),
+        id=ident,
     )
 
 

@@ -38,7 +38,7 @@ import numpy as np
 from elegantpod.checkpoint import atomic_write_bytes
 from elegantpod.finance import bootstrap, charts, tearsheet_html
 from elegantpod.finance.benchmarks import EQUAL_WEIGHT
-from elegantpod.finance.markup import esc, img, num
+from elegantpod.finance.markup import esc, img, named_table, num
 from elegantpod.finance.verdict import (
     BOOTSTRAP_SAMPLES,
     Beat,
@@ -47,6 +47,7 @@ from elegantpod.finance.verdict import (
     verdict,
     verdict_of,
 )
+from elegantpod.html_table import Markup, table, td, th, tr
 from elegantpod.number_text import number
 
 METRIC_LABELS = {
@@ -89,19 +90,19 @@ def fmt_metric(value: float, kind: str) -> str:
 
 def metrics_table_html(result) -> str:
     """The metrics table: the agent's row first, then each benchmark."""
-    table = result.metrics()
-    head = "".join(f"<th>{esc(METRIC_LABELS[m][0])}</th>" for m in table.columns)
-    rows = []
-    for i, (name, row) in enumerate(table.iterrows()):
-        cells = "".join(
-            f"<td>{fmt_metric(float(row[m]), METRIC_LABELS[m][1])}</td>" for m in table.columns
+    metrics = result.metrics()
+    head = [th("Strategy", class_="name"), *(METRIC_LABELS[m][0] for m in metrics.columns)]
+    rows = [
+        tr(
+            [
+                td(name, class_="name"),
+                *(fmt_metric(float(row[m]), METRIC_LABELS[m][1]) for m in metrics.columns),
+            ],
+            class_="agent" if i == 0 else None,
         )
-        cls = ' class="agent"' if i == 0 else ""
-        rows.append(f'<tr{cls}><td class="name">{esc(name)}</td>{cells}</tr>')
-    return (
-        f'<table class="metrics" id="metrics"><thead><tr><th class="name">Strategy</th>{head}'
-        f"</tr></thead><tbody>{''.join(rows)}</tbody></table>"
-    )
+        for i, (name, row) in enumerate(metrics.iterrows())
+    ]
+    return table(head, rows, class_="metrics", id="metrics")
 
 
 def render_html(result, title: str | None = None) -> str:
@@ -214,13 +215,13 @@ def _beat_html(result, beat: Beat) -> str:
             _ci(beat.difference, "+"),
         ),
     ]
-    body = "".join(
-        f'<tr><td class="name">{esc(n)}</td><td>{v}</td><td>{c}</td></tr>' for n, v, c in rows
-    )
     out = [
         f'<p class="verdict" id="verdict">{esc(verdict_of(result, beat))}</p>',
-        '<table id="sharpe-ci"><thead><tr><th class="name">Strategy</th><th>Sharpe</th>'
-        f"<th>95% bootstrap interval</th></tr></thead><tbody>{body}</tbody></table>",
+        named_table(
+            "sharpe-ci",
+            ["Strategy", "Sharpe", "95% bootstrap interval"],
+            [(n, [v, c]) for n, v, c in rows],
+        ),
     ]
     ds = beat.deflated
     if ds is not None:
@@ -233,8 +234,7 @@ def _beat_html(result, beat: Beat) -> str:
                 num(ds.sr_star * math.sqrt(ppy)),
             ),
         ]
-        rows = "".join(f'<tr><td class="name">{esc(k)}</td><td>{v}</td></tr>' for k, v in facts)
-        out.append(f'<table id="deflated"><tbody>{rows}</tbody></table>')
+        out.append(table(None, ([td(k, class_="name"), v] for k, v in facts), id="deflated"))
     out.append(
         '<p class="note">Intervals: circular block bootstrap of the daily returns '
         f"({BOOTSTRAP_SAMPLES:,} resamples, blocks of {beat.block} days, seed 0), the "
@@ -325,27 +325,28 @@ def _agent_html(agent: dict[str, Any]) -> str:
         ("Fitness", agent.get("fitness") or spec.get("fitness")),
         ("Leaderboard score", _readable(agent.get("score"))),
     ]
-    rows = "".join(
-        f'<tr><td class="name">{esc(k)}</td><td class="name">{esc(v)}</td></tr>'
-        for k, v in facts
-        if v is not None
-    )
-    out = [f'<table id="agent">{rows}</table>']
+    rows = ([td(k, class_="name"), td(v, class_="name")] for k, v in facts if v is not None)
+    out = [table(None, rows, id="agent")]
     lineage = agent.get("lineage") or []
     if lineage:
-        lrows = "".join(
-            f'<tr><td class="name">{esc(e.get("pod"))}</td><td class="name">'
-            f'{esc(e.get("parent") or "-")}</td><td class="name">{esc(e.get("algo"))}</td>'
-            f'<td class="name">{esc(_mutation(e.get("mutation")) or "-")}</td></tr>'
+        head = ["Pod", "Parent", "Algo", Markup("Mutation (old &rarr; new)")]
+        lineage_rows = (
+            [
+                td(x, class_="name")
+                for x in (
+                    e.get("pod"),
+                    e.get("parent") or "-",
+                    e.get("algo"),
+                    _mutation(e.get("mutation")) or "-",
+                )
+            ]
             for e in lineage
         )
         out.append(
             "<h3>Lineage</h3><p class='note'>From the agent back to its founding pod. A "
             "mutation lists each hyperparameter the pod changed from its parent's, as "
             "<em>name old &rarr; new</em>.</p>"
-            '<table id="lineage"><thead><tr><th class="name">Pod</th><th class="name">Parent'
-            '</th><th class="name">Algo</th><th class="name">Mutation (old &rarr; new)</th>'
-            f"</tr></thead><tbody>{lrows}</tbody></table>"
+            + table([th(h, class_="name") for h in head], lineage_rows, id="lineage")
         )
     if spec:
         out.append(

@@ -16,6 +16,7 @@ import pandas as pd
 from elegantpod.finance import charts, metrics, tearsheet
 from elegantpod.finance.concentration import Concentration, largest_position
 from elegantpod.finance.markup import esc, img, named_table, num, pct
+from elegantpod.html_table import Markup, table, td, th
 
 
 def drawdowns_html(result) -> str:
@@ -199,25 +200,23 @@ def monthly_html(result) -> str:
 
 
 def _monthly_table(values: pd.Series, name: str, ident: str) -> str:
-    table = metrics.monthly_returns(values)
+    returns = metrics.monthly_returns(values)
     months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-    head = "".join(f"<th>{m}</th>" for m in months) + "<th>Year</th>"
     rows = []
-    for year, row in table.iterrows():
-        cells = []
+    for year, row in returns.iterrows():
+        cells = [td(year, class_="name")]
         for m in range(1, 13):
             r = float(row.get(m, np.nan))
             text = "" if not math.isfinite(r) else f"{100 * r:.1f}"
-            cells.append(f'<td style="background:{_heat_color(r)}">{text}</td>')
+            cells.append(td(text, style=f"background:{_heat_color(r)}"))
         finite = [float(v) for v in row.to_numpy() if math.isfinite(float(v))]
         yearly = math.prod(1.0 + v for v in finite) - 1.0 if finite else math.nan
         text = f"{100 * yearly:.1f}" if math.isfinite(yearly) else ""
-        cells.append(f'<td style="background:{_heat_color(yearly / 4)}"><b>{text}</b></td>')
-        rows.append(f'<tr><td class="name">{esc(year)}</td>{"".join(cells)}</tr>')
-    return (
-        f'<p class="note">{esc(name)}: compounded return within each month, in percent.</p>'
-        f'<table class="heat" id="{ident}"><thead><tr><th class="name">Year</th>{head}</tr>'
-        f"</thead><tbody>{''.join(rows)}</tbody></table>"
+        bold = Markup(f"<b>{esc(text)}</b>")
+        cells.append(td(bold, style=f"background:{_heat_color(yearly / 4)}"))
+        rows.append(cells)
+    return f'<p class="note">{esc(name)}: compounded return within each month, in percent.</p>' + (
+        table([th("Year", class_="name"), *months, "Year"], rows, class_="heat", id=ident)
     )
 
 
@@ -232,11 +231,7 @@ def trades_html(result) -> str:
         ("traded_value", "Traded value", "{:,.0f}"),
         ("costs", "Costs", "{:,.2f}"),
     ]
-    head = "".join(f"<th>{label}</th>" for _, label, _ in cols)
-    rows = []
-    for tic, row in summary.iterrows():
-        cells = "".join(f"<td>{f.format(float(row[c]))}</td>" for c, _, f in cols)
-        rows.append(f'<tr><td class="name">{esc(tic)}</td>{cells}</tr>')
+    rows = [(tic, [f.format(float(row[c])) for c, _, f in cols]) for tic, row in summary.iterrows()]
     days = int(result.trades["date"].nunique()) if len(result.trades) else 0
     turnover = float(summary.loc["total", "traded_value"]) / max(
         float(result.account_value.mean()), 1e-9
@@ -245,8 +240,7 @@ def trades_html(result) -> str:
         f'<p class="note" id="trade-days">{len(result.trades):,} orders, filled on {days:,} of '
         f"the {len(result.dates):,} trading days ({_no_fill_day(result.execution_lag)}); "
         f"turnover {turnover:.2f}x the average account value.</p>"
-        f'<table id="trades"><thead><tr><th class="name">Ticker</th>{head}</tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table>"
+        + named_table("trades", ["Ticker", *(label for _, label, _ in cols)], rows)
     )
 
 

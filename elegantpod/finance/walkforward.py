@@ -15,8 +15,7 @@ tournament tried) beside it.
 
 from __future__ import annotations
 
-import html
-import math
+import numbers
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,9 @@ from elegantpod.finance.backtest import backtest
 from elegantpod.finance.benchmarks import EQUAL_WEIGHT
 from elegantpod.finance.result import BacktestResult
 from elegantpod.finance.splits import DateSplits
+from elegantpod.html_table import escape
+from elegantpod.html_table import table as html_table
+from elegantpod.number_text import number
 
 
 def rolling_splits(
@@ -124,14 +126,9 @@ class WalkForwardResult:
 
         path = check_report_path(path)
         table = self.table()
-        head = "".join(f"<th>{html.escape(str(c))}</th>" for c in table.columns)
-        body = []
-        for row in table.to_dict("records"):
-            cells = "".join(f"<td>{html.escape(_fmt(v))}</td>" for v in row.values())
-            body.append(f"<tr>{cells}</tr>")
+        rows = ([_cell(v) for v in row.values()] for row in table.to_dict("records"))
         verdicts = "".join(
-            f"<li>{html.escape(s.backtest[0])}..{html.escape(s.backtest[1])}: "
-            f"{html.escape(verdict(r))}</li>"
+            f"<li>{escape(s.backtest[0])}..{escape(s.backtest[1])}: {escape(verdict(r))}</li>"
             for s, r in zip(self.splits, self.backtests, strict=True)
         )
         page = (
@@ -140,8 +137,8 @@ class WalkForwardResult:
             "<h1>Walk-forward evaluation</h1>"
             f"<p>{len(self.splits)} windows, each a fresh tournament ranked on its "
             "validation range, its best agent backtested once on the range after it.</p>"
-            f"<table border='1' cellpadding='4'><thead><tr>{head}</tr></thead>"
-            f"<tbody>{''.join(body)}</tbody></table><ul>{verdicts}</ul></body></html>"
+            + html_table(list(table.columns), rows, border=1, cellpadding=4)
+            + f"<ul>{verdicts}</ul></body></html>"
         )
         atomic_write_bytes(path, page.encode())
         return path
@@ -213,9 +210,8 @@ def walk_forward(
     return WalkForwardResult(list(splits), summaries, results, options)
 
 
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return "-" if not math.isfinite(value) else f"{value:.3f}"
+def _cell(value: Any) -> str:
+    """A table value as text: numbers as every view writes them, an interval in brackets."""
     if isinstance(value, tuple):
-        return "[" + ", ".join(_fmt(v) for v in value) + "]"
-    return str(value)
+        return "[" + ", ".join(_cell(v) for v in value) + "]"
+    return number(value) if isinstance(value, numbers.Real) else str(value)

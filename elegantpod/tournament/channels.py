@@ -11,7 +11,8 @@ from elegantpod.tournament.protocol import ControlMessage
 
 POLL_SECONDS = 0.25
 """How often a running segment reads its control variable: well within a second, and
-rare enough that the round trips cost the pod under 5% of its steps/s."""
+rare enough that the round trips cost the pod little of its steps/s
+(``benchmarks/README.md``, ``dask_overhead.py``, runs with control polls on)."""
 EVENT_SECONDS = 0.5
 """Minimum interval between two progress events of one pod."""
 

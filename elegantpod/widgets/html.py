@@ -1,12 +1,17 @@
-"""Static HTML views (no ipywidgets needed): every user string is escaped."""
+"""Static HTML views (no ipywidgets needed): every user string is escaped.
+
+Tables go through :func:`elegantpod.html_table.table`. Their cells are built here as
+:class:`~elegantpod.html_table.Markup` from :func:`fmt`'s escaped text, so that a cell can
+hold a cut (:func:`_cap`) or a fixed tag around escaped values.
+"""
 
 from __future__ import annotations
 
-import html
 import math
 import numbers
 from typing import Any
 
+from elegantpod.html_table import Markup, escape, table, td, tr
 from elegantpod.number_text import number
 
 COLUMNS = (
@@ -35,7 +40,7 @@ MAX_CELL = 200
 """Characters of escaped HTML one cell holds (an error, a mutation); longer text is cut."""
 
 
-def _cap(escaped: str, limit: int = MAX_CELL) -> str:
+def _cap(escaped: Markup, limit: int = MAX_CELL) -> Markup:
     """Escaped cell text cut to at most ``limit`` characters, never inside an entity
     such as ``&amp;`` (so escaping still holds)."""
     if len(escaped) <= limit:
@@ -44,45 +49,46 @@ def _cap(escaped: str, limit: int = MAX_CELL) -> str:
     amp = cut.rfind("&")
     if amp != -1 and ";" not in cut[amp:]:
         cut = cut[:amp]
-    return cut + "…"
+    return Markup(cut + "…")
 
 
-def _more(hidden: int, columns: int, what: str) -> str:
-    """The last row of a cut table: how many rows it does not show, and where they are."""
+def _more(hidden: int, columns: int, what: str) -> list[Any]:
+    """The rows to add to a cut table: one that says how many rows it leaves out and
+    which, or none when it shows them all."""
     if hidden <= 0:
-        return ""
-    return f'<tr><td colspan="{columns}"><i>{hidden:,} more {what} not shown</i></td></tr>'
+        return []
+    return [[td(Markup(f"<i>{hidden:,} more {escape(what)} not shown</i>"), colspan=columns)]]
 
 
-def key_hparams(algo: str, hparams: dict | None) -> str:
+def key_hparams(algo: str, hparams: dict | None) -> Markup:
     """``"lr=0.003 clip_coef=0.2 epochs=4"``, escaped."""
     names = KEY_HPARAMS.get(str(algo), ("lr",))
     hp = hparams or {}
-    return " ".join(f"{n}={fmt(hp[n])}" for n in names if n in hp)
+    return Markup(" ".join(f"{escape(n)}={fmt(hp[n])}" for n in names if n in hp))
 
 
-def fmt(value: Any) -> str:
+def fmt(value: Any) -> Markup:
     """Short, escaped text for a table cell: a number as every view writes one
     (:func:`elegantpod.number_text.number`), anything else escaped."""
     if value is None or isinstance(value, numbers.Real) and not isinstance(value, bool):
-        return number(value)
-    return html.escape(str(value))
+        return escape(number(value))
+    return escape(value)
 
 
-def fmt_score(mean: Any, std: Any) -> str:
+def fmt_score(mean: Any, std: Any) -> Markup:
     """``mean ± std`` at one precision, set by the spread: the std's first two digits
     decide the decimal places (none from 10 up, at most four), and the mean is rounded
     to the same place (``376 ± 157``, ``120.4 ± 5.0``, ``1.234 ± 0.051``), so that no
     digit is shown that the evaluation cannot tell apart."""
     if not isinstance(std, int | float) or not math.isfinite(std) or std <= 0:
-        return f"{fmt(mean)} ± {fmt(std)}"
+        return Markup(f"{fmt(mean)} ± {fmt(std)}")
     if not isinstance(mean, int | float) or not math.isfinite(mean):
-        return f"{fmt(mean)} ± {fmt(std)}"
+        return Markup(f"{fmt(mean)} ± {fmt(std)}")
     decimals = min(4, max(0, 1 - math.floor(math.log10(std))))
-    return f"{mean:,.{decimals}f} ± {std:,.{decimals}f}"
+    return escape(f"{mean:,.{decimals}f} ± {std:,.{decimals}f}")
 
 
-def leaderboard_rows(board, hparams=None) -> list[list[str]]:
+def leaderboard_rows(board, hparams=None) -> list[list[Markup]]:
     """Cells of the leaderboard (a ``Tournament.leaderboard`` DataFrame) as escaped text.
 
     ``hparams``: ``Tournament.leaderboard_hparams()``, whose rows give the key
@@ -93,7 +99,7 @@ def leaderboard_rows(board, hparams=None) -> list[list[str]]:
     for r in board.to_dict("records"):
         score = fmt_score(r["score_mean"], r["score_std"])
         if "deflated_sharpe" in r:  # trading, ranked by Sharpe: how much is luck
-            score += f" (DSR {fmt(r['deflated_sharpe'])})"
+            score = Markup(f"{score} (DSR {fmt(r['deflated_sharpe'])})")
         rows.append(
             [
                 fmt(r["rank"]),
@@ -115,18 +121,15 @@ def leaderboard_html(board, title: str = "Leaderboard", footer: str = "", hparam
 
     ``footer`` is trusted HTML placed under the table (e.g. :func:`baselines_html`);
     ``hparams`` as for :func:`leaderboard_rows`."""
-    head = "".join(f"<th>{c}</th>" for c in COLUMNS)
-    body = []
-    for i, row in enumerate(leaderboard_rows(board.head(MAX_ROWS), hparams)):
-        style = ' style="background:#e8f5e9;font-weight:bold"' if i == 0 else ""
-        body.append(f"<tr{style}>" + "".join(f"<td>{_cap(c)}</td>" for c in row) + "</tr>")
+    best = "background:#e8f5e9;font-weight:bold"
+    body: list[Any] = [
+        tr([_cap(c) for c in row], style=best if i == 0 else None)
+        for i, row in enumerate(leaderboard_rows(board.head(MAX_ROWS), hparams))
+    ]
     if not body:
-        body.append(f'<tr><td colspan="{len(COLUMNS)}">no finished segment yet</td></tr>')
-    body.append(_more(len(board) - MAX_ROWS, len(COLUMNS), "entries"))
-    return (
-        f"<div><b>{html.escape(title)}</b><table>"
-        f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{footer}</div>"
-    )
+        body.append([td("no finished segment yet", colspan=len(COLUMNS))])
+    body += _more(len(board) - MAX_ROWS, len(COLUMNS), "entries")
+    return f"<div><b>{escape(title)}</b>{table(COLUMNS, body)}{footer}</div>"
 
 
 def baselines_html(
@@ -144,15 +147,15 @@ def baselines_html(
     (the leaderboard's ``attrs``) explain its deflated Sharpe column, where it has one."""
     if not baselines:
         return ""
-    parts = [f"{html.escape(str(name))} {fmt(value)}" for name, value in baselines.items()]
-    line = f"Baselines on the validation range ({html.escape(str(fitness))}): " + " · ".join(parts)
+    parts = [f"{escape(name)} {fmt(value)}" for name, value in baselines.items()]
+    line = f"Baselines on the validation range ({escape(fitness)}): " + " · ".join(parts)
     if best is not None:
         top = max(baselines.values())
         if best > top:
             verdict = "the best agent beats them on this range (selected on it: see the backtest)"
         else:
             verdict = "no agent beats buy-and-hold on this range yet"
-        line += f" — {html.escape(verdict)}"
+        line += f" — {escape(verdict)}"
     if trials is not None and periods is not None:
         line += (
             f". DSR: probability that an agent's true Sharpe ratio beats the best of "
@@ -169,23 +172,27 @@ def lineage_html(edges: list[dict[str, Any]]) -> str:
     user's notebook page: each one is escaped, mutation names included. The newest
     :data:`MAX_ROWS` pods are shown, each cell at most :data:`MAX_CELL` characters.
     """
-    rows = []
+    head = ("parent", "pod", "algo", "mutation", "why made", "status", "why it failed")
+    rows = _more(len(edges) - MAX_ROWS, len(head), "older pods")
     for edge in edges[-MAX_ROWS:]:
-        mutation = ", ".join(
-            f"{fmt(k)}: {fmt(v[0])} → {fmt(v[1])}" for k, v in (edge["mutation"] or {}).items()
-        )
         rows.append(
-            f"<tr><td>{fmt(edge['parent'])}</td><td>→ {fmt(edge['pod'])}</td>"
-            f"<td>{fmt(edge['algo'])}</td><td>{_cap(mutation)}</td>"
-            f"<td>{_cap(fmt(edge.get('why') or ''))}</td>"
-            f"<td>{fmt(edge.get('status'))}</td><td>{_cap(fmt(edge.get('error')))}</td></tr>"
+            [
+                fmt(edge["parent"]),
+                Markup(f"→ {fmt(edge['pod'])}"),
+                fmt(edge["algo"]),
+                _cap(_changes(edge["mutation"])),
+                _cap(fmt(edge.get("why") or "")),
+                fmt(edge.get("status")),
+                _cap(fmt(edge.get("error"))),
+            ]
         )
-    return (
-        "<table><tr><th>parent</th><th>pod</th><th>algo</th>"
-        "<th>mutation</th><th>why made</th><th>status</th><th>why it failed</th></tr>"
-        + _more(len(edges) - MAX_ROWS, 7, "older pods")
-        + "".join(rows)
-        + "</table>"
+    return table(head, rows)
+
+
+def _changes(changes: dict[str, Any] | None) -> Markup:
+    """``{"lr": [old, new]}`` as ``lr: old → new``, escaped."""
+    return Markup(
+        ", ".join(f"{fmt(k)}: {fmt(v[0])} → {fmt(v[1])}" for k, v in (changes or {}).items())
     )
 
 
@@ -194,28 +201,27 @@ def schedule_html(phases: list[dict[str, Any]], title: str = "Best pod's schedul
     which pod trained it, from which env step, the fitness at its end and the changes that
     started it. Escaped like every view: names and values may come from a store."""
     if not phases:
-        return f"<p><b>{html.escape(title)}</b>: no finished segment yet</p>"
-    rows = []
+        return f"<p><b>{escape(title)}</b>: no finished segment yet</p>"
+    head = ("env steps", "time", "pod", "segments", "fitness at end", "what changed")
+    rows = _more(len(phases) - MAX_ROWS, len(head), "earlier phases")
     for ph in phases[-MAX_ROWS:]:  # the newest: the phases that shaped the winner last
-        changes = ", ".join(
-            f"{fmt(k)}: {fmt(v[0])} → {fmt(v[1])}" for k, v in (ph.get("changes") or {}).items()
-        )
-        changes = _cap(changes) or ("start" if ph is phases[0] else "copied, unchanged")
+        changes = _cap(_changes(ph.get("changes")))
+        changes = changes or escape("start" if ph is phases[0] else "copied, unchanged")
         origin = ph.get("origin")
         if origin and origin not in ("first pods", "live mutation", "child"):
-            changes += f" <i>({_cap(fmt(origin))})</i>"
+            changes = Markup(f"{changes} <i>({_cap(fmt(origin))})</i>")
         rows.append(
-            f"<tr><td>{fmt(ph['from_steps'])}–{fmt(ph['to_steps'])}</td>"
-            f"<td>{fmt(ph['from_time'])}–{fmt(ph['to_time'])} s</td><td>{fmt(ph['pod'])}</td>"
-            f"<td>{fmt(ph['segments'])}</td><td>{fmt(ph['score'])}</td>"
-            f"<td>{changes}</td></tr>"
+            [
+                Markup(f"{fmt(ph['from_steps'])}–{fmt(ph['to_steps'])}"),
+                Markup(f"{fmt(ph['from_time'])}–{fmt(ph['to_time'])} s"),
+                fmt(ph["pod"]),
+                fmt(ph["segments"]),
+                fmt(ph["score"]),
+                changes,
+            ]
         )
     changed = sum(1 for ph in phases if ph.get("changes"))
     return (
-        f"<div><b>{html.escape(title)}</b> ({changed} change{'s' * (changed != 1)} of "
-        "hyperparameters on the way)<table><tr><th>env steps</th><th>time</th><th>pod</th>"
-        "<th>segments</th><th>fitness at end</th><th>what changed</th></tr>"
-        + _more(len(phases) - MAX_ROWS, 6, "earlier phases")
-        + "".join(rows)
-        + "</table></div>"
+        f"<div><b>{escape(title)}</b> ({changed} change{'s' * (changed != 1)} of "
+        f"hyperparameters on the way){table(head, rows)}</div>"
     )
