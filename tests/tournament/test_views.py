@@ -96,7 +96,7 @@ def test_the_lineage_and_schedule_say_why_each_pod_was_made():
     population = SimpleNamespace(records=loaded)
     edges = {e["pod"]: e["why"] for e in views.lineage(population)}
     assert edges["p0000"] == "first pods"
-    assert edges["p0001"] == ("replaced p0000 on evidence: -1200 vs leader p0002 -310.2 (t=4.5)")
+    assert edges["p0001"] == ("replaced p0000 on evidence: -1,200 vs leader p0002 -310.2 (t=4.5)")
     assert edges["p0002"] == (
         "restart: replaced p0003 after 8 segments without improvement (best -0.05)"
     )
