@@ -21,8 +21,14 @@ $(STAMP): pyproject.toml Makefile $(TORCH_REQ)
 	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
 	touch $@
 
+# Two test processes (pytest-xdist), one per core of the 2-core box the suite is sized
+# for: most tests are one busy process, so two halve the wall time. Whole files go to one
+# process (loadfile), so a module's cluster, S3 server or JupyterHub starts once, and a
+# file's tests keep their order. TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= 2
+
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 lint: setup
 	$(VENV)/bin/ruff check elegantpod tests benchmarks

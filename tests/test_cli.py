@@ -188,7 +188,7 @@ def test_tournament_json_contract(tmp_path):
         "--workers",
         "2",
         "--target-reward",
-        "475",
+        "200",
         "--max-seconds",
         "120",
         "--store",
@@ -245,7 +245,7 @@ def test_tournament_json_contract(tmp_path):
         "--json",
     )
     assert p.returncode == 0, p.stderr
-    assert "resume: target_reward 475.0 -> 1000.0" in p.stderr
+    assert "resume: target_reward 200.0 -> 1000.0" in p.stderr
     resumed = json.loads(p.stdout.strip().splitlines()[-1])
     assert resumed["env"] == "CartPole-v1" and resumed["env_steps_total"] > last["env_steps_total"]
 
@@ -592,7 +592,7 @@ def test_the_train_line_gives_the_best_evaluation_and_the_agent(tmp_path):
     )
     assert train_line(r) == (
         "sac on Hopper-v4: finished, eval return 1435.2 +- 20.0 after 1,000,000 steps in "
-        "3600.0s, best 2897 at 700,000 steps; checkpoint runs/hopper/best.pt"
+        "3600.0s, best 2,897 at 700,000 steps; checkpoint runs/hopper/best.pt"
     )
 
 

@@ -1,15 +1,12 @@
 """``Tournament``: the notebook-facing facade over one engine.
 
 The :class:`~elegantpod.tournament.engine.Engine` (held, not inherited) drives the
-tournament asynchronously on a background thread: it keeps as many segments in flight as
-the cluster has worker slots and reacts to each finished one (updater -> leaderboard ->
-generator -> next segment). It owns the parts: the population (every decision, pure: no
-Dask, no I/O), the runner (every Dask call), the saver (snapshots through the store's
-lease). :mod:`~elegantpod.tournament.assembly` builds it, new or from a store.
-
-One lock guards the population, and nothing waits on the network or the store while
-holding it: a button click never queues behind a slow scheduler or bucket. Every public
-method is safe from any thread and is what the dashboard's buttons call.
+tournament on a background thread, segments in flight on every worker slot, and owns
+the parts: the population (every decision, pure), the runner (every Dask call), the
+saver (snapshots through the store's lease). One lock guards the population, and
+nothing waits on the network or the store while holding it: a button click never
+queues behind a slow scheduler or bucket. Every public method is safe from any thread
+and is what the dashboard's buttons call.
 """
 
 from __future__ import annotations
@@ -253,6 +250,11 @@ class Tournament:
     def saved(self) -> bool:
         """Whether the store holds the state :meth:`summary` reports."""
         return self.engine.saver.saved
+
+    @property
+    def worker_deaths_survived(self) -> int:
+        """Worker deaths that hit a running segment (the scheduler's count), all runs."""
+        return self.engine.worker_deaths_survived
 
     @property
     def status(self) -> str:
