@@ -10,6 +10,40 @@ torch.set_num_threads(1)
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
+# The heaviest test files, longest first (their seconds in a serial run on 2 cores). With
+# two test processes taking whole files (`make test`), the longest start first and the
+# last file to finish is a short one: the wall time is the larger half of the work, not
+# that plus a long file started last (longest-processing-time-first scheduling). Files
+# keep their own test order; the rest follow in the usual order.
+HEAVY_FILES = [
+    "tests/envs/test_mjx.py",  # 300 s (MJX compiles and trains on the CPU)
+    "tests/test_cli.py",  # 265 s (a Python process per command)
+    "tests/test_jupyterhub.py",  # 110 s (a hub, a gateway, a browser)
+    "tests/test_notebooks.py",  # 135 s (a kernel and a cluster per notebook)
+    "tests/test_readme.py",
+    "tests/tournament/test_orchestrator.py",
+    "tests/finance/test_pipeline.py",
+    "tests/tournament/test_exploration_trap.py",
+    "tests/test_interrupts.py",
+    "tests/tournament/test_resident.py",
+    "tests/finance/test_report.py",
+    "tests/finance/test_walkforward.py",
+    "tests/test_checkpoint.py",
+    "tests/agents/test_noise.py",
+    "tests/tournament/test_store.py",
+    "tests/tournament/test_engine.py",
+    "tests/finance/test_backtest.py",
+    "tests/agents/test_dqn.py",
+    "tests/envs/test_classic.py",
+    "tests/test_gateway.py",
+]
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {path: i for i, path in enumerate(HEAVY_FILES)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+
+
 def pytest_terminal_summary(terminalreporter):
     """Say which browser tests did not run for want of Chromium, and how to get them."""
     from tests.helpers import NO_CHROMIUM
