@@ -81,51 +81,101 @@ def test_train_json_contract(tmp_path):
     assert json.loads(p2.stdout.strip().splitlines()[-1])["env_steps"] == last["env_steps"] + 4096
 
 
+BAD_TRAIN_INPUT = [
+    (["--env", "CartPool-v1", "--algo", "ppo"], "unknown env id 'CartPool-v1'"),
+    (["--env", "CartPole-v1", "--algo", "sac"], "sac cannot handle action space Discrete(2)"),
+    (
+        ["--env", "CartPole-v1", "--algo", "ppo", "--num-envs", "0"],
+        "num_envs must be >= 1, got 0",
+    ),
+    (
+        ["--env", "CartPole-v1", "--algo", "ppo", "--set", "learning_rate=1"],
+        "unknown hyperparameter 'learning_rate'",
+    ),
+    (
+        ["--env", "CartPole-v1", "--algo", "ppo", "--set", "epochs=many"],
+        "epochs must be an integer, got 'many'",
+    ),
+    (["--env", "CartPole-v1", "--algo", "ppo", "--set", "lr"], "key=value, got 'lr'"),
+    (["--env", "CartPole-v1", "--algo", "xyz"], "unknown algorithm 'xyz'"),
+    (["--env", "CartPole-v1", "--algo", "ppo", "--max-steps", "-5"], "max_steps must be > 0"),
+    (["--env", "CartPole-v1", "--algo", "ppo", "--device", "gpu"], "unknown device 'gpu'"),
+    (["--env", "CartPole-v1", "--algo", "ppo", "--threads", "-1"], "threads must be"),
+    (
+        ["--env", "CartPole-v1", "--algo", "ppo", "--env-arg", "data=sp500"],
+        "'CartPole-v1' takes no keyword 'data'; its keywords: max_episode_steps",
+    ),
+    (
+        ["--env", "CartPole-v1", "--algo", "ppo", "--set", "hidden=[64,x]"],
+        "hidden must be an integer, got 'x'",  # a list is parsed: the bad item is named
+    ),
+    (["--env", "CartPol", "--algo", "ppo"], "did you mean 'CartPole-v1', 'CartPole-v0'?"),
+]
+CUDA_MISSING = (
+    ["--env", "CartPole-v1", "--algo", "ppo", "--device", "cuda"],
+    "CUDA is not available in this torch build",
+)
+
+
+@pytest.fixture(scope="module")
+def bad_train_runs(tmp_path_factory):
+    """Every bad-input case of ``elegantpod train``, each through the real entry point
+    (``elegantpod.cli.main``), all in one fresh interpreter: one Python start (seconds:
+    torch, Dask) instead of one per case. Maps each case's arguments to its exit code,
+    its stderr and the ``--out`` folder it was given."""
+    folder = tmp_path_factory.mktemp("bad-input")
+    cases = BAD_TRAIN_INPUT + ([CUDA_MISSING] if torch.version.cuda is None else [])
+    argvs = [
+        ["train", *args, "--out", str(folder / str(i) / "o"), "--quiet"]
+        for i, (args, _) in enumerate(cases)
+    ]
+    script = (
+        "import contextlib, io, json, sys\n"
+        "from elegantpod.cli import main\n"
+        "results = []\n"
+        "for argv in json.loads(sys.argv[1]):\n"
+        "    err = io.StringIO()\n"
+        "    with contextlib.redirect_stderr(err):\n"
+        "        try:\n"
+        "            code = main(argv)\n"
+        "        except SystemExit as exc:\n"
+        "            code = exc.code\n"
+        "    results.append([code, err.getvalue()])\n"
+        "print(json.dumps(results))\n"
+    )
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    p = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(argvs)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert p.returncode == 0, p.stderr
+    results = json.loads(p.stdout.strip().splitlines()[-1])
+    return {
+        tuple(args): (code, err, folder / str(i) / "o")
+        for i, ((args, _), (code, err)) in enumerate(zip(cases, results, strict=True))
+    }
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--env", "CartPool-v1", "--algo", "ppo"], "unknown env id 'CartPool-v1'"),
-        (["--env", "CartPole-v1", "--algo", "sac"], "sac cannot handle action space Discrete(2)"),
-        (
-            ["--env", "CartPole-v1", "--algo", "ppo", "--num-envs", "0"],
-            "num_envs must be >= 1, got 0",
-        ),
-        (
-            ["--env", "CartPole-v1", "--algo", "ppo", "--set", "learning_rate=1"],
-            "unknown hyperparameter 'learning_rate'",
-        ),
-        (
-            ["--env", "CartPole-v1", "--algo", "ppo", "--set", "epochs=many"],
-            "epochs must be an integer, got 'many'",
-        ),
-        (["--env", "CartPole-v1", "--algo", "ppo", "--set", "lr"], "key=value, got 'lr'"),
-        (["--env", "CartPole-v1", "--algo", "xyz"], "unknown algorithm 'xyz'"),
-        (["--env", "CartPole-v1", "--algo", "ppo", "--max-steps", "-5"], "max_steps must be > 0"),
-        (["--env", "CartPole-v1", "--algo", "ppo", "--device", "gpu"], "unknown device 'gpu'"),
-        (["--env", "CartPole-v1", "--algo", "ppo", "--threads", "-1"], "threads must be"),
-        (
-            ["--env", "CartPole-v1", "--algo", "ppo", "--env-arg", "data=sp500"],
-            "'CartPole-v1' takes no keyword 'data'; its keywords: max_episode_steps",
-        ),
-        (
-            ["--env", "CartPole-v1", "--algo", "ppo", "--set", "hidden=[64,x]"],
-            "hidden must be an integer, got 'x'",  # a list is parsed: the bad item is named
-        ),
-        (["--env", "CartPol", "--algo", "ppo"], "did you mean 'CartPole-v1', 'CartPole-v0'?"),
+        *BAD_TRAIN_INPUT,
         pytest.param(
-            ["--env", "CartPole-v1", "--algo", "ppo", "--device", "cuda"],
-            "CUDA is not available in this torch build",
+            *CUDA_MISSING,
             marks=pytest.mark.skipif(torch.version.cuda is not None, reason="a CUDA torch"),
         ),
     ],
 )
-def test_bad_input_is_one_clear_error_before_training(args, message, tmp_path):
-    p = run("train", *args, "--out", str(tmp_path / "o"), "--quiet")
-    assert p.returncode == 2
-    lines = [line for line in p.stderr.strip().splitlines() if line]
-    assert len(lines) == 1 and lines[0].startswith("elegantpod: error:"), p.stderr
+def test_bad_input_is_one_clear_error_before_training(args, message, bad_train_runs):
+    code, stderr, out = bad_train_runs[tuple(args)]
+    assert code == 2
+    lines = [line for line in stderr.strip().splitlines() if line]
+    assert len(lines) == 1 and lines[0].startswith("elegantpod: error:"), stderr
     assert message in lines[0]
-    assert not (tmp_path / "o").exists()  # nothing was created: the error came first
+    assert not out.exists()  # nothing was created: the error came first
 
 
 def test_unwritable_out_and_existing_run_are_refused(tmp_path):
