@@ -10,32 +10,53 @@ torch.set_num_threads(1)
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
-# The heaviest test files, longest first (their seconds in a serial run on 2 cores). With
-# two test processes taking whole files (`make test`), the longest start first and the
-# last file to finish is a short one: the wall time is the larger half of the work, not
-# that plus a long file started last (longest-processing-time-first scheduling). Files
-# keep their own test order; the rest follow in the usual order.
+# Test files, longest first (measured in one serial run, 2026-12-02; files under 10 s
+# follow in the usual order). With two test processes taking whole files (`make test`),
+# the longest start first and the last file to finish is a short one: the wall time is
+# about half the work, not that plus a long file started last while the other process
+# idles (longest-processing-time-first scheduling). Files keep their own test order.
 HEAVY_FILES = [
-    "tests/envs/test_mjx.py",  # 300 s (MJX compiles and trains on the CPU)
-    "tests/test_cli.py",  # 265 s (a Python process per command)
-    "tests/test_jupyterhub.py",  # 110 s (a hub, a gateway, a browser)
-    "tests/test_notebooks.py",  # 135 s (a kernel and a cluster per notebook)
+    "tests/envs/test_mjx.py",
+    "tests/test_cli.py",
+    "tests/test_notebooks.py",
+    "tests/test_jupyterhub.py",
+    "tests/finance/test_pipeline.py",
     "tests/test_readme.py",
     "tests/tournament/test_orchestrator.py",
-    "tests/finance/test_pipeline.py",
-    "tests/tournament/test_exploration_trap.py",
-    "tests/test_interrupts.py",
-    "tests/tournament/test_resident.py",
     "tests/finance/test_report.py",
     "tests/finance/test_walkforward.py",
+    "tests/tournament/test_ensemble.py",
+    "tests/tournament/test_exploration_trap.py",
+    "tests/test_interrupts.py",
     "tests/test_checkpoint.py",
     "tests/agents/test_noise.py",
+    "tests/tournament/test_resident.py",
     "tests/tournament/test_store.py",
     "tests/tournament/test_engine.py",
     "tests/finance/test_backtest.py",
     "tests/agents/test_dqn.py",
     "tests/envs/test_classic.py",
     "tests/test_gateway.py",
+    "tests/finance/test_trading_env.py",
+    "tests/test_docs.py",
+    "tests/test_gpu_check.py",
+    "tests/tournament/test_extending.py",
+    "tests/agents/test_ppo.py",
+    "tests/finance/test_pyfolio_export.py",
+    "tests/tournament/test_object_store.py",
+    "tests/test_cluster.py",
+    "tests/test_training.py",
+    "tests/agents/test_sac.py",
+    "tests/envs/test_mujoco.py",
+    "tests/test_pod.py",
+    "tests/test_security_inputs.py",
+    "tests/finance/test_baselines.py",
+    "tests/finance/test_indicators.py",
+    "tests/widgets/test_hostile_dashboard.py",
+    "tests/agents/test_ddpg.py",
+    "tests/widgets/test_dashboard.py",
+    "tests/test_capture.py",
+    "tests/tournament/test_lease.py",
 ]
 
 
