@@ -363,7 +363,7 @@ def test_a_tournament_of_mjx_ant_pods_runs_on_dask_workers(client, tmp_path):
         pods=2,
         store=str(tmp_path / "store"),
         client=client,
-        max_steps=2 * 2_048,
+        max_steps=2 * 1_024,  # one segment per pod: each builds, trains, evaluates, saves
         segment_steps=1_024,
         eval_episodes=N,
         env_kwargs={"backend": "mjx", "max_episode_steps": 100},
