@@ -7,6 +7,7 @@ and what Ctrl-C leaves behind. The arguments are parsed and checked in
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 import sys
@@ -69,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     _drop_working_folder()  # before anything imports lazily (torch imports sympy late)
     argv = sys.argv[1:] if argv is None else list(argv)
     args = _parser().parse_args(argv)
+    lib = logging.getLogger("elegantpod")
+    before = lib.level, lib.propagate
+    handler = _show_library_messages(quiet=bool(getattr(args, "quiet", False)))
     try:
         check_args(args)
         _import_modules(getattr(args, "imports", []))
@@ -90,6 +94,40 @@ def main(argv: list[str] | None = None) -> int:
         _quiet_dask()
         print(f"elegantpod: {_interrupted(args, argv, exc)}", file=sys.stderr, flush=True)
         return 130
+    finally:  # in-process callers (tests, notebooks) get their logging back as it was
+        lib.removeHandler(handler)
+        lib.setLevel(before[0])
+        lib.propagate = before[1]
+
+
+class _Stderr(logging.StreamHandler):
+    """A handler on whatever ``sys.stderr`` is when a message comes (a test's capture,
+    a notebook's stream), not the one it was when the command started."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:  # StreamHandler sets it; the property decides
+        pass
+
+
+def _show_library_messages(quiet: bool) -> logging.Handler:
+    """Show the library's messages (``logging.getLogger("elegantpod")``) on stderr as
+    ``elegantpod: ...`` lines for this command: info and up, warnings only with
+    ``--quiet``. The library itself adds no handler: in a notebook or script its
+    warnings reach Python's last-resort handler, and its info messages the user's own
+    logging set-up."""
+    handler = _Stderr()
+    handler.setFormatter(logging.Formatter("elegantpod: %(message)s"))
+    handler.setLevel(logging.WARNING if quiet else logging.INFO)
+    lib = logging.getLogger("elegantpod")
+    lib.addHandler(handler)
+    if lib.level == logging.NOTSET or lib.level > handler.level:
+        lib.setLevel(handler.level)
+    lib.propagate = False  # one line per message, not also the root's
+    return handler
 
 
 def _interrupted(args, argv: list[str], exc: KeyboardInterrupt) -> str:
@@ -130,8 +168,6 @@ def resume_command(argv: list[str]) -> str:
 def _quiet_dask() -> None:
     """A closing cluster's workers log their shutdown (nanny 'killing' warnings, tornado
     errors of a loop that is gone); after Ctrl-C the user's terminal gets one line."""
-    import logging
-
     for name in ("distributed", "tornado", "asyncio"):
         logging.getLogger(name).setLevel(logging.CRITICAL + 1)
 

@@ -61,6 +61,31 @@ def _visible_gpus() -> tuple[list[str], list[int | None]]:
     return names, memory
 
 
+DASK_DEFAULT_LINK = "{scheme}://{host}:{port}/status"
+"""Dask's own ``distributed.dashboard.link``: a URL on the scheduler's host and port."""
+HUB_LINK = "{JUPYTERHUB_SERVICE_PREFIX}proxy/{port}/status"
+"""The dashboard through the user's server on JupyterHub (``jupyter-server-proxy``)."""
+
+
+def hub_dashboard_link() -> str:
+    """Point the Dask dashboard link through JupyterHub when this runs on a hub, and
+    return the link template in force.
+
+    On a JupyterHub user's server the scheduler's ``127.0.0.1:<port>`` is the server's
+    own loopback, which the user's browser cannot reach; ``jupyter-server-proxy`` (in the
+    hub image and the local daskhub) serves it at ``<prefix>proxy/<port>/status`` on the
+    hub's own address. Dask fills the template from the environment, so
+    ``JUPYTERHUB_SERVICE_PREFIX`` (``/user/alice/``, set by JupyterHub) makes it right for
+    every user. A link the user or the deployment configured (daskhub's chart sets
+    ``DASK_DISTRIBUTED__DASHBOARD__LINK``) is left as it is.
+    """
+    link = dask.config.get("distributed.dashboard.link", DASK_DEFAULT_LINK)
+    if os.environ.get("JUPYTERHUB_SERVICE_PREFIX") and link == DASK_DEFAULT_LINK:
+        dask.config.set({"distributed.dashboard.link": HUB_LINK})
+        link = HUB_LINK
+    return link
+
+
 def cluster(
     address: str | None = None,
     *,
@@ -115,6 +140,8 @@ def cluster(
         the size of its largest pod (:func:`elegantpod.memory.estimate_pod_bytes`).
     dashboard_address
         Where the Dask dashboard listens; loopback by default. ``None``: no dashboard.
+        On a JupyterHub user's server the client's ``dashboard_link`` goes through the
+        hub (:func:`hub_dashboard_link`), so it opens from the user's browser.
     memory_limit, timeout, **kwargs
         Passed to the local cluster (``timeout``: how long to wait for ``address``).
     start_timeout
@@ -138,6 +165,7 @@ def cluster(
         ``if __name__ == "__main__":`` (the message shows the guard).
     """
     check_not_bootstrapping()
+    hub_dashboard_link()
     if gateway is not None and gateway is not False:
         if address is not None:
             raise ValueError("give either address= or gateway=, not both")

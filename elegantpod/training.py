@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import math
 import os
 import signal
@@ -24,6 +25,9 @@ from elegantpod.hooks import PodHooks
 from elegantpod.memory import check_memory
 from elegantpod.threads import check_threads, torch_threads
 from elegantpod.types import Progress, TrainResult
+
+logger = logging.getLogger(__name__)
+"""Library messages (``elegantpod.training``, under ``logging.getLogger("elegantpod")``)."""
 
 OUTPUT_FILES = ("checkpoint.pt", "best.pt", "result.json", "spec.json")
 
@@ -310,10 +314,11 @@ def _spent(pod) -> TrainResult:
     """A resumed run whose step budget is already spent trains nothing and overwrites
     nothing; its result is a fresh evaluation of the checkpoint it would continue."""
     spec = pod.spec
-    print(
-        f"elegantpod: nothing to train: the run is at {pod.env_steps:,} env steps, its "
-        f"budget of {spec.max_steps:,} is spent (raise it to train on); files left as they are",
-        file=sys.stderr,
+    logger.warning(
+        "nothing to train: the run is at %s env steps, its budget of %s is spent (raise it "
+        "to train on); files left as they are",
+        f"{pod.env_steps:,}",
+        f"{spec.max_steps:,}",
     )
     ev = pod.evaluate()
     score = None if spec.fitness == "return" else ev.score(spec.fitness)[0]

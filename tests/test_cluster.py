@@ -303,3 +303,22 @@ def test_a_script_without_the_main_guard_fails_fast_with_the_guard(tmp_path):
 def test_start_timeout_must_be_positive(value):
     with pytest.raises(ValueError, match="start_timeout must be > 0 seconds"):
         cluster(start_timeout=value)
+
+
+def test_on_jupyterhub_the_dashboard_link_goes_through_the_users_server(monkeypatch):
+    from distributed.utils import format_dashboard_link
+
+    from elegantpod.dask_cluster import DASK_DEFAULT_LINK, hub_dashboard_link
+
+    monkeypatch.setenv("JUPYTERHUB_SERVICE_PREFIX", "/user/alice/")
+    with dask.config.set({"distributed.dashboard.link": DASK_DEFAULT_LINK}):
+        hub_dashboard_link()
+        assert format_dashboard_link("127.0.0.1", 8787) == "/user/alice/proxy/8787/status"
+    # a link the deployment configured is kept
+    with dask.config.set({"distributed.dashboard.link": "https://dash.example/{port}"}):
+        assert hub_dashboard_link() == "https://dash.example/{port}"
+    # off a hub, Dask's own link
+    monkeypatch.delenv("JUPYTERHUB_SERVICE_PREFIX")
+    with dask.config.set({"distributed.dashboard.link": DASK_DEFAULT_LINK}):
+        assert hub_dashboard_link() == DASK_DEFAULT_LINK
+        assert format_dashboard_link("127.0.0.1", 8787) == "http://127.0.0.1:8787/status"

@@ -2,7 +2,8 @@
 the dashboard in JupyterLab driven by a real browser.
 
 A user logs in to a real JupyterHub in headless Chromium, gets their own JupyterLab
-server, runs tutorial 03 there, clicks Pause in a dashboard (the kernel confirms the
+server, runs tutorial 03 there, opens the Dask dashboard through the hub's proxy
+(jupyter-server-proxy), clicks Pause in a dashboard (the kernel confirms the
 pod paused), stops a pod (the Leaderboard tab shows it), captures the README's
 dashboard pictures from a PPO + DQN run, and from the same server creates a Dask
 Gateway cluster found through the environment JupyterHub sets, runs a tournament on it
@@ -86,7 +87,7 @@ def test_a_user_runs_a_tutorial_and_a_gateway_tournament_from_their_server(hub):
         try:
             _log_in(page, hub, "alice")
             _run_the_tutorial(page, hub)
-            _click_pause_stop_and_capture(page, artifacts)
+            _click_pause_stop_and_capture(page, hub, artifacts)
             _tournament_on_the_gateway(page, hub)
         except Exception:
             page.screenshot(path=str(artifacts / "hub-failure.png"), full_page=True)
@@ -140,11 +141,29 @@ WAIT_FOR_REPLACEMENT = (
 )
 
 
-def _click_pause_stop_and_capture(page, artifacts):
+def _open_the_dask_dashboard(page, hub):
+    """The client's dashboard link opens from the user's browser: through the hub and
+    jupyter-server-proxy, not the server's own 127.0.0.1 the browser cannot reach."""
+    run_cell(page, 'print("DASHLINK=" + pclient.dashboard_link)')
+    out = page.locator(".jp-OutputArea-output", has_text="DASHLINK=").last
+    out.wait_for(timeout=60_000)
+    link = out.inner_text().split("DASHLINK=", 1)[1].split()[0]
+    assert re.fullmatch(r"/user/alice/proxy/\d+/status", link), link
+    dash = page.context.new_page()  # the logged-in user's cookies
+    try:
+        response = dash.goto(f"{hub.url}{link}", timeout=60_000)
+        assert response is not None and response.status == 200, response
+        assert "Dask" in dash.title(), dash.title()
+    finally:
+        dash.close()
+
+
+def _click_pause_stop_and_capture(page, hub, artifacts):
     run_cell(page, PAUSE_RUN)
     cell = page.locator(".jp-Cell", has_text="pause-check")
     pause = cell.locator(".jupyter-widgets button", has_text="Pause")
     pause.wait_for(timeout=120_000)
+    _open_the_dask_dashboard(page, hub)
     click_pause(page, cell, "p000")
     run_cell(page, 'print("STATUS", tp.pod("p000")["status"])')
     page.locator(".jp-OutputArea-output", has_text="STATUS paused").last.wait_for(timeout=60_000)

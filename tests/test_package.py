@@ -64,3 +64,53 @@ def test_the_package_has_no_import_hook():
     # import_module for the lazy names is all it takes from importlib
     assert imported <= {"importlib"}, imported
     assert not any(isinstance(n, ast.ClassDef) for n in ast.walk(ast.parse(source)))
+
+
+def test_the_package_says_it_is_typed():
+    """PEP 561: type checkers read the package's annotations only with ``py.typed``."""
+    import importlib.resources
+
+    import tomllib
+
+    assert (importlib.resources.files("elegantpod") / "py.typed").is_file()
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert "py.typed" in pyproject["tool"]["setuptools"]["package-data"]["elegantpod"]
+
+
+# The command line's own output, and progress lines a caller asked for (progress=True).
+PRINTS = {"cli.py", "cli_commands.py", "demo.py", "progress.py", "command.py", "walkforward.py"}
+
+
+def test_library_messages_go_through_logging_not_print():
+    """Outside the CLI's own output, the library speaks through
+    ``logging.getLogger("elegantpod")`` (a module's ``getLogger(__name__)`` is under it):
+    a user silences it, or sends it to a file, with the logging module."""
+    package = INIT.parent
+    printing = set()
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print":
+                printing.add(path.name)
+    assert printing <= PRINTS, f"print() outside the CLI: {sorted(printing - PRINTS)}"
+
+
+def test_the_cli_shows_library_messages_and_restores_logging(capsys):
+    import logging
+
+    from elegantpod.cli import _show_library_messages, main
+
+    lib = logging.getLogger("elegantpod")
+    before = (lib.level, lib.propagate, list(lib.handlers))
+    handler = _show_library_messages(quiet=False)
+    try:
+        logging.getLogger("elegantpod.training").info("nothing to train")
+        logging.getLogger("elegantpod.other").debug("not shown")
+    finally:
+        lib.removeHandler(handler)
+    assert capsys.readouterr().err == "elegantpod: nothing to train\n"
+    lib.setLevel(before[0])
+    lib.propagate = before[1]
+    # a command leaves the caller's logging as it was
+    assert main(["train", "--env", "NoSuchEnv-v0", "--algo", "ppo"]) == 2
+    assert (lib.level, lib.propagate, list(lib.handlers)) == before
+    assert "NoSuchEnv-v0" in capsys.readouterr().err
