@@ -65,6 +65,7 @@ class PolicyNet(nn.Module):
         self.register_buffer("log_std", log_std)  # PPO's Gaussian, for sampling only
 
     def features(self, obs: Tensor) -> Tensor:
+        """Observations as the actor sees them: normalised where the pod normalised."""
         return obs if self.norm is None else self.norm(obs)
 
     def raw(self, obs: Tensor) -> Tensor:

@@ -19,6 +19,7 @@ written atomically (a reader never sees half of one).
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import logging
 import os
@@ -71,7 +72,7 @@ def export_policy_net(
     """Write ``net`` (observations -> actions) to ``path`` in ``format`` (see
     :func:`export_format`); returns the path. The module is traced on the CPU."""
     fmt = export_format(path, format)
-    net = net.cpu().eval()
+    net = copy.deepcopy(net).cpu().eval()  # a copy: a GPU policy stays where it is
     example = torch.zeros(2, *obs_shape)  # 2: a batch of 1 would be specialised
     batch = {"obs": {0: torch.export.Dim.DYNAMIC}}
     buf = io.BytesIO()

@@ -49,6 +49,7 @@ class Video:
 
     @property
     def mime(self) -> str:
+        """The file's media type: ``video/mp4`` or ``image/gif``."""
         return "image/gif" if self.path.endswith(".gif") else "video/mp4"
 
     def save(self, path: str | os.PathLike) -> str:
@@ -120,11 +121,19 @@ def record(
             f"{str(env_id)[:200]!r} has no gymnasium env to render it; a video needs a "
             "gymnasium id (the native classic envs render through their twins of the same id)"
         )
-    check_mujoco_gl(env_id)
+    is_mujoco = check_mujoco_gl(env_id)
     try:
         env = gymnasium.make(env_id, render_mode="rgb_array", **(env_kwargs or {}))
     except gymnasium.error.DependencyNotInstalled as exc:
         raise ValueError(f"cannot render {env_id!r}: {exc}") from None
+    except Exception as exc:
+        if not is_mujoco:
+            raise
+        # an unusable MUJOCO_GL fails in `import mujoco` (PyOpenGL finds no library)
+        gl = os.environ.get("MUJOCO_GL", "")[:20]
+        raise ValueError(
+            f"cannot render {env_id!r} with MUJOCO_GL={gl!r} ({type(exc).__name__}): {GL_ADVICE}"
+        ) from exc
     try:
         shape = tuple(env.observation_space.shape or ())
         if shape != tuple(policy.obs_shape):
@@ -137,21 +146,28 @@ def record(
         env.close()
 
 
-def check_mujoco_gl(env_id: str) -> None:
-    """Raise ``ValueError`` saying what to install when ``env_id`` is a MuJoCo env and
-    no headless OpenGL is chosen: MuJoCo reads ``MUJOCO_GL`` once, when imported."""
+GL_ADVICE = (
+    "install EGL (apt install libegl1; a GPU's driver ships it) or OSMesa (apt install "
+    "libosmesa6), then start Python with MUJOCO_GL=egl (or osmesa) in its environment, "
+    "before anything imports mujoco"
+)
+"""What a machine without a display needs to render MuJoCo."""
+
+
+def check_mujoco_gl(env_id: str) -> bool:
+    """Whether ``env_id`` is a MuJoCo env; raise ``ValueError`` saying what to install
+    when it is and no headless OpenGL is chosen (MuJoCo reads ``MUJOCO_GL`` once, when
+    imported, so it cannot be set from here)."""
     import gymnasium
 
     entry = str(getattr(gymnasium.registry.get(env_id), "entry_point", ""))
-    if "envs.mujoco" not in entry or os.environ.get("DISPLAY"):
-        return
-    if os.environ.get("MUJOCO_GL", "").lower() not in ("egl", "osmesa"):
+    is_mujoco = "envs.mujoco" in entry
+    gl = os.environ.get("MUJOCO_GL", "").lower()
+    if is_mujoco and not os.environ.get("DISPLAY") and gl not in ("egl", "osmesa"):
         raise ValueError(
-            f"rendering {env_id!r} without a display needs headless OpenGL: install EGL "
-            "(apt install libegl1; a GPU's driver ships it) or OSMesa (apt install "
-            "libosmesa6), then start Python with MUJOCO_GL=egl (or osmesa) in its "
-            "environment, before anything imports mujoco"
+            f"rendering {env_id!r} without a display needs headless OpenGL: {GL_ADVICE}"
         )
+    return is_mujoco
 
 
 def _count(name: str, value, limit: int) -> int:

@@ -63,5 +63,5 @@ def test_mujoco_without_headless_gl_says_what_to_install(monkeypatch):
         check_mujoco_gl("Hopper-v5")
     assert "apt install libegl1" in str(info.value) and "MUJOCO_GL=egl" in str(info.value)
     monkeypatch.setenv("MUJOCO_GL", "egl")
-    check_mujoco_gl("Hopper-v5")  # chosen: left to MuJoCo
-    check_mujoco_gl("CartPole-v1")  # not MuJoCo: nothing to check
+    assert check_mujoco_gl("Hopper-v5")  # chosen: left to MuJoCo
+    assert not check_mujoco_gl("CartPole-v1")  # not MuJoCo: nothing to check
