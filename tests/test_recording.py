@@ -65,3 +65,16 @@ def test_mujoco_without_headless_gl_says_what_to_install(monkeypatch):
     monkeypatch.setenv("MUJOCO_GL", "egl")
     assert check_mujoco_gl("Hopper-v5")  # chosen: left to MuJoCo
     assert not check_mujoco_gl("CartPole-v1")  # not MuJoCo: nothing to check
+
+
+def test_the_gif_writer_of_machines_without_ffmpeg_keeps_every_frame(tmp_path):
+    import numpy as np
+
+    from elegantpod.recording import _writer
+
+    path = str(tmp_path / "v.gif")
+    writer = _writer(path, 30.0)
+    for i in range(5):
+        writer.append_data(np.full((40, 60, 3), 40 * i, np.uint8))
+    writer.close()
+    assert imageio.mimread(path)[4].shape[:2] == (40, 60) and len(imageio.mimread(path)) == 5
