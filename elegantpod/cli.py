@@ -1,4 +1,4 @@
-"""Command line: ``elegantpod train | tournament | backtest | demo``.
+"""Command line: ``elegantpod train | tournament | backtest | export | demo``.
 
 The entry point (``elegantpod.cli:main``): the process set-up, the dispatch to a command
 and what Ctrl-C leaves behind. The arguments are parsed and checked in
@@ -13,7 +13,7 @@ import shlex
 import sys
 
 from elegantpod.cli_args import _parser, check_args
-from elegantpod.cli_commands import _tournament, _train
+from elegantpod.cli_commands import _export, _tournament, _train
 
 
 def _drop_working_folder() -> None:
@@ -80,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
             return _train(args)
         if args.command == "tournament":
             return _tournament(args)
+        if args.command == "export":
+            return _export(args)
         if args.command in COMMANDS:
             import importlib
 

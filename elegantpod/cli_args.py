@@ -176,6 +176,19 @@ def _parser() -> argparse.ArgumentParser:
         "(labelled in-sample); by default such a range is refused",
     )
     b.add_argument("--json", action="store_true", help="print the result as one JSON line")
+    x = sub.add_parser("export", help="write a trained policy as ONNX, torch.export or TorchScript")
+    x.add_argument("--checkpoint", required=True, help="a checkpoint file or a run folder")
+    x.add_argument(
+        "--format",
+        dest="export_format",
+        default=None,
+        help="onnx, export (torch.export, .pt2) or torchscript; default: --out's suffix, else onnx",
+    )
+    x.add_argument(
+        "--out",
+        default=None,
+        help="the file to write (default: policy.<suffix> beside the checkpoint)",
+    )
     d = sub.add_parser("demo", help="the showcase run on the embedded default")
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--max-seconds", type=float, default=150.0)
@@ -276,6 +289,29 @@ def check_args(args) -> None:
         raise ValueError("--out '' names no folder: give a folder (the working one is '.')")
     if getattr(args, "store", None) is not None:
         check_store_argument(args.store)
+    if args.command == "export":
+        check_export_args(args)
+
+
+def check_export_args(args) -> None:
+    """``export``: the checkpoint exists, the format is known and agrees with ``--out``,
+    and ``--out`` lands in an existing folder; ``args.out`` becomes the file to write."""
+    from pathlib import Path
+
+    source = Path(args.checkpoint)
+    if not source.exists():
+        raise ValueError(f"--checkpoint {args.checkpoint[:200]!r} does not exist")
+    from elegantpod.policy_export import FORMATS, export_format
+
+    fmt = args.export_format
+    if fmt is not None and fmt not in FORMATS:
+        raise ValueError(f"unknown --format {fmt[:50]!r}: use one of {', '.join(FORMATS)}")
+    if args.out is None:
+        folder = source if source.is_dir() else source.parent
+        args.out = str(folder / f"policy{FORMATS[fmt or 'onnx']}")
+    args.export_format = export_format(args.out, fmt)
+    if not Path(args.out).parent.is_dir():
+        raise ValueError(f"--out {args.out[:200]!r}: its folder does not exist")
 
 
 def check_store_argument(store: str) -> None:

@@ -59,6 +59,16 @@ def _train(args) -> int:
     return 0
 
 
+def _export(args) -> int:
+    """``elegantpod export``: the checkpoint's policy as a file (checked in ``check_args``)."""
+    from elegantpod.policy import Policy
+
+    policy = Policy.load(args.checkpoint)
+    path = policy.export(args.out, args.export_format)
+    print(f"{policy!r} written as {args.export_format} to {path}")
+    return 0
+
+
 def train_line(result) -> str:
     """The line ``elegantpod train`` ends with: the last and the best evaluation, the
     step count formatted as the progress lines format it, and the agent to use."""

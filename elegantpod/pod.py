@@ -38,6 +38,7 @@ from elegantpod.pod_build import (
 )
 from elegantpod.pod_files import is_best, while_writing, write_evaluated
 from elegantpod.pod_run import PodRun
+from elegantpod.policy import Policy, spaces_payload
 from elegantpod.restore import Restore, rebuilt_spec
 from elegantpod.saved_pod import SavedPod
 from elegantpod.threads import torch_threads
@@ -286,6 +287,17 @@ class Pod:
         """
         self.apply_hparams(replace_checked(self.learner.config, changes))
 
+    # -- deploying and watching ------------------------------------------------------------
+    def policy(self, device: str | None = None) -> Policy:
+        """The current policy, apart from the pod: a :class:`~elegantpod.policy.Policy`
+        (``predict``, ``export``, ``record``) on ``device`` (``None``: the CPU)."""
+        return Policy.from_learner(self.spec, self.learner, self.env, device)
+
+    def record(self, episodes: int = 1, **kwargs: Any):
+        """A :class:`~elegantpod.recording.Video` of the current policy's deterministic
+        episodes on the pod's env (keywords of :func:`~elegantpod.recording.record`)."""
+        return self.policy().record(self.spec.env_id, episodes=episodes, **kwargs)
+
     def close(self) -> None:
         """Release the envs (an async gymnasium env's worker processes, say)."""
         self.env.close()
@@ -326,6 +338,7 @@ class Pod:
             "learner": self.learner.state_dict(),
             "env_rng": self.env.generator.get_state() if hasattr(self.env, "generator") else None,
             "eval_count": self.evaluator.count + int(evaluations_ahead),
+            "spaces": spaces_payload(self.env.observation_space, self.env.action_space),
         }
 
     def load(

@@ -534,6 +534,16 @@ TOURNAMENT = ["tournament", "--env", "CartPole-v1", "--max-seconds", "5"]
         ),
         (["backtest", "--checkpoint", "{tmp}/x.pt", "--device", "meta"], "unknown device"),
         (["demo", "--out", ""], "--out '' names no folder"),
+        (["export", "--checkpoint", "{tmp}/nope"], "nope' does not exist"),
+        (["export", "--checkpoint", "{tmp}/file", "--format", "zip"], "unknown --format 'zip'"),
+        (["export", "--checkpoint", "{tmp}", "--out", "{tmp}/p.txt"], "cannot tell the export"),
+        (
+            ["export", "--checkpoint", "{tmp}/file", "--format", "onnx", "--out", "{tmp}/p.pt2"],
+            "format 'onnx' and the file name",
+        ),
+        (["export", "--checkpoint", "{tmp}", "--out", "{tmp}/no/p.onnx"], "folder does not exist"),
+        (["export", "--checkpoint", "{tmp}/file"], "is corrupt or not a torch file"),
+        (["export", "--checkpoint", "{tmp}"], "is a folder with no best.pt or checkpoint.pt"),
     ],
 )
 def test_bad_arguments_are_one_clear_error(args, message, tmp_path, capsys, monkeypatch):

@@ -1,7 +1,8 @@
 """The live dashboard: watch and steer a running tournament from Jupyter.
 
 A thin view: every button calls a public :class:`~elegantpod.tournament.Tournament`
-method (``pause``, ``unpause``, ``stop``, ``mutate``, ``add_pod``, ``scale``) and every
+method (``pause``, ``unpause``, ``stop``, ``mutate``, ``add_pod``, ``scale``; "Watch best"
+records ``best().record(...)``) and every
 panel reads public views (``leaderboard``, ``pods``, ``curves``, ``lineage``,
 ``cluster_info``, ``summary``). A daemon thread refreshes it about once a second without
 blocking the kernel; table cells are diffed, so only changed cells send messages.
@@ -103,13 +104,20 @@ class Dashboard:
         self.scale_up.on_click(lambda _: self._scale(+1))
         self.scale_down.on_click(lambda _: self._scale(-1))
         self.lineage = W.HTML()
+        self.watch_button = W.Button(description="Watch best", icon="film")
+        self.watch_steps = W.BoundedIntText(value=500, min=1, max=100_000, description="steps")
+        self.watch_button.on_click(lambda _: self._watch())
+        self.video = W.Output()
+        """The best agent's video, set by a "Watch best" click (in the kernel's thread)."""
 
         controls = W.VBox(
             [
                 W.HBox([self.pod_select, self.pause_button, self.resume_button, self.stop_button]),
                 W.HBox([self.hparam_select, self.hparam_value, self.mutate_button]),
                 W.HBox([self.algo_select, self.parent_select, self.new_hparams, self.add_button]),
+                W.HBox([self.watch_button, self.watch_steps]),
                 self.message,
+                self.video,
             ]
         )
         cluster_box = W.VBox([self.cluster, W.HBox([self.scale_up, self.scale_down])])
@@ -189,6 +197,19 @@ class Dashboard:
         else:
             self._say(f"added {pod}")
             self.refresh()
+
+    def _watch(self) -> None:
+        """One deterministic episode of the best agent: ``t.best().record(...)``."""
+        self._say("recording the best agent...")
+        try:
+            video = self.t.best(device="cpu").record(episodes=1, max_steps=self.watch_steps.value)
+        except ValueError as exc:
+            self._say(str(exc), error=True)
+            return
+        # outputs set directly, not `with self.video:` (that captures only in a kernel)
+        data = {"text/html": video._repr_html_(), "text/plain": repr(video)}
+        self.video.outputs = ({"output_type": "display_data", "data": data, "metadata": {}},)
+        self._say(f"best agent: {video.steps[0]} steps, return {video.returns[0]:.4g}")
 
     def _scale(self, delta: int) -> None:
         try:

@@ -94,6 +94,13 @@ def test_buttons_steer_a_running_tournament(client, tmp_path):
         assert max(plotted) >= board["score_mean"].max() - 1e-9
         assert [list(ln.get_ydata()) for ln in lines if ln.get_label() == "target"] == [[400, 400]]
         assert "schedule</b>" in d.lineage.value
+        # "Watch best": the best agent's episode, as t.best().record(...) makes it
+        d.watch_steps.value = 20
+        d.watch_button.click()
+        assert "best agent: " in d.message.value and "#b71c1c" not in d.message.value
+        (shown,) = d.video.outputs
+        assert shown["data"]["text/html"].startswith("<video controls")
+        assert "base64," in shown["data"]["text/html"]
     finally:
         t.stop()
         t.wait(60)
