@@ -122,6 +122,10 @@ def record(
             "gymnasium id (the native classic envs render through their twins of the same id)"
         )
     is_mujoco = check_mujoco_gl(env_id)
+    if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        # gymnasium's classic envs draw with pygame; without a display SDL's default
+        # video driver prints an "error:" line about XDG_RUNTIME_DIR (harmless, alarming)
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     try:
         env = gymnasium.make(env_id, render_mode="rgb_array", **(env_kwargs or {}))
     except gymnasium.error.DependencyNotInstalled as exc:
