@@ -78,6 +78,11 @@ assert pods.loc["p002", "status"] == "stopped", pods
 assert len(pods) >= 6 and (pods["parent"] == "p000").any(), pods  # the clone, the fresh one
 assert t2.status == "created" and set(t2.pods["pod_id"]) <= set(pods.index)
 """
+CHECK_DEPLOY = """
+import os
+assert action.shape == (4096,) and os.path.getsize("cartpole.onnx") > 1_000
+assert video.frames == sum(video.steps) + len(video.steps)
+"""
 CHECK_TRADING = """
 assert result.trials >= 1 and len(returns) > 200 and os.path.getsize("report.html") > 10_000
 """
@@ -92,7 +97,12 @@ RUNS = {
         budgets={"max_seconds=600": "max_seconds=40"},
         glue={'t.pause("p001"); t.unpause("p001"); t.stop("p002")': WAIT_FOR_A_SCORE},
     ),
-    "one pod": Run(blocks=("import elegantpod\n",)),
+    "one pod": Run(
+        blocks=(
+            "import elegantpod\n",
+            'policy = elegantpod.Policy.load("runs/cartpole")          # best.pt; or pod.policy()',
+        ),
+    ),
     "trading": Run(
         blocks=("from elegantpod import Tournament, finance",),
         budgets={"max_seconds=600": "max_seconds=20"},
@@ -168,6 +178,8 @@ def test_a_notebook_example_runs(name, tmp_path, monkeypatch):
         cells.append(CHECK_QUICKSTART)
     if name == "trading":
         cells.append("import os\n" + CHECK_TRADING)
+    if name == "one pod":
+        cells.append(CHECK_DEPLOY)
     _execute(cells, tmp_path, monkeypatch)
 
 
