@@ -25,6 +25,11 @@ _WHERE = {
     **dict.fromkeys(["cluster", "shutdown"], "elegantpod.dask_cluster"),
     "gateway_cluster": "elegantpod.gateway",
     "PodSpec": "elegantpod.config",
+    **dict.fromkeys(
+        ["choice", "from_tune", "lograndint", "loguniform", "qlograndint", "qloguniform"]
+        + ["qrandint", "quniform", "randint", "uniform"],
+        "elegantpod.search",
+    ),
     **dict.fromkeys(["available_envs", "make_env", "register_env"], "elegantpod.envs"),
     "Budget": "elegantpod.budget",
     "Collector": "elegantpod.collector",
@@ -101,4 +106,14 @@ __all__ = [
     "train",
     "workdir",
     "clear_workdir",
+    "choice",
+    "from_tune",
+    "lograndint",
+    "loguniform",
+    "qlograndint",
+    "qloguniform",
+    "qrandint",
+    "quniform",
+    "randint",
+    "uniform",
 ]

@@ -129,6 +129,20 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="pods sharing one GPU (1, 2, 4...); default: from the GPU's memory",
     )
+    r.add_argument(
+        "--search-space",
+        metavar="FILE",
+        default=None,
+        help='JSON or YAML file of the search space per algorithm, e.g. {"ppo": {"lr": '
+        '{"loguniform": [1e-4, 1e-2]}, "epochs": {"choice": [2, 4, 8]}}} (see '
+        "elegantpod.search); over each learner's own",
+    )
+    r.add_argument(
+        "--init",
+        choices=("default", "sample"),
+        default=None,
+        help="first pods: the base hyperparameters (default) or draws from the search space",
+    )
     _env_options(r)
     b = sub.add_parser("backtest", help="backtest a trading agent and write its report")
     _import_option(b)
@@ -240,6 +254,40 @@ def algo_hparams(items: list[str]) -> dict[str, dict[str, str]]:
             )
         out.setdefault(algo.lower(), {})[name] = value
     return out
+
+
+MAX_SPACE_FILE = 1_000_000
+"""Largest ``--search-space`` file read (bytes; real ones are a few hundred)."""
+
+
+def search_space_file(path: str) -> dict:
+    """The plain-JSON search space in ``path`` (``.json``: JSON; else YAML, which reads
+    JSON too), read as untrusted input: a regular file of bounded size. The tournament
+    checks its contents (:func:`elegantpod.agents.space_dict.space_from_dict`)."""
+    import json
+
+    from elegantpod.safe_files import read_bytes
+
+    try:
+        text = read_bytes(path, MAX_SPACE_FILE).decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"--search-space {path[:200]!r}: cannot read it: {exc}") from None
+    shown = f"--search-space {path[:200]!r}"
+    if path.lower().endswith(".json"):
+        try:
+            return json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            raise ValueError(f"{shown} is not valid JSON: {exc}") from None
+    try:
+        import yaml
+    except ImportError:
+        raise ValueError(
+            f"{shown}: YAML needs pyyaml (pip install pyyaml), or give a .json file"
+        ) from None
+    try:
+        return yaml.safe_load(text)
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:
+        raise ValueError(f"{shown} is not valid YAML: {exc}") from None
 
 
 DEVICES = ("auto", "cpu", "cuda", "cuda:N", "mps")

@@ -9,7 +9,7 @@ import signal
 import sys
 
 from elegantpod.checks import parse_assignments
-from elegantpod.cli_args import algo_hparams, env_kwargs
+from elegantpod.cli_args import algo_hparams, env_kwargs, search_space_file
 
 
 def _train(args) -> int:
@@ -119,6 +119,8 @@ def _tournament(args) -> int:
         "eval_env_kwargs": env_kwargs(args.eval_env_arg) or None,
         "fitness": None if args.fitness == "return" else args.fitness,
         "hparams": algo_hparams(args.set) or None,
+        "search_space": search_space_file(args.search_space) if args.search_space else None,
+        "init": args.init,
         **budget,
     }
     given = {k: v for k, v in given.items() if v is not None}

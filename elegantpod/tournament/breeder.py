@@ -1,11 +1,15 @@
 """The breeder: how a tournament's new pods are made (pure: no Dask, no I/O).
 
 Fresh pods take the spec's base hyperparameters; later pods of an algorithm explore
-around them; children copy a live pod's latest networks and optimizer state (the top of
-the population, see :mod:`~elegantpod.tournament.population`) and perturb its
-hyperparameters through the mutation policy, whose output is checked like user input;
-restarts draw fresh hyperparameters from the whole search space; users add pods of their
-own (fresh, or cloned from a leaderboard entry or a pod).
+around them (with ``init="sample"``, every fresh pod draws its hyperparameters from the
+tournament's search space instead); children copy a live pod's latest networks and
+optimizer state (the top of the population, see
+:mod:`~elegantpod.tournament.population`) and perturb its hyperparameters through the
+mutation policy, whose output is checked like user input; restarts draw fresh
+hyperparameters from the whole search space; users add pods of their own (fresh, or
+cloned from a leaderboard entry or a pod). The search space is the learner's own with
+the tournament's ``search_space`` over it
+(:func:`~elegantpod.tournament.generator.search_space`).
 
 A :class:`~elegantpod.tournament.population.Population` holds a :class:`Breeder`, as
 dask's ``Adaptive`` holds a cluster, and hands it at each call the :class:`Pool` to breed
@@ -110,14 +114,16 @@ class Breeder:
 
         The algorithm is the least represented among the pods alive; the parent comes
         from the top ``truncation`` fraction of its live pods (leaderboard entries when
-        none of them has a score yet). ``strict``: a failing mutation policy raises
-        instead of falling back to the default. ``origin``: why it is made
-        (``PodRecord.origin``).
+        none of them has a score yet). Without a parent: the base hyperparameters (the
+        first pod of an algorithm) or variations of them, or with ``spec.init ==
+        "sample"`` a draw of every hyperparameter of the tournament's search space.
+        ``strict``: a failing mutation policy raises instead of falling back to the
+        default. ``origin``: why it is made (``PodRecord.origin``).
         """
         spec = pool.spec
         active = Counter(r.algo for r in pool.alive())
         algo = choose_algo(list(spec.algos), active, self.rng)
-        space = search_space(algo)
+        space = search_space(algo, spec.search_space)
         parents = self._live_entries(pool, algo) or [
             e for e in pool.entries if e.algo == algo and e.usable
         ]
@@ -126,7 +132,10 @@ class Breeder:
             hparams, mutation = self._mutate(spec, algo, parent.hparams, space, True, strict)
             return self._record(algo, hparams, parent, mutation, origin)
         base = base_hparams(spec, algo)
-        if any(r.algo == algo for r in pool.records.values()):
+        if spec.init == "sample":  # a fresh draw of the whole space, seeded
+            new, change = sample_space(base, space, self.rng)
+            hparams, mutation = policy_output(algo, base, new, change, False)
+        elif any(r.algo == algo for r in pool.records.values()):
             # Not the first of its algorithm: explore around the base instead of cloning it;
             # its categorical choices (a noise kind) stay the user's: the starting pods are
             # variations of one configuration, and children and restarts search the rest.
@@ -142,7 +151,7 @@ class Breeder:
         on a plateau explores settings its members' mutations would take long to reach
         (a noise kind, a far learning rate)."""
         base = base_hparams(pool.spec, algo)
-        new, change = sample_space(base, search_space(algo), self.rng)
+        new, change = sample_space(base, search_space(algo, pool.spec.search_space), self.rng)
         hparams, mutation = policy_output(algo, base, new, change, False)
         return self._record(algo, hparams, None, mutation, origin)
 

@@ -191,8 +191,9 @@ def mutate(
         else:
             factor = rng.choice(cfg.perturb_factors)
             value = bound.clip(old * factor) if old != 0 else bound.sample(rng)
-            if bound.integer and value == old:  # x1.2 of a small integer rounds back
-                value = bound.clip(old + (1 if factor > 1 else -1))
+            step = bound.step  # on a grid (integers, multiples of q) x1.2 may round back
+            if step is not None and value == old:
+                value = bound.clip(old + (step if factor > 1 else -step))
         if value != old:
             new[name] = value
             mutation[name] = [old, value]
@@ -345,7 +346,13 @@ def judge(
     return Verdict(True, mine, leader, top, t, reason="evidence")
 
 
-def search_space(algo: str) -> dict[str, Bound | Choice]:
+def search_space(
+    algo: str, overrides: Mapping[str, Mapping[str, Bound | Choice]] | None = None
+) -> dict[str, Bound | Choice]:
     """Where the generator may move each hyperparameter of ``algo``: a copy of its
-    learner's ``search_space`` (raises ``ValueError`` for an unknown algorithm)."""
-    return dict(get_algo(algo).search_space)
+    learner's ``search_space``, with a tournament's own ``overrides``
+    (``TournamentSpec.search_space``, ``{algorithm: {hyperparameter: domain}}``) over it:
+    an override replaces the learner's domain of that name or adds one. Raises
+    ``ValueError`` for an unknown algorithm."""
+    learner = get_algo(algo)
+    return {**learner.search_space, **(overrides or {}).get(learner.name, {})}

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from elegantpod.agents import get_algo
+from elegantpod.agents.space_dict import space_from_dict, space_to_dict
 from elegantpod.checks import (
     MAX_EVAL_EPISODES,
     MAX_LEARNERS,
@@ -24,7 +25,7 @@ from elegantpod.checks import (
 from elegantpod.config import PodSpec
 from elegantpod.envs import check_env_id, check_eval_env
 from elegantpod.memory import check_memory
-from elegantpod.tournament import field_checks
+from elegantpod.tournament import field_checks, search_spaces
 from elegantpod.tournament.generator import GeneratorConfig
 
 MAX_PODS = 10_000
@@ -87,6 +88,15 @@ class TournamentSpec:
     fitness: str = "return"
     """What the leaderboard ranks: the mean evaluation return, or a finance metric of the
     evaluation episodes (``"sharpe"``, ``"calmar"``... see :data:`elegantpod.checks.FITNESSES`)."""
+    search_space: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """This tournament's own search space per algorithm, ``{"ppo": {"lr":
+    loguniform(1e-4, 1e-2)}}`` (:mod:`elegantpod.search`): each domain replaces the
+    learner's of that name, or adds one; mutation, restarts and ``init="sample"`` draw
+    from the result. Checked against the learner's hard limits; saved as plain JSON."""
+    init: str = "default"
+    """How the first pods start: ``"default"``, the base hyperparameters (then
+    variations of them); ``"sample"``, a draw of every hyperparameter of the search
+    space from the seeded generator (the rest keep the base's)."""
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first bad field, before any cluster work."""
@@ -146,6 +156,10 @@ class TournamentSpec:
                     f"{name} must be in [0, {high:,}], got {short(getattr(self, name))}"
                 )
         self.generator.validate()
+        if self.init not in search_spaces.INITS:
+            raise ValueError(
+                f"init must be one of {list(search_spaces.INITS)}, got {short(self.init)}"
+            )
         check_fitness(self.fitness)
         check_json("env_kwargs", self.env_kwargs)
         check_json("eval_env_kwargs", self.eval_env_kwargs)
@@ -173,6 +187,7 @@ class TournamentSpec:
         """The spec as JSON-able values (what ``tournament.json`` holds)."""
         d = dataclasses.asdict(self)
         d["algos"] = list(self.algos)
+        d["search_space"] = space_to_dict(self.search_space)
         return d
 
     @classmethod
@@ -207,6 +222,7 @@ class TournamentSpec:
             g.setdefault("restart_after", 0)
             g.setdefault("score_window", 2)
         d["generator"] = GeneratorConfig(**g)
+        d["search_space"] = space_from_dict(d.get("search_space", {}))
         return cls(**d)
 
     def to_json(self) -> str:
@@ -223,7 +239,7 @@ def _check_shapes(d: dict[str, Any]) -> None:
     algos = d.get("algos", ["ppo"])
     if not isinstance(algos, list | tuple) or not all(isinstance(a, str) for a in algos):
         raise ValueError(f"algos must be a list of algorithm names, got {short(algos)}")
-    for name in ("generator", "env_kwargs", "eval_env_kwargs"):
+    for name in ("generator", "env_kwargs", "eval_env_kwargs", "search_space"):
         if not isinstance(d.get(name, {}), dict | GeneratorConfig):
             raise ValueError(f"{name} must be an object (a dict), got {short(d.get(name))}")
     hparams = d.get("hparams", {})
@@ -248,6 +264,7 @@ RESUME_CHANGEABLE = (
     "failed_replacements",
     "device",
     "pods_per_gpu",
+    "search_space",
 )
 """Spec fields a resume may change; any other given value must equal the store's."""
 
@@ -262,6 +279,8 @@ def resume_changes(spec: TournamentSpec, overrides: dict[str, Any], where: str) 
         old = getattr(spec, key)
         if key == "generator" and isinstance(value, dict):
             value = dataclasses.replace(old, **value)  # a partial dict changes just those
+        if key == "search_space":
+            value = search_spaces.normalize(value)
         if key == "algos":
             if isinstance(value, str):
                 value = tuple(a.strip() for a in value.split(",") if a.strip())
@@ -331,6 +350,8 @@ def make_spec(**options: Any) -> TournamentSpec:
         if "perturb_factors" in g:
             g["perturb_factors"] = tuple(g["perturb_factors"])
         options["generator"] = GeneratorConfig(**g)
+    if "search_space" in options:  # Bound/Choice, plain JSON or Tune domains: ours
+        options["search_space"] = search_spaces.normalize(options["search_space"])
     if isinstance(options.get("hparams"), dict):
         hparams = {}
         for algo, given in options["hparams"].items():
@@ -369,6 +390,7 @@ def check_spec(spec: TournamentSpec) -> None:
         raise ValueError(
             f"hparams given for {sorted(unknown)}, which are not in algos {list(spec.algos)}"
         )
+    search_spaces.check(spec)
 
 
 def lone_pods_warning(algos, pods: int) -> str | None:
