@@ -287,7 +287,7 @@ def search_space_file(path: str) -> dict:
     try:
         return yaml.safe_load(text)
     except (yaml.YAMLError, ValueError, RecursionError) as exc:
-        raise ValueError(f"{shown} is not valid YAML: {exc}") from None
+        raise ValueError(f"{shown} is not valid YAML: {' '.join(str(exc).split())}") from None
 
 
 DEVICES = ("auto", "cpu", "cuda", "cuda:N", "mps")

@@ -657,8 +657,11 @@ def test_the_train_line_gives_the_best_evaluation_and_the_agent(tmp_path):
 
 
 def test_a_lone_pod_per_algorithm_is_one_warning_line(tmp_path, capsys, monkeypatch):
+    space = tmp_path / "space.yaml"  # a good search space passes on to the cluster
+    space.write_text("sac:\n  lr: {loguniform: [1.0e-4, 1.0e-3]}\n  batch_size: {choice: [64]}\n")
     args = ["tournament", "--env", "Pendulum-v1", "--algos", "ppo,sac", "--pods", "2"]
     args += ["--max-seconds", "5", "--store", tmp_path / "t", "--address", "tcp://127.0.0.1:9"]
+    args += ["--search-space", str(space), "--init", "sample"]
     status, _, err = main_in_process(args, capsys, monkeypatch)  # no cluster: ends there
     lines = err.strip().splitlines()
     assert status == 2 and lines[-1].startswith("elegantpod: error: no Dask scheduler"), err
@@ -741,3 +744,46 @@ def test_segment_seconds_cuts_segments_and_a_resume_may_change_it(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "resume: segment_seconds 0.25 -> 0.5" in p.stderr, p.stderr
     assert json.loads((store / "tournament.json").read_text())["segment_seconds"] == 0.5
+
+
+# -- --search-space FILE and --init (issue 34) -----------------------------------------
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        (
+            "s.json",
+            '{"ppo": {"lr": {"loguniform": [1e-4, 10]}}}',
+            "search_space['ppo']['lr'] = Bound(low=0.0001, high=10.0, log=True, integer=False, "
+            "q=None): lr must be <= 1.0 (a hard limit), got 10.0",
+        ),
+        ("s.yaml", "ppo:\n  lrr: {uniform: [0.1, 0.2]}\n", "'lrr' is not a ppo hyperparameter"),
+        ("s.yml", "sac:\n  lr: {uniform: [0.1, 0.2]}\n", "search_space given for 'sac', which"),
+        ("s.json", '{"ppo": {"lr": {"normal": [0, 1]}}}', "['lr'] must name one of uniform"),
+        ("s.json", "{not json", "s.json' is not valid JSON"),
+        ("s.yaml", "a: [", "s.yaml' is not valid YAML"),
+        ("s.yaml", "- 1\n", "search_space must be an object {algorithm"),
+        ("missing.json", None, "missing.json': cannot read it"),
+    ],
+)
+def test_a_bad_search_space_file_is_one_error_naming_the_key_before_any_cluster(
+    name, content, message, tmp_path, capsys, monkeypatch
+):
+    path = tmp_path / name
+    if content is not None:
+        path.write_text(content)
+    args = [*TOURNAMENT, "--store", tmp_path / "t", "--address", "tcp://127.0.0.1:9"]
+    status, _, err = main_in_process([*args, "--search-space", str(path)], capsys, monkeypatch)
+    lines = err.strip().splitlines()
+    assert status == 2 and len(lines) == 1 and lines[0].startswith("elegantpod: error:"), err
+    assert message in lines[0]
+    assert not (tmp_path / "t").exists()
+
+
+def test_init_takes_default_or_sample(capsys):
+    from elegantpod.cli_args import _parser
+
+    assert _parser().parse_args([*TOURNAMENT, "--store", "s", "--init", "sample"]).init == "sample"
+    assert _parser().parse_args([*TOURNAMENT, "--store", "s"]).init is None  # the spec's default
+    with pytest.raises(SystemExit):
+        _parser().parse_args([*TOURNAMENT, "--store", "s", "--init", "random"])
+    assert "invalid choice: 'random'" in capsys.readouterr().err

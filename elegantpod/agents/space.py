@@ -59,20 +59,24 @@ class Bound:
     def __post_init__(self) -> None:
         low, high = _number("Bound low", self.low), _number("Bound high", self.high)
         if not low <= high:
-            raise ValueError(f"Bound needs low <= high, got low={low!r}, high={high!r}")
+            raise ValueError(f"Bound needs low <= high, got low={short(low)}, high={short(high)}")
         if self.log and not low > 0:
-            raise ValueError(f"a log-scale Bound needs low > 0, got low={low!r}")
+            raise ValueError(f"a log-scale Bound needs low > 0, got low={short(low)}")
         q = self.q
         if q is not None and (_number("Bound q", q) <= 0):
             raise ValueError(f"Bound q must be > 0, got {short(q)}")
         if self.integer:
             for name, v in (("low", low), ("high", high), ("q", q)):
                 if v is not None and not float(v).is_integer():
-                    raise ValueError(f"an integer Bound needs an integer {name}, got {v!r}")
+                    raise ValueError(f"an integer Bound needs an integer {name}, got {short(v)}")
             low, high = int(low), int(high)
             q = None if q is None or int(q) == 1 else int(q)
+        else:  # a float range: its ends and draws are floats (10 is 10.0)
+            low, high, q = float(low), float(high), None if q is None else float(q)
         if q is not None and not (_on_grid(low, q) and _on_grid(high, q)):
-            raise ValueError(f"Bound low={low!r} and high={high!r} must be multiples of q={q!r}")
+            raise ValueError(
+                f"Bound low={short(low)} and high={short(high)} must be multiples of q={short(q)}"
+            )
         object.__setattr__(self, "low", low)
         object.__setattr__(self, "high", high)
         object.__setattr__(self, "q", q)
@@ -143,19 +147,19 @@ class Choice:
         opts = tuple(self.options) if isinstance(self.options, list | tuple) else None
         if not opts or len(opts) > MAX_CHOICES:
             raise ValueError(
-                f"Choice needs 1 to {MAX_CHOICES} options in a list, got {self.options!r}"
+                f"Choice needs 1 to {MAX_CHOICES} options in a list, got {short(self.options)}"
             )
         for o in opts:
             if isinstance(o, bool) or not isinstance(o, str | int | float):
-                raise ValueError(f"Choice options must be strings or numbers, got {o!r}")
+                raise ValueError(f"Choice options must be strings or numbers, got {short(o)}")
             if isinstance(o, float) and not math.isfinite(o):
-                raise ValueError(f"Choice options must be finite, got {o!r}")
+                raise ValueError(f"Choice options must be finite, got {short(o)}")
         if len(set(opts)) != len(opts):
-            raise ValueError(f"Choice options must differ, got {list(opts)!r}")
+            raise ValueError(f"Choice options must differ, got {short(list(opts))}")
         if isinstance(self.prob, bool) or not isinstance(self.prob, int | float):
-            raise ValueError(f"Choice prob must be a number in [0, 1], got {self.prob!r}")
+            raise ValueError(f"Choice prob must be a number in [0, 1], got {short(self.prob)}")
         if not 0.0 <= self.prob <= 1.0:
-            raise ValueError(f"Choice prob must be in [0, 1], got {self.prob!r}")
+            raise ValueError(f"Choice prob must be in [0, 1], got {short(self.prob)}")
         object.__setattr__(self, "options", opts)
 
     def sample(self, rng: random.Random) -> str | int | float:

@@ -123,7 +123,7 @@ def flat_from_dict(value: Any, where: str = "search space") -> dict[str, sp.Doma
     for name, domain in value.items():
         if not isinstance(name, str):
             raise ValueError(f"{where}: hyperparameter names are strings, got {short(name)}")
-        out[name] = domain_from_dict(domain, f"{where}[{name!r}]")
+        out[name] = domain_from_dict(domain, f"{where}[{short(name)}]")
     return out
 
 
@@ -149,7 +149,7 @@ def space_from_dict(value: Any, where: str = "search_space") -> dict[str, dict[s
     for algo, space in value.items():
         if not isinstance(algo, str):
             raise ValueError(f"{where}: algorithm names are strings, got {short(algo)}")
-        out[algo] = flat_from_dict(space, f"{where}[{algo!r}]")
+        out[algo] = flat_from_dict(space, f"{where}[{short(algo)}]")
     return out
 
 

@@ -64,12 +64,12 @@ def from_tune(space: dict) -> dict:
             "from_tune needs Ray Tune: pip install 'elegantpod[tune]' (or 'ray[tune]')"
         ) from exc
     if space and all(isinstance(v, dict) and "grid_search" not in v for v in space.values()):
-        return {algo: _flat(sample, names, f"[{algo!r}]") for algo, names in space.items()}
+        return {algo: _flat(sample, names, f"[{short(algo)}]") for algo, names in space.items()}
     return _flat(sample, space, "")
 
 
 def _flat(sample, space: dict, prefix: str) -> dict[str, sp.Domain]:
-    return {name: convert(sample, d, f"{prefix}[{name!r}]") for name, d in space.items()}
+    return {name: convert(sample, d, f"{prefix}[{short(name)}]") for name, d in space.items()}
 
 
 def convert(sample, domain: Any, where: str) -> sp.Domain:

@@ -53,17 +53,19 @@ def normalize(value: Any) -> dict[str, dict[str, Domain]]:
         except ValueError as exc:
             raise ValueError(f"search_space: {exc}") from None
         if name in out:
-            raise ValueError(f"search_space names algorithm {name!r} twice ({algo!r})")
+            raise ValueError(f"search_space names algorithm {name!r} twice ({short(algo)})")
         if not isinstance(names, dict):
             raise ValueError(
-                f"search_space[{algo!r}] must be an object {{hyperparameter: domain}}, "
+                f"search_space[{short(algo)}] must be an object {{hyperparameter: domain}}, "
                 f"got {short(names)}"
             )
         out[name] = {}
         for key, domain in names.items():
-            where = f"search_space[{algo!r}][{key!r}]"
+            where = f"search_space[{short(algo)}][{short(key)}]"
             if not isinstance(key, str):
-                raise ValueError(f"search_space[{algo!r}]: names are strings, got {short(key)}")
+                raise ValueError(
+                    f"search_space[{short(algo)}]: names are strings, got {short(key)}"
+                )
             if is_tune_domain(domain):
                 out[name][key] = from_tune({key: domain})[key]
             else:
@@ -90,19 +92,19 @@ def check(spec) -> None:
         hints = typing.get_type_hints(learner.config_cls)
         fields = [f.name for f in dataclasses.fields(learner.config_cls)]
         if not isinstance(names, dict):
-            raise ValueError(f"search_space[{algo!r}] must be a dict, got {short(names)}")
+            raise ValueError(f"search_space[{short(algo)}] must be a dict, got {short(names)}")
         for name, domain in names.items():
-            where = f"search_space[{algo!r}][{name!r}] = {short(domain)}"
+            where = f"search_space[{short(algo)}][{short(name)}] = {short(domain)}"
             if not isinstance(domain, Bound | Choice):
                 raise ValueError(f"{where}: must be a Bound or Choice (see elegantpod.search)")
             if name not in fields:
                 raise ValueError(
-                    f"{where}: {name!r} is not a {algo} hyperparameter; valid: "
+                    f"{where}: {short(name)} is not a {algo} hyperparameter; valid: "
                     f"{', '.join(sorted(fields))}"
                 )
             if name in learner.structural_hparams:
                 raise ValueError(
-                    f"{where}: {name!r} fixes the network or buffer shapes that a child "
+                    f"{where}: {short(name)} fixes the network or buffer shapes that a child "
                     "copies from its parent, so the generator cannot search it; set it "
                     "in hparams= instead"
                 )

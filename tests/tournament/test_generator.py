@@ -249,3 +249,17 @@ def test_judge_replaces_only_a_lead_beyond_the_noise_and_says_so():
 def test_generator_config_checks_the_new_rules(kw, msg):
     with pytest.raises(ValueError, match=msg):
         GeneratorConfig(**kw).validate()
+
+
+def test_mutation_of_a_quantized_domain_moves_along_its_grid():
+    from elegantpod.search import qrandint, quniform
+
+    space = {"batch": qrandint(8, 64, 8), "clip": quniform(0.1, 0.3, 0.05)}
+    hp = {"batch": 16, "clip": 0.2}
+    rng, cfg = random.Random(0), GeneratorConfig(resample_prob=0.0)
+    for _ in range(200):
+        new, mutation = mutate(hp, space, rng, cfg)
+        # x1.2 of 16 rounds back to 16: a step instead (an end may stay, clipped)
+        assert new["batch"] != hp["batch"] or hp["batch"] in (8, 64)
+        assert all(new[k] in d for k, d in space.items()) and isinstance(new["batch"], int)
+        hp = new

@@ -519,3 +519,52 @@ def test_the_only_live_pod_of_its_algorithm_is_not_replaced_by_a_copy_of_itself(
     (child,) = finish(p, lone, 1.0)
     assert p.records[lone].status == "replaced" and child.parent != lone
     assert p.records[child.parent].algo == child.algo
+
+
+# ---------------------------------------------------------------- a tournament's own space
+def test_init_sample_draws_the_first_pods_from_the_merged_space_reproducibly():
+    from elegantpod.agents import TD3Config
+    from elegantpod.search import choice, loguniform, qrandint
+    from elegantpod.tournament.generator import search_space
+
+    own = {"td3": {"lr": loguniform(1e-4, 1e-3), "batch_size": qrandint(64, 256, 64)}}
+    own["td3"]["noise"] = choice(["ou", "colored"])  # overrides TD3's own three kinds
+    made = {}
+    for seed in (1, 1, 2):
+        p = pop(algos=("td3",), pods=6, search_space=own, init="sample", seed=seed)
+        made.setdefault(seed, []).append([r.hparams for r in p.fill()])
+    assert made[1][0] == made[1][1] != made[2][0]  # by the seed, and only by it
+    space = search_space("td3", own)
+    assert space["gamma"] == search_space("td3")["gamma"] and space["noise"] == own["td3"]["noise"]
+    firsts = made[1][0]
+    for hp in firsts:
+        assert all(hp[name] in domain for name, domain in space.items()), hp
+    assert len({hp["lr"] for hp in firsts}) == 6  # drawn, none the default 1e-3
+    assert {hp["noise"] for hp in firsts} <= {"ou", "colored"}  # never TD3's gaussian
+    assert {hp["hidden"] for hp in firsts} == {TD3Config().hidden}  # not searched: the base's
+    default = pop(algos=("td3",), pods=2, search_space=own).fill()
+    assert default[0].hparams["noise"] == "gaussian" and default[0].mutation == {}  # as before
+
+
+def test_children_and_restarts_stay_inside_the_tournaments_own_space():
+    from elegantpod.search import choice, qrandint, quniform
+    from elegantpod.tournament.generator import search_space
+
+    own = {"ppo": {"epochs": choice([2, 4, 8]), "minibatch_size": qrandint(64, 256, 64)}}
+    own["ppo"]["clip_coef"] = quniform(0.1, 0.3, 0.05)
+    g = GeneratorConfig(ready_segments=1, evidence_t=0.0, restart_after=0, resample_prob=0.5)
+    p = pop(algos=("ppo",), pods=4, search_space=own, generator=g)
+    p.fill()
+    space = search_space("ppo", own)
+    children = []
+    for _ in range(30):  # the leader scores well, the rest are replaced by its children
+        alive = sorted(r.pod_id for r in p.alive())
+        children += run_segments(p, {pod: [10.0 if pod == alive[0] else 0.0] for pod in alive})
+    assert len(children) > 20 and all(c.parent for c in children)
+    for child in children:
+        assert all(child.hparams[k] in d for k, d in space.items()), child.mutation
+    assert {c.hparams["epochs"] for c in children} == {2, 4, 8}
+    assert len({c.hparams["minibatch_size"] for c in children}) > 1
+    for _ in range(20):
+        fresh = p.fresh_pod("ppo", {"kind": "restart"})
+        assert all(fresh.hparams[k] in d for k, d in space.items())
