@@ -50,8 +50,11 @@ def normalize(value: Any) -> dict[str, dict[str, Domain]]:
     for algo, names in value.items():
         try:
             name = get_algo(algo).name
-        except ValueError as exc:
-            raise ValueError(f"search_space: {exc}") from None
+        except ValueError as exc:  # a flat space, {"lr": ...}, lacks its algorithm
+            raise ValueError(
+                f"search_space: {exc} (the space is per algorithm: "
+                "{'ppo': {'lr': loguniform(1e-4, 1e-2)}})"
+            ) from None
         if name in out:
             raise ValueError(f"search_space names algorithm {name!r} twice ({short(algo)})")
         if not isinstance(names, dict):

@@ -92,7 +92,8 @@ class TournamentSpec:
     """This tournament's own search space per algorithm, ``{"ppo": {"lr":
     loguniform(1e-4, 1e-2)}}`` (:mod:`elegantpod.search`): each domain replaces the
     learner's of that name, or adds one; mutation, restarts and ``init="sample"`` draw
-    from the result. Checked against the learner's hard limits; saved as plain JSON."""
+    from the result. Checked against the learner's hard limits; saved as plain JSON. A
+    resume may give a new one: it replaces the store's whole."""
     init: str = "default"
     """How the first pods start: ``"default"``, the base hyperparameters (then
     variations of them); ``"sample"``, a draw of every hyperparameter of the search

@@ -174,6 +174,16 @@ def test_a_hostile_search_space_in_tournament_json_is_refused_naming_it(tmp_path
     resume_refused(tmp_path / "s", match)
 
 
+def test_a_store_resumes_with_its_search_space_or_a_new_one(tmp_path):
+    plain = {"ppo": {"lr": {"loguniform": [1e-4, 1e-2]}, "epochs": {"choice": [2, 4, 8]}}}
+    store_with_spec(tmp_path / "s", search_space=plain, init="sample")
+    t = Tournament.resume(tmp_path / "s")  # read back, checked, no cluster
+    assert t.spec.search_space == SPACE and t.spec.init == "sample" and not t.resume_changes
+    wider = {"ppo": {"lr": loguniform(1e-5, 1e-2)}}  # replaces the store's space whole
+    t = Tournament.resume(tmp_path / "s", search_space=wider)
+    assert t.spec.search_space == wider and t.resume_changes["search_space"] == [SPACE, wider]
+
+
 def test_a_hostile_init_in_tournament_json_is_refused(tmp_path):
     store_with_spec(tmp_path / "s", init="<script>")
     resume_refused(tmp_path / "s", r"init must be one of \['default', 'sample'\], got '<script>'")
