@@ -31,7 +31,10 @@ def _number(name: str, value: Any) -> float | int:
 
 
 def _on_grid(x: float, q: float) -> bool:
-    return math.isclose(x / q, round(x / q), rel_tol=1e-9, abs_tol=1e-9)
+    """Whether ``x`` is a multiple of ``q`` (to rounding); a grid too fine to index
+    (``x / q`` past a float) holds nothing."""
+    ratio = x / q
+    return math.isfinite(ratio) and math.isclose(ratio, round(ratio), rel_tol=1e-9, abs_tol=1e-9)
 
 
 @dataclass(frozen=True)

@@ -164,6 +164,7 @@ def test_init_must_be_default_or_sample():
         ({"ppo": {"lr": {"loguniform": [1e-4, 1e308]}}}, r"lr must be <= 1.0 \(a hard limit\)"),
         ({"ppo": {"lr": {"loguniform": [10**400, 1]}}}, "<an integer of about 401 digits>"),
         ({"ppo": {"epochs": {"choice": list(range(10**5))}}}, "Choice needs 1 to 64 options"),
+        ({"ppo": {"lr": {"quniform": [0, 1e300, 1e-300]}}}, "must be multiples of q=1e-300"),
         ({"ppo": {"hidden": {"choice": [8]}}}, r"'hidden' fixes the network or buffer"),
         ({"sac": {"lr": {"uniform": [1e-4, 1e-3]}}}, r"search_space given for 'sac', which is"),
         ({"ppo": {"<script>" + "A" * 10**5: {"uniform": [0, 1]}}}, r"'<script>AAA.*is not a ppo"),
