@@ -26,8 +26,7 @@ from elegantpod.memory import check_memory
 from elegantpod.threads import check_threads, torch_threads
 from elegantpod.types import Progress, TrainResult
 
-logger = logging.getLogger(__name__)
-"""Library messages (``elegantpod.training``, under ``logging.getLogger("elegantpod")``)."""
+logger = logging.getLogger(__name__)  # under logging.getLogger("elegantpod")
 
 OUTPUT_FILES = ("checkpoint.pt", "best.pt", "result.json", "spec.json")
 
