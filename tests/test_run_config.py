@@ -132,6 +132,10 @@ def test_search_space_is_passed_through_to_the_tournament(tmp_path):
     run.write_text(json.dumps({"env": "CartPole-v1", "max_seconds": 5, "search_space": space}))
     given = tournament_options(parsed(["tournament", "--config", run, "--store", tmp_path]))
     assert given["search_space"] == space
+    flag = tmp_path / "space.json"  # --search-space FILE, given, replaces the file's
+    flag.write_text(json.dumps({"ppo": {"epochs": {"choice": [2, 4]}}}))
+    args = parsed(["tournament", "--config", run, "--store", tmp_path, "--search-space", flag])
+    assert tournament_options(args)["search_space"] == json.loads(flag.read_text())
 
 
 def test_a_tournament_accepts_the_search_space_of_a_file(tmp_path):
