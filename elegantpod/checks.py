@@ -126,6 +126,13 @@ def _coerce(value: Any, tp: Any, name: str) -> Any:
     return value
 
 
+def coerce_value(value: Any, tp: Any, name: str) -> Any:
+    """``value`` (a string from a command line or a file, or a plain value) in the type
+    ``tp`` (``int``, ``float``, ``bool``, ``str``, a tuple or optional of them), or a
+    ``ValueError`` naming ``name``: what ``--set`` and run files share."""
+    return _coerce(value, tp, name)
+
+
 def replace_checked(cfg: Any, overrides: dict[str, Any]) -> Any:
     """``dataclasses.replace`` with names checked and values converted to field types.
 

@@ -1,8 +1,9 @@
-"""Command line: ``elegantpod train | tournament | backtest | export | demo``.
+"""Command line: ``elegantpod train | tournament | backtest | export | presets | demo``.
 
 The entry point (``elegantpod.cli:main``): the process set-up, the dispatch to a command
 and what Ctrl-C leaves behind. The arguments are parsed and checked in
-:mod:`elegantpod.cli_args`, the commands run in :mod:`elegantpod.cli_commands`.
+:mod:`elegantpod.cli_args`, completed from ``--preset`` and ``--config`` by
+:mod:`elegantpod.run_config`, and the commands run in :mod:`elegantpod.cli_commands`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 
 from elegantpod.cli_args import _parser, check_args
 from elegantpod.cli_commands import _export, _tournament, _train
+from elegantpod.run_config import apply_run_files
 
 
 def _drop_working_folder() -> None:
@@ -70,6 +72,16 @@ def main(argv: list[str] | None = None) -> int:
     _drop_working_folder()  # before anything imports lazily (torch imports sympy late)
     argv = sys.argv[1:] if argv is None else list(argv)
     args = _parser().parse_args(argv)
+    if args.command == "presets" or getattr(args, "preset", None) == "list":
+        from elegantpod.presets import preset_lines
+
+        print("\n".join(preset_lines()))
+        return 0
+    try:  # the files first: their quiet, out and store count below
+        args.run_config = run_config = apply_run_files(args, argv)
+    except ValueError as exc:
+        print(f"elegantpod: error: {exc}", file=sys.stderr)
+        return 2
     lib = logging.getLogger("elegantpod")
     before = lib.level, lib.propagate
     handler = _show_library_messages(quiet=bool(getattr(args, "quiet", False)))
@@ -90,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_demo(seed=args.seed, max_seconds=args.max_seconds, out_dir=args.out)
     except ValueError as exc:  # CheckpointError is a ValueError too
+        if run_config is not None:  # the file's line, where a value came from one
+            exc = run_config.locate(exc)
         print(f"elegantpod: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:

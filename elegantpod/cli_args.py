@@ -25,6 +25,24 @@ def _import_option(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _run_file_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        default=None,
+        help="read options from FILE (YAML or JSON): keys are the long options below "
+        "(max_steps or max-steps), plus hparams; a spec.json or tournament.json repeats "
+        "that run. Flags given here override the file, which overrides --preset",
+    )
+    p.add_argument(
+        "--preset",
+        metavar="NAME",
+        default=None,
+        help="start from a shipped preset (mujoco, mjx, box2d, trading; "
+        "'elegantpod presets' lists them)",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     from elegantpod import __version__
 
@@ -33,9 +51,12 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     t = sub.add_parser("train", help="train one pod")
     _import_option(t)
-    t.add_argument("--env", required=True, help="native or gymnasium env id")
+    _run_file_options(t)
+    t.add_argument("--env", default=None, help="native or gymnasium env id (required)")
     t.add_argument(
-        "--algo", required=True, help="ppo, sac, td3, ddpg, dqn, or one registered by --import"
+        "--algo",
+        default=None,
+        help="ppo, sac, td3, ddpg, dqn, or one registered by --import (required)",
     )
     t.add_argument("--num-envs", type=int, default=None, help="parallel sub-envs")
     t.add_argument("--seed", type=int, default=0)
@@ -62,9 +83,19 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--json", action="store_true", help="print the result as one JSON line")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.add_argument("--learners", type=int, default=1, help="fused learners (paper 4.3)")
+    t.add_argument(
+        "--eval-episodes", type=int, default=10, help="deterministic episodes per evaluation"
+    )
+    t.add_argument(
+        "--eval-every-steps",
+        type=int,
+        default=None,
+        help="env steps between evaluations (default: the algorithm's)",
+    )
     _env_options(t)
     r = sub.add_parser("tournament", help="run a tournament of pods on Dask")
     _import_option(r)
+    _run_file_options(r)
     r.add_argument(
         "--env", default=None, help="native or gymnasium env id (with --resume: the store's)"
     )
@@ -95,7 +126,9 @@ def _parser() -> argparse.ArgumentParser:
         "whichever comes first. With --resume: changes the store's",
     )
     r.add_argument("--seed", type=int, default=None)
-    r.add_argument("--store", required=True, help="directory or fsspec URL of the tournament")
+    r.add_argument(
+        "--store", default=None, help="directory or fsspec URL of the tournament (required)"
+    )
     r.add_argument("--resume", action="store_true", help="continue the tournament in --store")
     r.add_argument(
         "--force",
@@ -203,11 +236,24 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="the file to write (default: policy.<suffix> beside the checkpoint)",
     )
+    sub.add_parser("presets", help="list the presets that --preset takes")
     d = sub.add_parser("demo", help="the showcase run on the embedded default")
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--max-seconds", type=float, default=150.0)
     d.add_argument("--out", default=None, help="folder for the store and report")
     return p
+
+
+def given_options(argv: list[str]) -> set[str]:
+    """The ``argparse`` destinations that ``argv`` gives explicitly (a default is not
+    given: the file's value stands then)."""
+    p = _parser()
+    sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
+    for parser in sub.choices.values():
+        for action in parser._actions:
+            action.default = argparse.SUPPRESS
+            action.required = False
+    return set(vars(p.parse_args(argv))) - {"command"}
 
 
 def _env_options(p: argparse.ArgumentParser) -> None:
@@ -333,6 +379,12 @@ def check_args(args) -> None:
             f"--address {address[:200]!r}: give a Dask scheduler as "
             f"{', '.join(s + 'host:port' for s in ADDRESS_SCHEMES)} or host:port"
         )
+    required = {"train": ("env", "algo"), "tournament": ("store",)}
+    for name in required.get(getattr(args, "command", None), ()):
+        if getattr(args, name, None) is None:
+            raise ValueError(
+                f"--{name} is required (on the command line, or {name}: in --config or --preset)"
+            )
     if getattr(args, "out", None) == "":
         raise ValueError("--out '' names no folder: give a folder (the working one is '.')")
     if getattr(args, "store", None) is not None:

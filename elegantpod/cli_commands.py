@@ -12,17 +12,22 @@ from elegantpod.checks import parse_assignments
 from elegantpod.cli_args import algo_hparams, env_kwargs, search_space_file
 
 
+def _from_files(args):
+    """What ``--preset`` and ``--config`` set besides flags (empty without them)."""
+    from elegantpod.run_config import RunConfig
+
+    return getattr(args, "run_config", None) or RunConfig()
+
+
 def _train(args) -> int:
+    from elegantpod.checks import coerce_value
     from elegantpod.training import result_json, train
 
-    hparams = parse_assignments(args.set)
+    files = _from_files(args)
+    hparams = {**files.train_hparams(args.algo), **parse_assignments(args.set)}
     num_envs = args.num_envs
     if "num_envs" in hparams:  # a hyperparameter, and train()'s own keyword
-        text = hparams.pop("num_envs")
-        try:
-            value = int(text)
-        except ValueError:
-            raise ValueError(f"num_envs must be an integer, got {text[:200]!r}") from None
+        value = coerce_value(hparams.pop("num_envs"), int, "num_envs")
         if num_envs is not None and num_envs != value:
             raise ValueError(f"--set num_envs={value} and --num-envs {num_envs} disagree")
         num_envs = value
@@ -32,6 +37,7 @@ def _train(args) -> int:
     if taken:
         flag = "--" + taken[0].replace("_", "-")
         raise ValueError(f"--set {taken[0]}=... is not a hyperparameter: use {flag}")
+    files.check_hparams(args.algo, {**hparams, "num_envs": num_envs} if num_envs else hparams)
     result = train(
         args.env,
         args.algo,
@@ -46,10 +52,12 @@ def _train(args) -> int:
         overwrite=args.overwrite,
         resume=args.resume,
         progress=not args.quiet,
-        env_kwargs=env_kwargs(args.env_arg),
-        eval_env_kwargs=env_kwargs(args.eval_env_arg),
+        env_kwargs={**files.env_kwargs, **env_kwargs(args.env_arg)},
+        eval_env_kwargs={**files.eval_env_kwargs, **env_kwargs(args.eval_env_arg)},
         fitness=args.fitness,
         learners=args.learners,
+        eval_episodes=args.eval_episodes,
+        eval_every_steps=args.eval_every_steps,
         **hparams,
     )
     if args.json:
@@ -89,17 +97,15 @@ def train_line(result) -> str:
     return line + (f"; checkpoint {result.checkpoint}" if result.checkpoint else "")
 
 
-def _tournament(args) -> int:
-    import json
-
-    from elegantpod.checks import json_safe
-    from elegantpod.dask_cluster import cluster
-    from elegantpod.envs.registry import env_hooks
-    from elegantpod.number_text import number, steps
-    from elegantpod.progress import follow, leaderboard_note
-    from elegantpod.tournament import Tournament
-    from elegantpod.tournament.views import LEADERBOARD_COLUMNS
-
+def tournament_options(args) -> dict:
+    """The keyword arguments of ``Tournament`` (or ``Tournament.resume``) that the flags
+    and files give: files first, the flags over them (``--set`` key by key)."""
+    files = _from_files(args)
+    hparams = files.tournament_hparams(args.algos if not args.resume else None)
+    for algo, given in algo_hparams(args.set).items():
+        hparams[algo] = {**hparams.get(algo, {}), **given}
+    for algo, values in hparams.items():
+        files.check_hparams(algo, values)
     budget = {
         "target_reward": args.target_reward,
         "max_seconds": args.max_seconds,
@@ -115,15 +121,30 @@ def _tournament(args) -> int:
         "eval_episodes": args.eval_episodes,
         "device": args.device,
         "pods_per_gpu": args.pods_per_gpu,
-        "env_kwargs": env_kwargs(args.env_arg) or None,
-        "eval_env_kwargs": env_kwargs(args.eval_env_arg) or None,
+        "env_kwargs": {**files.env_kwargs, **env_kwargs(args.env_arg)} or None,
+        "eval_env_kwargs": {**files.eval_env_kwargs, **env_kwargs(args.eval_env_arg)} or None,
         "fitness": None if args.fitness == "return" else args.fitness,
-        "hparams": algo_hparams(args.set) or None,
+        "hparams": hparams or None,
         "search_space": search_space_file(args.search_space) if args.search_space else None,
         "init": args.init,
         **budget,
     }
-    given = {k: v for k, v in given.items() if v is not None}
+    # generator, search_space, leaderboard_size... from the files, under the flags
+    return {**files.spec_fields, **{k: v for k, v in given.items() if v is not None}}
+
+
+def _tournament(args) -> int:
+    import json
+
+    from elegantpod.checks import json_safe
+    from elegantpod.dask_cluster import cluster
+    from elegantpod.envs.registry import env_hooks
+    from elegantpod.number_text import number, steps
+    from elegantpod.progress import follow, leaderboard_note
+    from elegantpod.tournament import Tournament
+    from elegantpod.tournament.views import LEADERBOARD_COLUMNS
+
+    given = tournament_options(args)
     if args.resume:
         # What is given must agree with the store, except budgets and the like, which
         # change visibly; nothing given is silently ignored.
