@@ -9,7 +9,7 @@ import signal
 import sys
 
 from elegantpod.checks import parse_assignments
-from elegantpod.cli_args import algo_hparams, env_kwargs
+from elegantpod.cli_args import algo_hparams, env_kwargs, tracking_logger
 
 
 def _train(args) -> int:
@@ -50,6 +50,7 @@ def _train(args) -> int:
         eval_env_kwargs=env_kwargs(args.eval_env_arg),
         fitness=args.fitness,
         learners=args.learners,
+        logger=tracking_logger(args),
         **hparams,
     )
     if args.json:
@@ -112,10 +113,13 @@ def _tournament(args) -> int:
         **budget,
     }
     given = {k: v for k, v in given.items() if v is not None}
+    loggers = [lg for lg in [tracking_logger(args)] if lg is not None]
     if args.resume:
         # What is given must agree with the store, except budgets and the like, which
         # change visibly; nothing given is silently ignored.
-        t = Tournament.resume(args.store, force=args.force, allow_remote=args.allow_remote, **given)
+        t = Tournament.resume(
+            args.store, force=args.force, allow_remote=args.allow_remote, loggers=loggers, **given
+        )
         for key, (old, new) in t.resume_changes.items():
             print(f"resume: {key} {old!r} -> {new!r}", file=sys.stderr)
     else:
@@ -134,7 +138,7 @@ def _tournament(args) -> int:
 
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", UserWarning)
-            t = Tournament(env, store=args.store, **given)
+            t = Tournament(env, store=args.store, loggers=loggers, **given)
         for w in caught:  # one line each, not Python's file:line banner
             print(f"elegantpod: warning: {w.message}", file=sys.stderr)
     # All input is checked; only now start (or reach) a cluster.
