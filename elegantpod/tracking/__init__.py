@@ -9,29 +9,7 @@ its logger is made, with an error naming the extra to install.
 from __future__ import annotations
 
 from elegantpod.tracking.base import Logger
-from elegantpod.tracking.tracker import Tracker, check_loggers
-
-BACKENDS = ("tensorboard", "mlflow", "wandb")
-"""The backends by name (``--track``, ``loggers=["tensorboard"]``)."""
-
-
-def make_logger(kind: str, where: str | None = None) -> Logger:
-    """The backend named ``kind``; ``where`` is its folder (TensorBoard), tracking URI
-    (MLflow) or project (W&B); ``None``: its default. ``ValueError`` for an unknown
-    name, ``ImportError`` naming the extra when its library is missing."""
-    if kind == "tensorboard":
-        from elegantpod.tracking.tensorboard_logger import TensorBoardLogger
-
-        return TensorBoardLogger(where or "runs")
-    if kind == "mlflow":
-        from elegantpod.tracking.mlflow_logger import MLflowLogger
-
-        return MLflowLogger(where)
-    if kind == "wandb":
-        from elegantpod.tracking.wandb_logger import WandbLogger
-
-        return WandbLogger(where or "elegantpod")
-    raise ValueError(f"unknown tracking backend {kind!r}: use one of {', '.join(BACKENDS)}")
+from elegantpod.tracking.tracker import BACKENDS, Tracker, check_loggers, make_logger
 
 
 def __getattr__(name: str):

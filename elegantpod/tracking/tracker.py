@@ -29,6 +29,29 @@ CLOSE_SECONDS = 30.0
 _CLOSE = object()
 
 
+BACKENDS = ("tensorboard", "mlflow", "wandb")
+"""The backends by name (``--track``, ``loggers=["tensorboard"]``)."""
+
+
+def make_logger(kind: str, where: str | None = None) -> Logger:
+    """The backend named ``kind``; ``where`` is its folder (TensorBoard), tracking URI
+    (MLflow) or project (W&B); ``None``: its default. ``ValueError`` for an unknown
+    name, ``ImportError`` naming the extra when its library is missing."""
+    if kind == "tensorboard":
+        from elegantpod.tracking.tensorboard_logger import TensorBoardLogger
+
+        return TensorBoardLogger(where or "runs")
+    if kind == "mlflow":
+        from elegantpod.tracking.mlflow_logger import MLflowLogger
+
+        return MLflowLogger(where)
+    if kind == "wandb":
+        from elegantpod.tracking.wandb_logger import WandbLogger
+
+        return WandbLogger(where or "elegantpod")
+    raise ValueError(f"unknown tracking backend {kind!r}: use one of {', '.join(BACKENDS)}")
+
+
 def group_name(kind: str, uid: str) -> str:
     """A start's group: ``tournament-1a2b3c4d-20261203T044501`` (a UTC time: every
     start, a resume's too, logs into runs of its own)."""
@@ -39,8 +62,6 @@ def check_loggers(loggers) -> list[Logger]:
     """``loggers`` as a list of :class:`Logger`; a name (``"tensorboard"``, ``"mlflow"``,
     ``"wandb"``) becomes that backend with its defaults. ``ValueError`` names anything
     else, before any work."""
-    from elegantpod.tracking import make_logger
-
     if loggers is None:
         return []
     if isinstance(loggers, Logger | str) or not isinstance(loggers, list | tuple):
