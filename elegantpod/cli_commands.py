@@ -30,7 +30,7 @@ def _train(args) -> int:
 
     taken = [k for k in hparams if k in inspect.signature(train).parameters]
     if taken:
-        flag = "--" + taken[0].replace("_", "-")
+        flag = {"logger": "--track"}.get(taken[0], "--" + taken[0].replace("_", "-"))
         raise ValueError(f"--set {taken[0]}=... is not a hyperparameter: use {flag}")
     result = train(
         args.env,

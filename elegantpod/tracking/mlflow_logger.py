@@ -91,7 +91,7 @@ class MLflowLogger(Logger):
     def _params(self, run: str, params: dict[str, Any]) -> None:
         from mlflow.entities import Param
 
-        items = [Param(str(k), str(v)[:PARAM_CHARS]) for k, v in params.items()]
+        items = [Param(_key(k), str(v)[:PARAM_CHARS]) for k, v in params.items()]
         for i in range(0, len(items), 100):  # MLflow's batch limit
             self._client.log_batch(run, params=items[i : i + 100])
 
@@ -110,12 +110,13 @@ class MLflowLogger(Logger):
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        items = [Metric(k, float(v), now, int(step)) for k, v in metrics.items()]
+        items = [Metric(_key(k), float(v), now, int(step)) for k, v in metrics.items()]
         self._client.log_batch(self._runs[run_id], metrics=items)
 
     def log_params_change(self, run_id, changes, step) -> None:
         run = self._runs[run_id]
-        self._client.set_tag(run, f"mutation.{int(step)}", json.dumps(changes, default=str))
+        text = json.dumps(changes, default=str)[:5000]  # a tag holds 8,000 characters at most
+        self._client.set_tag(run, f"mutation.{int(step)}", text)
         numbers = {f"hparam/{k}": new for k, (_, new) in changes.items() if _is_number(new)}
         if numbers:
             self.log_metrics(run_id, numbers, step)
@@ -132,6 +133,12 @@ class MLflowLogger(Logger):
         self._runs, self._group_run = {}, None
         for run in runs:
             self._client.set_terminated(run, "FINISHED")
+
+
+def _key(name: Any) -> str:
+    """A name MLflow takes as a key (letters, digits, ``_-. /``; a user's ``env_kwargs``
+    may hold any): anything else becomes ``_``, so one odd name costs no run."""
+    return "".join(c if c.isalnum() or c in "_-. /" else "_" for c in str(name))[:250] or "_"
 
 
 def _is_number(v: Any) -> bool:

@@ -27,6 +27,9 @@ QUEUE_ITEMS = 10_000
 CLOSE_SECONDS = 30.0
 """How long the end of a run waits for the loggers to write what is queued."""
 _CLOSE = object()
+FINAL = frozenset({"replaced", "failed"})
+"""Pod statuses after which a record never changes (a long tournament's many replaced
+pods cost the feed nothing once logged)."""
 
 
 BACKENDS = ("tensorboard", "mlflow", "wandb")
@@ -113,6 +116,7 @@ class Tracker:
         self._segment: dict[str, int] = {}  # the last segment logged, by pod
         self._hparams: dict[str, dict[str, Any]] = {}  # the hyperparameters logged, by pod
         self._event: dict[str, dict] = {}  # the progress event logged last, by pod
+        self._final: set[str] = set()  # replaced or failed pods, wholly logged
 
     @property
     def is_active(self) -> bool:
@@ -162,40 +166,54 @@ class Tracker:
             return
         latest = latest or {}
         for rec in list(records.values()):
-            pod = rec.pod_id
-            if pod not in self._started:
-                self._started.add(pod)
-                self.start_run(pod, pod, self._tags(rec, records), rec.hparams)
-                self._hparams[pod] = dict(rec.hparams)
-                mutation = {k: list(v) for k, v in (rec.mutation or {}).items()}
-                if mutation:  # how the generator made it from its parent, where it forked
-                    first = rec.history[0]["env_steps"] if rec.history else rec.env_steps
-                    self._put("log_params_change", pod, mutation, int(first))
-            event = latest.get(pod)
-            if event is not None and event is not self._event.get(pod):
-                self._event[pod] = event
-                self.log_metrics(pod, _progress(event), event.get("env_steps") or 0)
-            done = self._segment.get(pod, 0)
-            if not rec.history or rec.history[-1].get("segment", 0) <= done:
-                self._changes(pod, rec.hparams, rec.env_steps)  # a live Tournament.mutate
+            if rec.pod_id in self._final:
                 continue
-            rows = [h for h in rec.history if h.get("segment", 0) > done]
-            start = next((h["env_steps"] for h in rec.history if h.get("segment") == done), 0)
-            for i, h in enumerate(rows):
-                if h.get("hparams"):  # what the segment trained with: from its start
-                    self._changes(pod, h["hparams"], start)
-                metrics = {
-                    "fitness": h.get("score"),
-                    "env_steps": h.get("env_steps"),
-                    "wall_seconds": h.get("time"),
-                    "segment": h.get("segment"),
-                }
-                if i == len(rows) - 1:
-                    metrics["score_std"] = rec.score_std
-                self.log_metrics(pod, metrics, h.get("env_steps", 0))
-                start = h.get("env_steps", start)
-            self._segment[pod] = max(h.get("segment", 0) for h in rows)
-            self._changes(pod, rec.hparams, rec.env_steps)  # a live Tournament.mutate
+            try:
+                self._observe_one(rec, records, latest)
+            except Exception as exc:  # a record read from a store is untrusted input
+                self._final.add(rec.pod_id)
+                self._warn(f"tracking skips pod {rec.pod_id!r}: {type(exc).__name__}: {exc}")
+
+    def _observe_one(self, rec, records: dict, latest: dict) -> None:
+        pod = rec.pod_id
+        if pod not in self._started:
+            self._started.add(pod)
+            self.start_run(pod, pod, self._tags(rec, records), rec.hparams)
+            self._hparams[pod] = dict(rec.hparams)
+            mutation = {k: list(v) for k, v in (rec.mutation or {}).items()}
+            if mutation:  # how the generator made it from its parent, where it forked
+                first = rec.history[0]["env_steps"] if rec.history else rec.env_steps
+                self._put("log_params_change", pod, mutation, int(first))
+        event = latest.get(pod)
+        if event is not None and event is not self._event.get(pod):
+            self._event[pod] = event
+            self.log_metrics(pod, _progress(event), event.get("env_steps") or 0)
+        done = self._segment.get(pod, 0)
+        if rec.history and rec.history[-1].get("segment", 0) > done:
+            self._rows(pod, rec, done)
+            done = self._segment[pod]
+        self._changes(pod, rec.hparams, rec.env_steps)  # a live Tournament.mutate
+        if str(rec.status) in FINAL and (event is None or event.get("segment", 0) >= done):
+            self._final.add(pod)  # never changes again: skipped from now on
+
+    def _rows(self, pod: str, rec, done: int) -> None:
+        """Enqueue the history rows of ``rec`` after segment ``done``."""
+        rows = [h for h in rec.history if h.get("segment", 0) > done]
+        start = next((h["env_steps"] for h in rec.history if h.get("segment") == done), 0)
+        for i, h in enumerate(rows):
+            if h.get("hparams"):  # what the segment trained with: from its start
+                self._changes(pod, h["hparams"], start)
+            metrics = {
+                "fitness": h.get("score"),
+                "env_steps": h.get("env_steps"),
+                "wall_seconds": h.get("time"),
+                "segment": h.get("segment"),
+            }
+            if i == len(rows) - 1:
+                metrics["score_std"] = rec.score_std
+            self.log_metrics(pod, metrics, h.get("env_steps", 0))
+            start = h.get("env_steps", start)
+        self._segment[pod] = max(h.get("segment", 0) for h in rows)
 
     def close(self, tables: dict[str, list[dict[str, Any]]] | None = None) -> None:
         """Log ``tables``, close every logger and wait up to ``close_seconds`` for the

@@ -117,6 +117,17 @@ def test_a_raising_logger_is_disabled_with_a_warning_and_the_others_go_on(caplog
     assert "tracking server down" in caplog.text
 
 
+def test_a_malformed_record_is_skipped_with_a_warning_and_the_others_logged():
+    rec, lg = records(), Recording()
+    rec["p001"].mutation = {"lr": 3}  # as a hostile store could hold it
+    tr = Tracker([lg])
+    tr.open("g", {})
+    tr.observe(rec, {})
+    tr.close()
+    assert "skips pod 'p001'" in tr.warning
+    assert {c[1] for c in lg.of("start_run")} == {"p000", "p001", "p002"}
+
+
 def test_a_slow_logger_never_blocks_the_feed_and_closing_is_bounded():
     rec = records()
     tr = Tracker([Sleeping()], queue_items=3, close_seconds=0.2)
