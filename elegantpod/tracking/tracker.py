@@ -75,7 +75,8 @@ def check_loggers(loggers) -> list[Logger]:
             lg = make_logger(lg)
         if not isinstance(lg, Logger):
             raise ValueError(
-                f"loggers must be elegantpod.tracking.Logger instances or backend names, got {lg!r}"
+                "loggers must be elegantpod.tracking.Logger instances or backend names, "
+                f"got {repr(lg)[:200]}"
             )
         out.append(lg)
     return out

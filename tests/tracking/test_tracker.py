@@ -145,6 +145,20 @@ def test_a_slow_logger_never_blocks_the_feed_and_closing_is_bounded():
     assert "dropped" in tr.warning
 
 
+def test_an_unreachable_mlflow_server_costs_a_warning(monkeypatch):
+    from elegantpod.tracking import MLflowLogger
+
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "2")
+    rec, good = records(), Recording()
+    tr = Tracker([MLflowLogger("http://127.0.0.1:9"), good])  # nothing listens on port 9
+    tr.open("g", {})
+    tr.observe(rec, {})
+    tr.close()
+    assert "logger 'mlflow' disabled after open failed" in tr.warning
+    assert {c[1] for c in good.of("start_run")} == {"p000", "p001", "p002"}
+
+
 def test_a_tracker_without_loggers_does_nothing():
     tr = Tracker()
     tr.open("g", {})
