@@ -93,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
         help="env steps between evaluations (default: the algorithm's)",
     )
     _env_options(t)
+    _track_options(t)
     r = sub.add_parser("tournament", help="run a tournament of pods on Dask")
     _import_option(r)
     _run_file_options(r)
@@ -177,6 +178,7 @@ def _parser() -> argparse.ArgumentParser:
         help="first pods: the base hyperparameters (default) or draws from the search space",
     )
     _env_options(r)
+    _track_options(r)
     b = sub.add_parser("backtest", help="backtest a trading agent and write its report")
     _import_option(b)
     b.add_argument(
@@ -272,6 +274,44 @@ def _env_options(p: argparse.ArgumentParser) -> None:
         help="override for the evaluation env, e.g. start=2016-01-01 episode_days=null",
     )
     p.add_argument("--fitness", default="return", help="return, sharpe, calmar, sortino...")
+
+
+def _track_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--track",
+        choices=TRACKING,
+        default=None,
+        help="log the run(s) to TensorBoard, MLflow or Weights & Biases (a run per pod; "
+        "needs the extra of that name: pip install 'elegantpod[mlflow]')",
+    )
+    p.add_argument(
+        "--track-to",
+        default=None,
+        metavar="WHERE",
+        help="with --track: TensorBoard's folder (default runs), MLflow's tracking URI "
+        "(default sqlite:///mlflow.db) or the W&B project (default elegantpod; offline "
+        "without WANDB_API_KEY)",
+    )
+
+
+TRACKING = ("tensorboard", "mlflow", "wandb")
+"""The backends ``--track`` takes (:data:`elegantpod.tracking.BACKENDS`)."""
+
+
+def tracking_logger(args):
+    """The ``--track`` logger, or ``None``; a missing library is a ``ValueError`` naming
+    the extra to install, before any training or cluster work."""
+    kind, where = getattr(args, "track", None), getattr(args, "track_to", None)
+    if kind is None:
+        if where is not None:
+            raise ValueError("--track-to says where --track logs: give --track too")
+        return None
+    from elegantpod.tracking import make_logger
+
+    try:
+        return make_logger(kind, where)
+    except ImportError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def env_kwargs(items: list[str]) -> dict:

@@ -9,7 +9,7 @@ import signal
 import sys
 
 from elegantpod.checks import parse_assignments
-from elegantpod.cli_args import algo_hparams, env_kwargs, search_space_file
+from elegantpod.cli_args import algo_hparams, env_kwargs, search_space_file, tracking_logger
 
 
 def _from_files(args):
@@ -35,7 +35,7 @@ def _train(args) -> int:
 
     taken = [k for k in hparams if k in inspect.signature(train).parameters]
     if taken:
-        flag = "--" + taken[0].replace("_", "-")
+        flag = {"logger": "--track"}.get(taken[0], "--" + taken[0].replace("_", "-"))
         raise ValueError(f"--set {taken[0]}=... is not a hyperparameter: use {flag}")
     files.check_hparams(args.algo, {**hparams, "num_envs": num_envs} if num_envs else hparams)
     result = train(
@@ -58,6 +58,7 @@ def _train(args) -> int:
         learners=args.learners,
         eval_episodes=args.eval_episodes,
         eval_every_steps=args.eval_every_steps,
+        logger=tracking_logger(args),
         **hparams,
     )
     if args.json:
@@ -145,10 +146,13 @@ def _tournament(args) -> int:
     from elegantpod.tournament.views import LEADERBOARD_COLUMNS
 
     given = tournament_options(args)
+    loggers = [lg for lg in [tracking_logger(args)] if lg is not None]
     if args.resume:
         # What is given must agree with the store, except budgets and the like, which
         # change visibly; nothing given is silently ignored.
-        t = Tournament.resume(args.store, force=args.force, allow_remote=args.allow_remote, **given)
+        t = Tournament.resume(
+            args.store, force=args.force, allow_remote=args.allow_remote, loggers=loggers, **given
+        )
         for key, (old, new) in t.resume_changes.items():
             print(f"resume: {key} {old!r} -> {new!r}", file=sys.stderr)
     else:
@@ -167,7 +171,7 @@ def _tournament(args) -> int:
 
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", UserWarning)
-            t = Tournament(env, store=args.store, **given)
+            t = Tournament(env, store=args.store, loggers=loggers, **given)
         for w in caught:  # one line each, not Python's file:line banner
             print(f"elegantpod: warning: {w.message}", file=sys.stderr)
     # All input is checked; only now start (or reach) a cluster.

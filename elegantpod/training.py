@@ -24,6 +24,7 @@ from elegantpod.envs import check_env_id, check_eval_env
 from elegantpod.hooks import PodHooks
 from elegantpod.memory import check_memory
 from elegantpod.threads import check_threads, torch_threads
+from elegantpod.tracking.train_run import TrainTracking
 from elegantpod.types import Progress, TrainResult
 
 logger = logging.getLogger(__name__)  # under logging.getLogger("elegantpod")
@@ -164,6 +165,7 @@ def train(
     fitness: str = "return",
     learners: int = 1,
     callback: Callable[[Progress], bool | None] | None = None,
+    logger=None,
     **hparams: Any,
 ) -> TrainResult:
     """Train one pod and return its :class:`TrainResult`.
@@ -189,34 +191,33 @@ def train(
     threads
         Torch intra-op threads during training (restored after). ``None``: on a CPU, one
         (or ``OMP_NUM_THREADS`` where the environment sets it); on a GPU, torch's own
-        setting. ``0``: torch's own setting (one thread per core). Why one: on a busy
-        machine a thread per core stalls each op on a descheduled thread; see
-        :func:`~elegantpod.threads.default_threads`. The pod is built with the
-        same count, so ``threads=1`` repeats a run made with ``OMP_NUM_THREADS=1``.
+        setting. ``0``: torch's own (a thread per core, which on a busy machine stalls each
+        op on a descheduled thread: :func:`~elegantpod.threads.default_threads`). The pod
+        is built with it, so ``threads=1`` repeats a run made with ``OMP_NUM_THREADS=1``.
     out
         Directory for ``checkpoint.pt`` (the latest state, written at each evaluation
         and at the end), ``best.pt`` (the best evaluation so far: the agent to use;
         :meth:`Pod.from_checkpoint(out) <elegantpod.pod.Pod.from_checkpoint>` loads it),
         ``spec.json`` and ``result.json``.
     overwrite, resume
-        What to do when ``out`` already holds a run: replace it or continue it. A
-        resumed run whose ``max_steps`` is already spent trains nothing.
+        When ``out`` holds a run: replace it, or continue it (none if it spent ``max_steps``).
     progress
-        Show a progress bar (tqdm: on stderr, or a widget in Jupyter) with the env
-        steps, the latest evaluation, and under a time budget the elapsed and remaining
-        time. ``None`` (the default): shown when someone is watching, in Jupyter or
-        IPython or when stderr is a terminal, and not in a batch job whose output goes
-        to a file (see :func:`watching`).
+        Show a progress bar (tqdm: on stderr, or a widget in Jupyter): env steps, the
+        latest evaluation, under a time budget the time left. ``None`` (the default):
+        when someone is watching (Jupyter, IPython, stderr a terminal; :func:`watching`).
     env_kwargs, eval_env_kwargs
         Keyword arguments of the env (a trading env's ``data``, ``start``, ``end``...),
         and their overrides for the evaluator's env (validation dates).
     fitness
         ``"return"`` or a finance metric of the evaluation (``"sharpe"``...).
     learners
-        Fused learners (paper 4.3): each trains on its share of the sub-envs and they
+        Fused learners (paper 4.3): each trains on its share of the sub-envs; they
         average parameters after every update epoch.
     callback
         Called with the :class:`Progress` of each evaluation; returning ``False`` stops.
+    logger
+        Experiment tracking (an :mod:`elegantpod.tracking` logger or its name): a run of
+        each evaluation's metrics against env steps, and the result at the end.
     **hparams
         Algorithm hyperparameters by name (see ``PPOConfig`` / ``SACConfig``).
 
@@ -257,6 +258,7 @@ def train(
     )
     if resume and out is None:
         raise ValueError("resume=True needs out, the folder of the run to continue")
+    tracking = TrainTracking(logger, callback)  # a bad logger fails here, before any work
     out_dir = prepare_out_dir(out, overwrite=overwrite, resume=resume) if out is not None else None
     # The pod is built with the run's thread count too: a network initialised with
     # another count differs in its last bits, and the run with it.
@@ -267,12 +269,14 @@ def train(
         if out_dir is not None:  # with the device the pod uses ("auto" decided)
             atomic_write_bytes(out_dir / "spec.json", pod.spec.to_json().encode())
         show = watching() if progress is None else bool(progress)
-        hooks = _TrainHooks(pod, show, callback)
+        hooks, result = _TrainHooks(pod, show, tracking), None
+        tracking.open(pod.spec)
         with _ctrl_c_stops(hooks) as interrupted:
             try:
                 result = with_best(pod.run(hooks=hooks, threads=threads), pod)
             finally:
                 hooks.close()
+                tracking.close(result)
     if out_dir is not None:
         record = json_safe(result.to_dict(with_curve=True))
         atomic_write_bytes(out_dir / "result.json", json.dumps(record, indent=2).encode())

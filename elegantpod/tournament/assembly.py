@@ -15,6 +15,7 @@ from elegantpod.tournament.population import Population
 from elegantpod.tournament.saved_tournament import SavedTournament
 from elegantpod.tournament.spec import TournamentSpec
 from elegantpod.tournament.store import Store
+from elegantpod.tracking.tracker import Tracker
 
 
 def empty_store(store, env: str) -> Store:
@@ -42,11 +43,14 @@ def assemble(
     mutation_policy,
     saved: SavedTournament | None = None,
     force: bool = False,
+    loggers=None,
 ) -> Engine:
     """The engine of a tournament (holding its population), new or ``saved``.
 
-    ``force`` takes over the store's lease from a writer that is gone.
+    ``force`` takes over the store's lease from a writer that is gone; ``loggers`` are
+    the experiment-tracking backends the engine feeds (checked here, before any work).
     """
+    tracker = Tracker(loggers)
     if mutation_policy is not None and not callable(mutation_policy):
         raise ValueError(f"mutation_policy must be a function, got {mutation_policy!r}")
     population = Population(spec, mutation_policy)
@@ -60,4 +64,5 @@ def assemble(
         elapsed_seconds=counters.get("elapsed_seconds", 0.0),
         worker_deaths=counters.get("worker_deaths_survived", 0),
         force=force,
+        tracker=tracker,
     )

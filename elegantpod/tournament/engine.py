@@ -27,6 +27,8 @@ from elegantpod.tournament.protocol import ControlMessage, OutcomeKind, Tourname
 from elegantpod.tournament.runner import Runner, control_message
 from elegantpod.tournament.saver import Saver
 from elegantpod.tournament.tasks import largest_pod_bytes, segment_task, shipping
+from elegantpod.tournament.views import tracking_tables
+from elegantpod.tracking.tracker import Tracker, group_name
 
 LOOP_SECONDS = 0.1
 FINISH_SECONDS = 120.0
@@ -61,6 +63,8 @@ class Engine:
         What earlier runs of a resumed tournament took and survived.
     force
         Take over the store's lease from a writer that is gone.
+    tracker
+        Feeds experiment tracking from this process (none: a tracker with no loggers).
     """
 
     def __init__(
@@ -74,8 +78,10 @@ class Engine:
         elapsed_seconds: float = 0.0,
         worker_deaths: int = 0,
         force: bool = False,
+        tracker: Tracker | None = None,
     ) -> None:
         self.spec, self.store, self.population = spec, store, population
+        self.tracker = tracker or Tracker()
         self.lock = threading.RLock()
         """Guards the population; never held while waiting on the network or the store."""
         self.client = client
@@ -84,8 +90,7 @@ class Engine:
         self.id = uuid.uuid4().hex[:8]
         """This run's key on the cluster (tasks, Variables, topics): new at every start."""
         self.uid = uid or uuid.uuid4().hex
-        """The tournament's identity, saved in its store and kept by a resume: every
-        checkpoint it writes names it, and a checkpoint naming another is refused."""
+        """The tournament's identity (its store's; checkpoints naming another are refused)."""
         self.progress = ProgressLog()
         """Progress events received from running segments."""
         self.runner: Runner | None = None
@@ -96,11 +101,9 @@ class Engine:
         self.error: str | None = None
         """Why the tournament failed, or ``None``."""
         self.warning: str | None = None
-        """What goes wrong right now while training goes on (a failing store, a
-        scheduler hiccup, an unusable checkpoint), or None."""
+        """What goes wrong now while training goes on (a failing store...), or None."""
         self.saver = Saver(store, self.lock)
-        """Writes the snapshots (``saver.saved``: whether the store holds the state the
-        views report; ``saver.store_bytes``: its checkpoints' size at the last pruning)."""
+        """Writes the snapshots (``saver.saved``, ``saver.store_bytes``: see the Saver)."""
         self._force = force
         self._stop_requested = False
         self._stopped_by_user = False  # stop() ended the run before its budget
@@ -154,6 +157,8 @@ class Engine:
                 self.status = TournamentStatus.RUNNING
                 self._started_at = time.monotonic()
                 self._deaths_at_start = self.worker_deaths_survived  # before the new runner
+                self.tracker.open(group_name("tournament", self.uid), self.spec.to_dict())
+                self.drain_events()  # the first pods' runs, at once
             self.runner.publish(messages)
         except BaseException:
             self.saver.lease = None
@@ -289,11 +294,9 @@ class Engine:
             runner.publish(messages)
 
     def _finish(self) -> None:
-        """Ask running pods to stop, collect their last segments, save, release.
-
-        Whatever fails on the way (a scheduler gone, a store gone), the final statuses
-        are set, the lease is released and an own cluster is closed.
-        """
+        """Ask running pods to stop, collect their last segments, save, release, then end
+        tracking. Whatever fails on the way (a scheduler gone, a store gone), the final
+        statuses are set, the lease is released and an own cluster is closed."""
         runner = self.runner
         try:
             with self.lock:
@@ -356,12 +359,15 @@ class Engine:
                 with contextlib.suppress(Exception):
                     shutdown(self.client)  # quietly: no nanny warnings on the terminal
                 self.client = None  # a later start() makes a new one
+            with self.lock:  # last: the lease and the cluster wait for no tracking server
+                self.drain_events()
+                tables = tracking_tables(self.population) if self.tracker.is_active else None
+            self.tracker.close(tables)
 
     # ------------------------------------------------------------------ the store
     def save(self, force: bool = False) -> None:
-        """Snapshot leaderboard, records and counters to the store, if due (see
-        :class:`~elegantpod.tournament.saver.Saver`; ``force``: at once, for control
-        actions). Another writer taking the store over ends the run, failed."""
+        """Snapshot the state to the store if due (:class:`~elegantpod.tournament.saver.Saver`;
+        ``force``: now). Another writer taking the store over ends the run, failed."""
         try:
             landed = self.saver.save(
                 self._snapshot,
@@ -408,8 +414,7 @@ class Engine:
         return self._deaths_at_start + live
 
     def request_stop(self, *, by_user: bool = False) -> None:
-        """End the run: running pods checkpoint, then the loop ends (``by_user``: the
-        status becomes ``stopped`` rather than ``finished``)."""
+        """End the run: pods checkpoint, the loop ends (``by_user``: status ``stopped``)."""
         with self.lock:
             if by_user and self.status == TournamentStatus.RUNNING:
                 self._stopped_by_user = True
@@ -439,6 +444,7 @@ class Engine:
         return self._elapsed_before + running
 
     def drain_events(self) -> None:
-        """Fold queued progress events into curves and records (call with the lock held)."""
+        """Fold queued progress events into curves and records; feed tracking (lock held)."""
         if self.runner is not None:
             self.progress.fold(self.runner.inbox, self.population.records)
+        self.tracker.observe(self.population.records, self.progress.latest)

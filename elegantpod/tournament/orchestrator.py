@@ -51,6 +51,9 @@ class Tournament:
         (new_hparams, mutation)`` like :func:`elegantpod.tournament.generator.mutate`
         (the default); its results are checked like any hyperparameters. Not saved in
         the store: pass it again to :meth:`resume`.
+    loggers
+        Experiment tracking (:mod:`elegantpod.tracking` loggers, or ``"tensorboard"``...):
+        a run per pod, logged from this process; not saved: pass them to :meth:`resume`.
     **options
         Any other :class:`TournamentSpec` field (``segment_steps``, ``leaderboard_size``,
         ``seed``, ``hparams``, ``generator``...).
@@ -74,12 +77,14 @@ class Tournament:
         max_seconds: float | None = None,
         max_steps: int | None = None,
         mutation_policy=None,
+        loggers=None,
         _resuming: tuple[SavedTournament, bool] | None = None,
         **options: Any,
     ):
         if _resuming is not None:  # Tournament.resume: the store's spec, checked
             saved, force = _resuming
-            self._attach(assemble(saved.spec, store, client, mutation_policy, saved, force))
+            engine = assemble(saved.spec, store, client, mutation_policy, saved, force, loggers)
+            self._attach(engine)
             self.resume_changes = dict(saved.changes)
             return
         spec = make_spec(
@@ -95,7 +100,7 @@ class Tournament:
         lone = lone_pods_warning(spec.algos, spec.pods)
         if lone is not None:
             warnings.warn(lone, UserWarning, stacklevel=2)
-        self._attach(assemble(spec, s, client, mutation_policy))
+        self._attach(assemble(spec, s, client, mutation_policy, loggers=loggers))
 
     def _attach(self, engine: Engine) -> None:
         self.engine = engine
@@ -120,6 +125,7 @@ class Tournament:
         client=None,
         *,
         mutation_policy=None,
+        loggers=None,
         force: bool = False,
         allow_remote: bool = False,
         **overrides: Any,
@@ -145,6 +151,7 @@ class Tournament:
             store=s,
             client=client,
             mutation_policy=mutation_policy,
+            loggers=loggers,
             _resuming=(saved, force),
         )
 
@@ -243,8 +250,8 @@ class Tournament:
     @property
     def warning(self) -> str | None:
         """What goes wrong right now while training goes on (a failing store, a scheduler
-        hiccup, an unusable leaderboard entry), or ``None``."""
-        return self.engine.warning
+        hiccup, an unusable leaderboard entry, a failing tracking logger), or ``None``."""
+        return self.engine.warning or self.engine.tracker.warning
 
     @property
     def saved(self) -> bool:
@@ -275,10 +282,8 @@ class Tournament:
 
         The env class may add columns after these (its ``leaderboard_columns``, see
         :class:`~elegantpod.envs.hooks.EnvHooks`): a trading tournament ranked by Sharpe
-        ratio has ``deflated_sharpe``, the probability that an agent's true Sharpe
-        ratio beats the best that as many luck-only agents as the tournament scored
-        would show on the validation range. Cheap to read: what those columns need from
-        files is read once (at :meth:`start` at the latest).
+        ratio has ``deflated_sharpe`` (:mod:`elegantpod.finance.leaderboard`). Cheap to
+        read: what those columns need from files is read once (at :meth:`start`).
         """
         with self._lock:
             self.engine.drain_events()
@@ -306,9 +311,8 @@ class Tournament:
 
         The env class's ``baselines`` (:class:`~elegantpod.envs.hooks.EnvHooks`), asked
         once and kept: for a trading tournament, equal-weight buy-and-hold of the same
-        stocks (and the S&P 500 index for the shipped sample) over the validation range,
-        measured with the tournament's fitness, so the leaderboard shows whether any
-        agent beats them (:mod:`elegantpod.finance.baselines`). Empty for other envs.
+        stocks (and the S&P 500 index for the shipped sample) over the validation range
+        with the tournament's fitness (:mod:`elegantpod.finance.baselines`); else empty.
         """
         if self._baselines is None:
             spec = self.spec
@@ -369,12 +373,7 @@ class Tournament:
         while the leaderboard shows the same pod at 500.0 (scored mid-phase).
         """
         with self._lock:
-            if pod is None:
-                best = self.population.best()
-                if best is None or best.pod_id not in self.population.records:
-                    return []
-                pod = best.pod_id
-            return views.schedule(self.population, str(pod))
+            return views.schedule(self.population, None if pod is None else str(pod))
 
     def summary(self) -> dict[str, Any]:
         """The tournament's outcome so far (what ``elegantpod tournament --json`` prints)."""
@@ -389,7 +388,7 @@ class Tournament:
                 store=self.store.url,
                 store_bytes=self.engine.saver.store_bytes,
                 error=self.engine.error,
-                warning=self.engine.warning or self.population.warning,
+                warning=self.warning or self.population.warning,
                 saved=self.engine.saver.saved,
             )
 

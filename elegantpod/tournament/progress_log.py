@@ -27,6 +27,8 @@ class ProgressLog:
         self._curves: dict[str, deque] = defaultdict(lambda: deque(maxlen=CURVE_EVENTS))
         self.events_received: Counter = Counter()
         self.events_sent = 0
+        self.latest: dict[str, dict] = {}
+        """Each pod's newest progress or segment-end event (what tracking logs)."""
 
     def fold(self, inbox: deque, records: dict) -> None:
         """Move every queued ``(time, event)`` of ``inbox`` into the curves (a malformed
@@ -39,6 +41,8 @@ class ProgressLog:
             self.events_received[pod] += 1
             self._curves[pod].append(msg)
             rec = records.get(pod)
+            if msg.get("type") in (EventKind.PROGRESS, EventKind.SEGMENT_END):
+                self.latest[pod] = msg
             if rec is not None and msg.get("type") == EventKind.PROGRESS:
                 rec.steps_per_second = msg.get("steps_per_second", rec.steps_per_second)
 

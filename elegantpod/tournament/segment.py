@@ -251,7 +251,15 @@ def _run(task: SegmentTask, spec: PodSpec, pod, rebuilt: bool, start_wall: float
     events = hooks.events
     end = SegmentEnd.STOPPED if hooks.stopped else SegmentEnd.FINISHED
     events.publish(
-        event(EventKind.SEGMENT_END, end, env_steps=pod.env_steps, eval_return=ev.mean),
+        event(
+            EventKind.SEGMENT_END,
+            end,
+            env_steps=pod.env_steps,
+            eval_return=ev.mean,
+            # what tracking logs for a segment too short for a progress event
+            train_return=_finite_or_none(pod.pop_train_return()),
+            losses={k: v for k, v in hooks.last_stats.items() if math.isfinite(v)},
+        ),
         force=True,
     )
     worker_name = events.worker.address if events.worker is not None else ""
@@ -301,6 +309,7 @@ class _SegmentHooks(PodHooks):
         self.events = Events(task.topic, task.pod_id, task.segment)
         self.stopped = False
         self.applied_version = -1
+        self.last_stats: dict[str, float] = {}  # the last update's losses: the end's event
 
     def should_stop(self) -> bool:  # polled inside long updates too
         self.stopped = self.stopped or self.control.stop_requested() or super().should_stop()
@@ -308,6 +317,7 @@ class _SegmentHooks(PodHooks):
 
     def on_update(self, pod, stats: dict[str, float]) -> bool | None:
         control, events = self.control, self.events
+        self.last_stats = stats
         cmd = control.next()
         while cmd is not None:
             if cmd.version != self.applied_version and cmd.hparams:

@@ -209,7 +209,7 @@ def _fork_segment(rec) -> int | None:
     return int(match.group(2)) if match else None
 
 
-def schedule(population, pod: str) -> list[dict[str, Any]]:
+def schedule(population, pod: str | None = None) -> list[dict[str, Any]]:
     """The hyperparameter schedule ``pod`` trained with, through its ancestors.
 
     PBT's main product: a child copies its parent's networks at a segment and trains on
@@ -229,8 +229,14 @@ def schedule(population, pod: str) -> list[dict[str, Any]]:
     - ``origin``: why the phase began, in words (:func:`why_made` of its pod, or
       ``"live mutation"``).
 
-    A lineage is followed as far back as the records go.
+    A lineage is followed as far back as the records go. ``pod`` ``None``: the best
+    pod's (empty before any segment finished).
     """
+    if pod is None:
+        best = population.best()
+        if best is None or best.pod_id not in population.records:
+            return []
+        pod = best.pod_id
     if pod not in population.records:
         raise ValueError(f"unknown pod {pod!r}")
     chain, upto, seen = [], None, set()
@@ -309,3 +315,23 @@ def summary(population, resolve, **extra: Any) -> dict[str, Any]:
         "replays": population.replays,
         **extra,
     }
+
+
+def tracking_tables(population) -> dict[str, list[dict[str, Any]]]:
+    """What experiment tracking records at a tournament's end: the ``leaderboard`` (best
+    first), the ``lineage`` and the best pod's hyperparameter ``schedule``."""
+    board = [
+        {
+            "rank": i,
+            "pod": e.pod_id,
+            "algo": e.algo,
+            "score_mean": e.score_mean,
+            "score_std": e.score_std,
+            "env_steps": e.env_steps,
+            "segment": e.segment,
+            "parent": e.parent,
+            "hparams": dict(e.hparams),
+        }
+        for i, e in enumerate(lb.rank(population.entries), 1)
+    ]
+    return {"leaderboard": board, "lineage": lineage(population), "schedule": schedule(population)}
