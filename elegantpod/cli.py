@@ -13,7 +13,8 @@ import os
 import shlex
 import sys
 
-from elegantpod.cli_args import _parser, check_args
+from elegantpod.cli_args import _parser
+from elegantpod.cli_checks import check_args
 from elegantpod.cli_commands import _export, _tournament, _train
 from elegantpod.run_config import apply_run_files
 

@@ -582,7 +582,7 @@ def test_an_import_that_exits_is_an_error_not_success(tmp_path, capsys, monkeypa
 
 
 def test_threads_within_the_bound_are_accepted():
-    from elegantpod.cli_args import max_threads
+    from elegantpod.cli_checks import max_threads
 
     assert max_threads() >= 4 and max_threads() <= 4 * (os.cpu_count() or 64)
 
