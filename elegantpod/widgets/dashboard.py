@@ -202,7 +202,11 @@ class Dashboard:
         """One deterministic episode of the best agent: ``t.best().record(...)``."""
         self._say("recording the best agent...")
         try:
-            video = self.t.best(device="cpu").record(episodes=1, max_steps=self.watch_steps.value)
+            pod = self.t.best(device="cpu")
+            try:
+                video = pod.record(episodes=1, max_steps=self.watch_steps.value)
+            finally:
+                pod.close()  # its envs and buffers: a click must not leak them
         except ValueError as exc:
             self._say(str(exc), error=True)
             return
