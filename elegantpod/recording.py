@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from elegantpod.safe_files import atomic_write_bytes
+from elegantpod.workspace import workdir
 
 MAX_EPISODES = 100
 MAX_FRAMES = 100_000
@@ -95,7 +96,7 @@ def record(
         Steps per episode at most; ``None``: the env's own time limit.
     path
         Where to write the video (``.mp4``; ``.gif`` without ``imageio-ffmpeg``);
-        ``None``: a new temporary file.
+        ``None``: a new file under :func:`elegantpod.workdir` ``("videos")``.
     fps
         Frames per second; ``None``: the env's ``render_fps`` (else 30).
     env_kwargs
@@ -204,7 +205,9 @@ def _has_ffmpeg() -> bool:
 
 def _encode(env, policy, episodes, max_steps, seed, fps, path) -> Video:
     suffix = ".mp4" if _has_ffmpeg() else ".gif"
-    fd, tmp = tempfile.mkstemp(suffix=suffix, prefix="elegantpod-video-")
+    # under workdir("videos"), as every file an example writes: not a fresh temp file
+    folder = workdir("videos", fresh=False)
+    fd, tmp = tempfile.mkstemp(suffix=suffix, prefix="video-", dir=folder)
     os.close(fd)
     returns, steps, frames = [], [], 0
     writer = _writer(tmp, fps)

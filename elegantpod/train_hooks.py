@@ -77,5 +77,6 @@ class TrainHooks(PodHooks):
         return self.callback(p) if self.callback is not None else None
 
     def close(self) -> None:
+        """Close the progress bar (its last line stays on the terminal)."""
         if self.bar is not None:
             self.bar.close()

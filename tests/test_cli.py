@@ -756,7 +756,11 @@ def test_segment_seconds_cuts_segments_and_a_resume_may_change_it(tmp_path):
             "search_space['ppo']['lr'] = Bound(low=0.0001, high=10.0, log=True, integer=False, "
             "q=None): lr must be <= 1.0 (a hard limit), got 10.0",
         ),
-        ("s.yaml", "ppo:\n  lrr: {uniform: [0.1, 0.2]}\n", "'lrr' is not a ppo hyperparameter"),
+        (
+            "s.yaml",
+            "ppo:\n  lrr: {uniform: [0.1, 0.2]}\n",
+            "['lrr'] = Bound(low=0.1, high=0.2, log=False, integer=False, q=None): not a ppo",
+        ),
         ("s.yml", "sac:\n  lr: {uniform: [0.1, 0.2]}\n", "search_space given for 'sac', which"),
         ("s.json", '{"ppo": {"lr": {"normal": [0, 1]}}}', "['lr'] must name one of uniform"),
         ("s.json", "{not json", "s.json' is not valid JSON"),

@@ -17,7 +17,8 @@ def pod():
         yield p
 
 
-def test_a_video_has_one_frame_per_step_plus_each_reset(pod, tmp_path):
+def test_a_video_has_one_frame_per_step_plus_each_reset(pod, tmp_path, monkeypatch):
+    monkeypatch.setenv("ELEGANTPOD_WORKDIR", str(tmp_path / "work"))
     video = pod.record(episodes=2, max_steps=15, path=tmp_path / "cartpole.mp4", fps=25)
     assert video.path == str(tmp_path / "cartpole.mp4") and video.fps == 25
     assert all(1 <= n <= 15 for n in video.steps) and len(video.returns) == 2
@@ -35,7 +36,8 @@ def test_a_video_has_one_frame_per_step_plus_each_reset(pod, tmp_path):
     )
     assert video.save(tmp_path / "copy.mp4") == str(tmp_path / "copy.mp4")
     # the policy decides: the same deterministic episodes again
-    again = pod.policy().record(episodes=2, max_steps=15)
+    again = pod.policy().record(episodes=2, max_steps=15)  # under workdir("videos")
+    assert again.path.startswith(str(tmp_path / "work" / "videos"))
     assert again.steps == video.steps and again.returns == video.returns
 
 

@@ -27,7 +27,8 @@ def main_in_process(args, capsys, monkeypatch):
 
 def parsed(argv):
     """``argv`` parsed and completed from its files, as ``main()`` does."""
-    from elegantpod.cli_args import _parser, check_args
+    from elegantpod.cli_args import _parser
+    from elegantpod.cli_checks import check_args
     from elegantpod.run_config import apply_run_files
 
     args = _parser().parse_args([str(a) for a in argv])

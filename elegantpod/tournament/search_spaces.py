@@ -102,8 +102,7 @@ def check(spec) -> None:
                 raise ValueError(f"{where}: must be a Bound or Choice (see elegantpod.search)")
             if name not in fields:
                 raise ValueError(
-                    f"{where}: {short(name)} is not a {algo} hyperparameter; valid: "
-                    f"{', '.join(sorted(fields))}"
+                    f"{where}: not a {algo} hyperparameter; valid: {', '.join(sorted(fields))}"
                 )
             if name in learner.structural_hparams:
                 raise ValueError(

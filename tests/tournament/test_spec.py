@@ -133,7 +133,7 @@ def test_a_search_space_round_trips_through_tournament_json_in_every_form():
         ({"sac": {"lr": uniform(1e-4, 1e-3)}}, r"search_space given for 'sac', which is not in"),
         ({"nope": {}}, r"search_space: unknown algorithm 'nope'"),
         ({"ppo": {"lr": 0.1}}, r"search_space\['ppo'\]\['lr'\] must be a Bound, a Choice"),
-        ({"ppo": {"lrr": uniform(1e-4, 1e-3)}}, r"'lrr' is not a ppo hyperparameter; valid:"),
+        ({"ppo": {"lrr": uniform(1e-4, 1e-3)}}, r"\['lrr'\] = .*: not a ppo hyperparameter"),
         ({"ppo": {"lr": loguniform(1e-4, 10)}}, r"\['lr'\] = Bound.*lr must be <= 1.0 \(a hard"),
         ({"ppo": {"ent_coef": uniform(-1, 0)}}, r"\['ent_coef'\].*ent_coef must be >= 0"),
         ({"ppo": {"epochs": uniform(2, 8)}}, r"\['epochs'\].*epochs is an integer; use randint"),
@@ -167,7 +167,7 @@ def test_init_must_be_default_or_sample():
         ({"ppo": {"lr": {"quniform": [0, 1e300, 1e-300]}}}, "must be multiples of q=1e-300"),
         ({"ppo": {"hidden": {"choice": [8]}}}, r"'hidden' fixes the network or buffer"),
         ({"sac": {"lr": {"uniform": [1e-4, 1e-3]}}}, r"search_space given for 'sac', which is"),
-        ({"ppo": {"<script>" + "A" * 10**5: {"uniform": [0, 1]}}}, r"'<script>AAA.*is not a ppo"),
+        ({"ppo": {"<script>" + "A" * 10**5: {"uniform": [0, 1]}}}, r"'<script>AAA.*: not a ppo"),
     ],
 )
 def test_a_hostile_search_space_in_tournament_json_is_refused_naming_it(tmp_path, value, match):

@@ -22,7 +22,7 @@ def client():
 
 
 @pytest.mark.slow
-def test_buttons_steer_a_running_tournament(client, tmp_path):
+def test_buttons_steer_a_running_tournament(client, tmp_path, monkeypatch):
     # no replacement here: the clicks must find their pods alive
     t = Tournament(
         env="CartPole-v1",
@@ -96,6 +96,7 @@ def test_buttons_steer_a_running_tournament(client, tmp_path):
         assert "schedule</b>" in d.lineage.value
         # "Watch best": the best agent's episode, as t.best().record(...) makes it
         d.watch_steps.value = 20
+        monkeypatch.setenv("ELEGANTPOD_WORKDIR", str(tmp_path / "work"))  # the video's folder
         d.watch_button.click()
         assert "best agent: " in d.message.value and "#b71c1c" not in d.message.value
         (shown,) = d.video.outputs
