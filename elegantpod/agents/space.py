@@ -14,19 +14,12 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from elegantpod.checks import short
+from elegantpod.checks import check_finite, short
 
 
 def _number(name: str, value: Any) -> float | int:
     """``value`` if it is a finite number (not a bool), else ``ValueError`` naming it."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{name} must be a finite number, got {short(value)}")
-    try:
-        finite = math.isfinite(value)
-    except OverflowError:  # an integer of hundreds of digits
-        finite = False
-    if not finite:
-        raise ValueError(f"{name} must be a finite number, got {short(value)}")
+    check_finite(name, value)
     return value
 
 

@@ -34,6 +34,20 @@ hyperparameters (whole dicts made a row some 600 characters wide) are in
 :func:`leaderboard_hparams`."""
 
 
+def _entry_row(rank: int, e) -> dict[str, Any]:
+    """What every table of the leaderboard shows of entry ``e`` at ``rank``."""
+    return {
+        "rank": rank,
+        "pod": e.pod_id,
+        "algo": e.algo,
+        "score_mean": e.score_mean,
+        "score_std": e.score_std,
+        "env_steps": e.env_steps,
+        "segment": e.segment,
+        "parent": e.parent,
+    }
+
+
 def leaderboard_frame(population, resolve):
     """The leaderboard as a DataFrame, best first; ``resolve`` turns checkpoint names
     into the store's paths or URLs."""
@@ -44,17 +58,10 @@ def leaderboard_frame(population, resolve):
         rec = population.records.get(e.pod_id)
         rows.append(
             {
-                "rank": i,
-                "pod": e.pod_id,
-                "algo": e.algo,
-                "score_mean": e.score_mean,
-                "score_std": e.score_std,
-                "env_steps": e.env_steps,
+                **_entry_row(i, e),
                 "wall_seconds": e.wall_seconds,
-                "segment": e.segment,
                 "status": str(rec.status) if rec else "",
                 "steps_per_second": rec.steps_per_second if rec else None,
-                "parent": e.parent,
                 "checkpoint": resolve(e.checkpoint),
                 "usable": e.usable,
             }
@@ -321,17 +328,7 @@ def tracking_tables(population) -> dict[str, list[dict[str, Any]]]:
     """What experiment tracking records at a tournament's end: the ``leaderboard`` (best
     first), the ``lineage`` and the best pod's hyperparameter ``schedule``."""
     board = [
-        {
-            "rank": i,
-            "pod": e.pod_id,
-            "algo": e.algo,
-            "score_mean": e.score_mean,
-            "score_std": e.score_std,
-            "env_steps": e.env_steps,
-            "segment": e.segment,
-            "parent": e.parent,
-            "hparams": dict(e.hparams),
-        }
+        {**_entry_row(i, e), "hparams": dict(e.hparams)}
         for i, e in enumerate(lb.rank(population.entries), 1)
     ]
     return {"leaderboard": board, "lineage": lineage(population), "schedule": schedule(population)}

@@ -65,6 +65,15 @@ def test_the_run_finishes_and_a_failing_logger_costs_a_warning(run):
     assert "tracking server down" in t.warning
 
 
+def _generation(t, pod) -> str:
+    """A pod's depth in the lineage (0: a first pod), as the tag holds it."""
+    parents = {r["pod"]: r["parent"] for r in t.lineage()}
+    depth = 0
+    while parents.get(pod):
+        pod, depth = parents[pod], depth + 1
+    return str(depth)
+
+
 def _history(t):
     return {pod: t.pod(pod)["history"] for pod in t.pods["pod_id"]}
 
@@ -78,10 +87,11 @@ def test_tensorboard_event_files_read_back(run):
     for pod, rows in _history(t).items():
         acc = EventAccumulator(f"{group}/{pod}", size_guidance={"scalars": 0, "tensors": 0})
         acc.Reload()
-        fitness = [(e.step, e.value) for e in acc.Scalars("fitness")]
-        assert fitness == [(h["env_steps"], pytest.approx(h["score"])) for h in rows]
         tags = acc.Tags()["scalars"]
-        assert {"env_steps", "wall_seconds", "score_std"} <= set(tags)
+        # (a child made near the end may have finished no segment: no fitness yet)
+        fitness = [(e.step, e.value) for e in acc.Scalars("fitness")] if rows else []
+        assert fitness == [(h["env_steps"], pytest.approx(h["score"])) for h in rows]
+        assert not rows or {"env_steps", "wall_seconds", "score_std"} <= set(tags)
         losses |= {tag for tag in tags if tag.startswith("losses/") or tag == "train_return"}
         lr = acc.Scalars("hparams/lr")[-1].value
         assert lr == pytest.approx(t.pod(pod)["hparams"]["lr"], rel=1e-6)
@@ -107,7 +117,7 @@ def test_mlflow_runs_read_back_with_mlflow_client(run):
     for pod, rows in _history(t).items():
         r = runs[pod]
         rec = t.pod(pod)
-        assert r.data.tags["algo"] == "ppo" and r.data.tags["generation"] == "0"
+        assert r.data.tags["algo"] == "ppo" and r.data.tags["generation"] == _generation(t, pod)
         assert r.data.tags["mlflow.parentRunId"] == top.info.run_id
         assert r.info.status == "FINISHED"
         fitness = client.get_metric_history(r.info.run_id, "fitness")
