@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from elegantpod.agents.nets import RunningNorm, to_bounds
+from elegantpod.agents.nets import RunningNorm, mlp
 from elegantpod.checkpoint import CheckpointError, resolve_checkpoint
 from elegantpod.config import PodSpec
 from elegantpod.devices import resolve_device
@@ -76,7 +76,7 @@ class PolicyNet(nn.Module):
 
     def scale(self, a: Tensor) -> Tensor:
         """A point of ``[-1, 1]^d`` in the env's bounds (as the learners' ``to_env``)."""
-        return to_bounds(a, self.low, self.high)
+        return self.low + (a + 1.0) * 0.5 * (self.high - self.low)
 
     def forward(self, obs: Tensor) -> Tensor:
         out = self.raw(obs)
@@ -342,9 +342,7 @@ def _actor(spec: PodSpec, modules, obs_dim: int, act_dim: int, where: str):
     c, algo = spec.hparams, spec.algo
     rng = {"device": "cpu", "generator": torch.Generator().manual_seed(0)}  # overwritten
     if algo == "ppo":
-        from elegantpod.agents.ppo import ppo_actor
-
-        body, name = ppo_actor(obs_dim, act_dim, c.hidden, **rng), "actor"
+        body, name = mlp([obs_dim, *c.hidden, act_dim], out_gain=0.01, **rng), "actor"
     elif algo == "sac":
         from elegantpod.agents.sac import SquashedGaussianActor
 

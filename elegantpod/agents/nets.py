@@ -40,12 +40,6 @@ def mlp(
     return nn.Sequential(*layers)
 
 
-def to_bounds(action: Tensor, low: Tensor, high: Tensor) -> Tensor:
-    """A point of ``[-1, 1]^d`` scaled into the Box ``[low, high]``: how the off-policy
-    learners' squashed actions reach the env, and what an exported policy computes."""
-    return low + (action + 1.0) * 0.5 * (high - low)
-
-
 class RunningNorm(nn.Module):
     """Observation normalizer with running mean/variance (parallel Welford update).
 

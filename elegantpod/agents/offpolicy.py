@@ -16,7 +16,6 @@ from typing import Any, ClassVar
 import torch
 
 from elegantpod.agents.base import Learner
-from elegantpod.agents.nets import to_bounds
 from elegantpod.agents.noise import ExplorationNoise, NoiseConfig
 from elegantpod.buffers import ReplayBuffer
 from elegantpod.checks import (
@@ -142,7 +141,7 @@ class OffPolicyLearner(Learner):
         """Stored actions as the env takes them: ``[-1, 1]`` scaled to the Box bounds."""
         if self.is_discrete:
             return action
-        return to_bounds(action, self.low, self.high)
+        return self.low + (action + 1.0) * 0.5 * (self.high - self.low)
 
     def random_action(self, n: int) -> Tensor:
         """``n`` uniform actions as stored: indices, or points of ``[-1, 1]^d``."""

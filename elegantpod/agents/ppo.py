@@ -154,14 +154,6 @@ def make_adam(
     return torch.optim.Adam(params, lr=lr, eps=1e-5, **adam_options(device, capture))
 
 
-def ppo_actor(obs_dim: int, act_dim: int, hidden, **rng) -> nn.Module:
-    """PPO's actor: logits, or a Gaussian's mean, of ``act_dim`` from an observation.
-
-    One place, so the learner and a :class:`~elegantpod.policy.Policy` built from its
-    checkpoint (with no learner) have the same network."""
-    return mlp([obs_dim, *hidden, act_dim], out_gain=0.01, **rng)
-
-
 class PPO(Learner):
     """PPO for discrete (categorical) and continuous (diagonal Gaussian) actions."""
 
@@ -194,7 +186,7 @@ class PPO(Learner):
             self.low = torch.as_tensor(action_space.low, device=dev)
             self.high = torch.as_tensor(action_space.high, device=dev)
         rng = {"device": dev, "generator": self.generator}
-        self.actor = ppo_actor(obs_dim, self.act_dim, c.hidden, **rng)
+        self.actor = mlp([obs_dim, *c.hidden, self.act_dim], out_gain=0.01, **rng)
         self.critic = mlp([obs_dim, *c.hidden, 1], out_gain=1.0, **rng)
         self.obs_norm = RunningNorm(self.obs_shape, enabled=c.normalize_obs).to(dev)
         self.log_std = nn.Parameter(torch.full((max(self.act_dim, 1),), c.init_log_std, device=dev))
