@@ -24,7 +24,8 @@ import dask
 from distributed import Client
 from distributed.security import Security
 
-from elegantpod.gateway import close_gateway, gateway_cluster
+from elegantpod.gateway import close_cluster, gateway_cluster
+from elegantpod.gc_pause import gc_paused
 from elegantpod.gpu_layout import DEFAULT_POD_BYTES, GPUCluster, gpu_layout
 from elegantpod.local_workers import (
     check_not_bootstrapping,
@@ -186,7 +187,8 @@ def cluster(
     if address is not None:
         _check_tls(address, security)
         try:
-            return Client(address, timeout=timeout, security=security)
+            with gc_paused():  # see elegantpod.gc_pause: no finalizer inside its start
+                return Client(address, timeout=timeout, security=security)
         except (OSError, TimeoutError) as exc:
             raise ValueError(f"no Dask scheduler reachable at {address!r}: {exc}") from exc
     if security is not None:
@@ -203,7 +205,7 @@ def cluster(
                 pods_per_gpu=pods_per_gpu,
                 cpus=os.cpu_count(),
             )
-            with start_deadline(float(start_timeout)) as expired:
+            with gc_paused(), start_deadline(float(start_timeout)) as expired:
                 try:
                     lc = GPUCluster(
                         layout,
@@ -216,7 +218,8 @@ def cluster(
                     raise RuntimeError(
                         start_failure(exc, start_timeout if expired else None)
                     ) from exc
-            return Client(lc)
+            with gc_paused():
+                return Client(lc)
         except Exception as exc:  # workers that died starting, a driver that fails
             if gpu is True:
                 raise ValueError(f"gpu=True but no GPU workers could start: {exc}") from exc
@@ -227,12 +230,16 @@ def cluster(
     kwargs = dashboard_off(dashboard_address, kwargs)
     dask.config.set({"distributed.worker.daemon": False})  # see worker_settings()
     settings = worker_settings()
-    with dask.config.set(settings), start_deadline(float(start_timeout)) as expired:
-        try:
-            lc = local_cluster(n, threads_per_worker or 1, dashboard_address, memory_limit, kwargs)
-        except (RuntimeError, TimeoutError) as exc:
-            raise RuntimeError(start_failure(exc, start_timeout if expired else None)) from exc
-    return Client(lc)
+    # LocalCluster and Client each start a LoopRunner: no finalizer inside (gc_pause)
+    with gc_paused():
+        with dask.config.set(settings), start_deadline(float(start_timeout)) as expired:
+            try:
+                lc = local_cluster(
+                    n, threads_per_worker or 1, dashboard_address, memory_limit, kwargs
+                )
+            except (RuntimeError, TimeoutError) as exc:
+                raise RuntimeError(start_failure(exc, start_timeout if expired else None)) from exc
+        return Client(lc)
 
 
 TLS_HELP = (
@@ -286,9 +293,8 @@ def shutdown(client: Client) -> None:
         client.close()
         if cl is None:
             return
-        if hasattr(cl, "shutdown"):
-            cl.shutdown()  # dask_gateway.GatewayCluster: stops scheduler and workers
-            close_gateway(getattr(cl, "gateway", None))
+        if hasattr(cl, "gateway"):  # dask_gateway.GatewayCluster
+            close_cluster(cl, shutdown=True)  # stops scheduler, workers and its Gateway
         else:
             cl.close()
 

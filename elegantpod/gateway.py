@@ -12,6 +12,8 @@ import contextlib
 import dask
 from distributed import Client
 
+from elegantpod.gc_pause import gc_paused
+
 GATEWAY_OPTIONS = ("worker_cores", "worker_memory", "worker_gpus")
 """Cluster options with their own keyword in :func:`gateway_cluster` (when offered)."""
 
@@ -110,7 +112,28 @@ def gateway_cluster(
             "gateway=True but no gateway is configured (gateway.address in the Dask "
             "config, DASK_GATEWAY__ADDRESS); pass gateway='http://...'"
         )
-    gw = _gateway_client(Gateway, address, proxy_address, auth)
+    # Every Gateway, GatewayCluster and Client made here starts or stops a LoopRunner:
+    # with the collector paused, no dropped one's finalizer can deadlock them (gc_pause).
+    with gc_paused():
+        cl = _open_cluster(Gateway, address, name, wanted, proxy_address, auth, shutdown_on_close)
+        try:
+            if adapt is not None:
+                cl.adapt(minimum=adapt[0], maximum=adapt[1])
+            elif n_workers is not None:
+                cl.scale(n_workers)
+            return cl.get_client()  # the default client, as Client(LocalCluster()) is
+        except BaseException:
+            close_cluster(cl)  # never left for the collector to finalise
+            raise
+
+
+def _open_cluster(gateway_cls, address, name, wanted, proxy_address, auth, shutdown_on_close):
+    """The ``GatewayCluster``: reconnected by ``name``, or a new one with ``wanted`` options.
+
+    The ``Gateway`` used to reach it is closed here, whatever happens; a new cluster
+    that cannot be returned is shut down.
+    """
+    gw = _gateway_client(gateway_cls, address, proxy_address, auth)
     try:
         if name is not None:
             known = [c.name for c in gw.list_clusters()]
@@ -119,31 +142,39 @@ def gateway_cluster(
                     f"no running gateway cluster named {name!r} at {address}; running: "
                     f"{', '.join(known) or 'none'}"
                 )
-            gc = gw.connect(name, shutdown_on_close=bool(shutdown_on_close))
-        else:
-            opts = gw.cluster_options() if wanted else None
-            for key, value in wanted.items():
-                if key not in opts:
-                    raise ValueError(
-                        f"gateway {address} offers no cluster option {key!r}; it offers "
-                        f"{sorted(opts) or 'none'}"
-                    )
-                try:
-                    opts[key] = value
-                except (TypeError, ValueError) as exc:
-                    raise ValueError(f"cluster option {key}={value!r}: {exc}") from exc
-            gc = gw.new_cluster(
-                opts, shutdown_on_close=True if shutdown_on_close is None else shutdown_on_close
-            )
+            return gw.connect(name, shutdown_on_close=bool(shutdown_on_close))
+        opts = gw.cluster_options() if wanted else None
+        for key, value in wanted.items():
+            if key not in opts:
+                raise ValueError(
+                    f"gateway {address} offers no cluster option {key!r}; it offers "
+                    f"{sorted(opts) or 'none'}"
+                )
+            try:
+                opts[key] = value
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"cluster option {key}={value!r}: {exc}") from exc
+        return gw.new_cluster(
+            opts, shutdown_on_close=True if shutdown_on_close is None else shutdown_on_close
+        )
     except (OSError, TimeoutError) as exc:
         raise ValueError(f"no Dask Gateway answering at {address!r}: {exc}") from exc
     finally:
         close_gateway(gw)
-    if adapt is not None:
-        gc.adapt(minimum=adapt[0], maximum=adapt[1])
-    elif n_workers is not None:
-        gc.scale(n_workers)
-    return gc.get_client()  # the default client, as Client(LocalCluster()) is
+
+
+def close_cluster(cl, shutdown: bool | None = None) -> None:
+    """Close a ``GatewayCluster`` and its own ``Gateway`` now, not at garbage collection.
+
+    ``shutdown``: stop its scheduler and workers too (``None``: the cluster's own
+    ``shutdown_on_close``).
+    """
+    if cl is None:
+        return
+    try:
+        cl.close(shutdown=shutdown)
+    finally:
+        close_gateway(getattr(cl, "gateway", None))
 
 
 def close_gateway(gw) -> None:
@@ -152,11 +183,11 @@ def close_gateway(gw) -> None:
     dask-gateway 2026.3's ``Gateway.__del__`` closes it again, and with distributed
     2026.8 a second close raises (its loop runner is gone) and prints a traceback at
     garbage collection. Dropping the runner after the first close makes ``__del__``
-    skip it.
+    skip it. A gateway whose start failed (no running loop) only loses its runner.
     """
     if gw is None or not hasattr(gw, "_loop_runner"):
         return
-    with contextlib.suppress(RuntimeError):
+    with contextlib.suppress(RuntimeError, AttributeError):
         gw.close()
     with contextlib.suppress(AttributeError):
         del gw._loop_runner
@@ -168,15 +199,23 @@ def _gateway_client(gateway_cls, address, proxy_address, auth):
     distributed's ``LoopRunner`` waits 10 s for the thread it starts and then fails with
     a bare ``AssertionError``; on an overloaded machine (a 2-core box in a busy test run)
     that happened once. A second try almost always gets the thread; a second failure is
-    said in words.
+    said in words. A try that failed is closed at once: left to the garbage collector,
+    its ``__del__`` could run inside the next one's start and deadlock it
+    (:mod:`elegantpod.gc_pause`).
     """
     for attempt in (1, 2):
+        gw = gateway_cls.__new__(gateway_cls)  # a handle on it even if __init__ fails
         try:
-            return gateway_cls(address, proxy_address=proxy_address, auth=auth)
+            gw.__init__(address, proxy_address=proxy_address, auth=auth)
+            return gw
         except AssertionError:
+            close_gateway(gw)
             if attempt == 2:
                 raise RuntimeError(
                     f"the Dask Gateway client for {address} could not start its IO loop "
                     "within 10 s, twice: the machine may be overloaded; try again"
                 ) from None
+        except BaseException:
+            close_gateway(gw)
+            raise
     raise AssertionError("unreachable")

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import signal
-import time
+import socket
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -27,18 +30,23 @@ def _gateway_clusters(address):
 
 
 def test_bad_gateway_arguments_fail_before_contacting_anything():
-    t0 = time.monotonic()
-    with pytest.raises(ValueError, match="http"):
-        cluster(gateway="gateway.example:8000")
-    with pytest.raises(ValueError, match="n_workers must be an integer >= 0, got -1"):
-        cluster(gateway="http://127.0.0.1:9", n_workers=-1)
-    with pytest.raises(ValueError, match=r"adapt must be .*got \(3, 1\)"):
-        cluster(gateway="http://127.0.0.1:9", adapt=(3, 1))
-    with pytest.raises(ValueError, match="not both"):
-        cluster("tcp://127.0.0.1:9", gateway="http://127.0.0.1:9")
-    with pytest.raises(ValueError, match="no gateway is configured"):
-        cluster(gateway=True)
-    assert time.monotonic() - t0 < 3.0  # no connection attempt (that would take seconds more)
+    # a listening socket counts the connections the bad calls make: there must be none
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.setblocking(False)
+        port = listener.getsockname()[1]
+        there = f"http://127.0.0.1:{port}"
+        with pytest.raises(ValueError, match="http"):
+            cluster(gateway=f"127.0.0.1:{port}")
+        with pytest.raises(ValueError, match="n_workers must be an integer >= 0, got -1"):
+            cluster(gateway=there, n_workers=-1)
+        with pytest.raises(ValueError, match=r"adapt must be .*got \(3, 1\)"):
+            cluster(gateway=there, adapt=(3, 1))
+        with pytest.raises(ValueError, match="not both"):
+            cluster(f"tcp://127.0.0.1:{port}", gateway=there)
+        with pytest.raises(ValueError, match="no gateway is configured"):
+            cluster(gateway=True)
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nobody connected
 
 
 def test_unreachable_gateway_is_a_clear_error():
@@ -76,6 +84,90 @@ def test_cluster_options_scale_reconnect_and_shutdown(gateway):
         shutdown(c)
     wait_until(lambda: _gateway_clusters(address) == [], timeout=60)
     wait_until(lambda: not processes_under(workdir), timeout=60)
+
+
+# A kernel that dropped a Gateway without closing it (one made to list the user's
+# clusters, say), then asks for a cluster. The collector runs at every allocation
+# (threshold 1); a gc callback plays the collector finding the dropped Gateway: when a
+# collection starts while distributed's LoopRunner lock is held (a Gateway,
+# GatewayCluster or Client starting), the last reference goes, and Gateway.__del__ runs
+# right there, inside the new one's start. Before elegantpod.gc_pause that deadlocked
+# (its close waits for the lock this thread holds) or, when the collection ran on the
+# new IO-loop thread, failed after 10 s.
+DROPPED_GATEWAY_KERNEL = """
+import faulthandler, gc, sys, threading
+faulthandler.dump_traceback_later(90, exit=True)  # a deadlock: every stack, exit 1
+from dask_gateway import Gateway
+from distributed.utils import LoopRunner
+from elegantpod import cluster, shutdown
+
+address = sys.argv[1]
+listing = Gateway(address, auth="basic")
+print("clusters before:", len(listing.list_clusters()))
+dropped = [listing]  # never closed; only the hook below holds it
+del listing
+fired = []
+
+def collector_finds_the_dropped_gateway(phase, info):
+    if phase == "start" and dropped and LoopRunner._lock.locked():
+        fired.append(threading.current_thread().name)
+        dropped.clear()  # its __del__ runs now, inside this collection
+
+gc.callbacks.append(collector_finds_the_dropped_gateway)
+gc.set_threshold(1)
+try:
+    client = cluster(gateway=address, auth="basic")
+finally:
+    gc.set_threshold(700, 10, 10)
+    gc.callbacks.remove(collector_finds_the_dropped_gateway)
+assert client.scheduler_info()["type"] == "Scheduler"  # connected
+shutdown(client)
+print("collections under the LoopRunner lock:", fired)
+dropped.clear()  # finalised here, outside any start
+gc.collect()
+print("ok")
+"""
+
+
+def test_a_dropped_gateway_cannot_deadlock_the_next_cluster_call(gateway, tmp_path):
+    address, workdir = gateway
+    script = tmp_path / "kernel.py"
+    script.write_text(textwrap.dedent(DROPPED_GATEWAY_KERNEL))
+    try:
+        out = subprocess.run(
+            [sys.executable, str(script), address],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            cwd=tmp_path,
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"the second cluster(gateway=...) hung:\n{exc.stderr}")
+    assert out.returncode == 0, out.stdout + out.stderr[-6000:]
+    assert "collections under the LoopRunner lock: []" in out.stdout
+    assert out.stdout.rstrip().endswith("ok")
+    wait_until(lambda: _gateway_clusters(address) == [], timeout=60)
+    wait_until(lambda: not processes_under(workdir), timeout=60)
+
+
+def test_a_failed_gateway_start_is_closed_at_once():
+    """The retry's failed Gateway is closed there, not left for the collector."""
+    from dask_gateway import Gateway
+
+    from elegantpod.gateway import _gateway_client
+
+    made = []
+
+    class FailingGateway(Gateway):  # a real Gateway whose loop start fails after it began
+        def __init__(self, *args, **kwargs):
+            made.append(self)
+            super().__init__(*args, **kwargs)
+            raise AssertionError  # as LoopRunner.start does when its thread is late
+
+    with pytest.raises(RuntimeError, match="could not start its IO loop"):
+        _gateway_client(FailingGateway, "http://127.0.0.1:9", None, "basic")
+    assert len(made) == 2
+    assert not any(hasattr(g, "_loop_runner") for g in made)  # closed, runner dropped
 
 
 def _busy_worker(t, client):
