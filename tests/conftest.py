@@ -1,5 +1,8 @@
+import faulthandler
 import logging
 import os
+import signal
+from pathlib import Path
 
 import pytest
 import torch
@@ -60,6 +63,32 @@ HEAVY_FILES = [
     "tests/test_capture.py",
     "tests/tournament/test_lease.py",
 ]
+
+
+# -- what a stuck run was doing (.ci/with_time_limit) ----------------------------------
+# With ELEGANTPOD_TEST_WATCH set to a folder, each pytest process (the xdist controller
+# and every worker) keeps the test it is running in <pid>.test there, and on SIGUSR1
+# dumps every thread's stack to <pid>.stack. A file, not stderr: during a test pytest
+# captures fd 2, and a process killed right after would lose the dump with the capture.
+_WATCH = os.environ.get("ELEGANTPOD_TEST_WATCH")
+_watch_stacks = None
+
+
+def pytest_configure(config):
+    global _watch_stacks
+    if _WATCH and Path(_WATCH).is_dir() and _watch_stacks is None:
+        _watch_stacks = open(Path(_WATCH) / f"{os.getpid()}.stack", "w")  # noqa: SIM115
+        faulthandler.register(signal.SIGUSR1, file=_watch_stacks, all_threads=True)
+        _watching("(between tests)")
+
+
+def _watching(what: str) -> None:
+    if _watch_stacks is not None:
+        (Path(_WATCH) / f"{os.getpid()}.test").write_text(what + "\n")
+
+
+def pytest_runtest_logstart(nodeid, location):
+    _watching(nodeid)
 
 
 def pytest_collection_modifyitems(config, items):
