@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import dask
 import pytest
 import torch
 
@@ -24,9 +25,14 @@ REQUIRED = {
 }
 
 
-def run(*args, timeout=300):
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+def run(*args, timeout=300, env=None):
+    env = dict(os.environ, OMP_NUM_THREADS="1", **(env or {}))
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+REFUSED_FAST = {"DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "1s"}
+"""For an address where nothing listens: distributed retries a refused connection until
+its connect timeout; the error is the same after 1 s as after the default's 10-30 s."""
 
 
 def test_train_json_contract(tmp_path):
@@ -318,6 +324,7 @@ def test_tournament_bad_input(args, message, tmp_path):
         "--store",
         str(tmp_path / "t"),
         *args,
+        env=REFUSED_FAST,
     )
     assert p.returncode == 2, p.stderr
     assert message in p.stderr
@@ -662,7 +669,8 @@ def test_a_lone_pod_per_algorithm_is_one_warning_line(tmp_path, capsys, monkeypa
     args = ["tournament", "--env", "Pendulum-v1", "--algos", "ppo,sac", "--pods", "2"]
     args += ["--max-seconds", "5", "--store", tmp_path / "t", "--address", "tcp://127.0.0.1:9"]
     args += ["--search-space", str(space), "--init", "sample"]
-    status, _, err = main_in_process(args, capsys, monkeypatch)  # no cluster: ends there
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):  # see REFUSED_FAST
+        status, _, err = main_in_process(args, capsys, monkeypatch)  # no cluster: ends there
     lines = err.strip().splitlines()
     assert status == 2 and lines[-1].startswith("elegantpod: error: no Dask scheduler"), err
     assert lines[0].startswith("elegantpod: warning: 2 pods for 2 algorithms: each of ppo, sac")

@@ -1,7 +1,6 @@
 """Every notebook runs top to bottom, headless, with nbclient and a small budget."""
 
 import os
-import tempfile
 from pathlib import Path
 
 import nbformat
@@ -22,18 +21,18 @@ def test_notebook_executes(path, tmp_path, monkeypatch):
     monkeypatch.setenv("ELEGANTPOD_SMALL_BUDGET", "1")
     work = tmp_path / "workdir"
     monkeypatch.setenv("ELEGANTPOD_WORKDIR", str(work))
-    before = _ours_in_tmp()
+    # the kernel (and the workers it starts) get a temp folder of their own: the check
+    # below sees only this notebook's files, never another test process's
+    private_tmp = tmp_path / "tmp"
+    private_tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(private_tmp))
     NotebookClient(
         nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
     ).execute()
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o.output_type == "error"]
     assert not errors
     # what it wrote went under elegantpod.workdir(), not into fresh temporary folders
-    assert _ours_in_tmp() == before
-
-
-def _ours_in_tmp() -> set[str]:
-    return {p.name for p in Path(tempfile.gettempdir()).glob("elegantpod*")}
+    assert not [p.name for p in private_tmp.glob("elegantpod*")]
 
 
 def test_there_are_notebooks():

@@ -2,7 +2,6 @@ import dataclasses
 import math
 import sys
 import threading
-import time
 
 import pytest
 import torch
@@ -30,7 +29,8 @@ def test_callback_false_stops_and_time_budget():
     assert result.env_steps == 2048
     pod = Pod(PodSpec(env_id="CartPole-v1", algo="ppo", max_seconds=0.5))
     result = pod.run()
-    assert 0.5 <= result.wall_seconds < 5
+    assert result.wall_seconds >= 0.5  # stopped by the clock (a hang: pytest-timeout)
+    assert result.env_steps > 0
     assert math.isfinite(result.eval_return_mean)
 
 
@@ -87,14 +87,15 @@ def test_a_stop_request_reaches_a_pod_inside_a_long_update(learners):
     pod = Pod(
         PodSpec(env_id="CartPole-v1", algo="ppo", max_steps=2048, hparams=hp, learners=learners)
     )
-    hooks = PodHooks()
+    polls = []  # one per gradient step: the learner polls between them
+    hooks = PodHooks(should_stop=lambda: polls.append(1) and False)
     timer = threading.Timer(0.5, hooks.request_stop)
     timer.start()
-    start = time.perf_counter()
     result = pod.run(hooks=hooks)
     timer.join()
-    assert time.perf_counter() - start < 8
     assert result.env_steps == 2048 and hooks.stop_requested
+    # the update has 1000 x 32 gradient steps; the stop ended it after a fraction
+    assert 0 < len(polls) < 1000 * 32 // 2, len(polls)
     assert pod.learner.should_stop() is False  # the run's hooks are gone after it
 
 

@@ -6,7 +6,6 @@ import dataclasses
 import os
 import re
 import shutil
-import time
 
 import numpy as np
 import pandas as pd
@@ -226,15 +225,12 @@ def test_verdict_sentences():
     assert "never fell below a previous peak" in text
 
 
-def test_a_four_year_report_renders_in_seconds():
+def test_a_four_year_report_renders_whole():
+    # its rendering time is benchmarks/report_render.py's (1,008 days, every chart)
     rng = np.random.default_rng(1)
     market = rng.normal(0.0004, 0.012, 1008)
     res = synthetic(0.6 * market + rng.normal(0.0001, 0.005, 1008), market)
-    start = time.perf_counter()
     text = render_html(res)
-    seconds = time.perf_counter() - start
-    # about 1.2 s on the 2-core dev machine; the bound catches a quadratic slip, not noise
-    assert seconds < 15, seconds
     assert text.count('src="data:image/png;base64,') == CHARTS
     caveats = text.split('id="caveats"')[1]
     assert "if these tickers were chosen as companies that exist today" in caveats

@@ -33,19 +33,19 @@ def tiny(store, client, **kw):
 @pytest.mark.slow
 def test_a_store_that_fails_for_a_while_pauses_saving_and_strands_no_pod(client, tmp_path):
     store = tmp_path / "s"
-    t = tiny(store, client, max_seconds=30)
+    t = tiny(store, client, max_seconds=180)  # stopped below once it has shown its point
     t.start()
-    assert wait_until(lambda: t.summary()["pods_finished"] >= 2, 30)
+    assert wait_until(lambda: t.summary()["pods_finished"] >= 2, 60)
     # Root ignores permission bits, so break the state folder itself: a file where the
     # folder was makes every snapshot write fail with an OSError.
     shutil.move(store / "state", tmp_path / "state-away")
     (store / "state").write_text("not a folder")
-    warned = wait_until(lambda: t.summary()["warning"] is not None, 15)
+    warned = wait_until(lambda: t.summary()["warning"] is not None, 60)
     steps = t.summary()["env_steps_total"]
-    assert wait_until(lambda: t.summary()["env_steps_total"] > steps, 15)  # pods train on
+    assert wait_until(lambda: t.summary()["env_steps_total"] > steps, 60)  # pods train on
     (store / "state").unlink()
     shutil.move(tmp_path / "state-away", store / "state")
-    assert wait_until(lambda: t.summary()["warning"] is None, 30)  # saving came back
+    assert wait_until(lambda: t.summary()["warning"] is None, 60)  # saving came back
     t.stop()  # no need to wait out the budget
     s = t.wait(90)
     assert warned and "saving to store" in (s["warning"] or "saving to store")
@@ -100,9 +100,11 @@ def test_one_writer_per_store(client, tmp_path):
 def test_the_store_stays_bounded_over_many_segments(client, tmp_path):
     store = tmp_path / "s"
     leaderboard = 4
-    t = tiny(store, client, pods=4, max_seconds=25, segment_steps=128, leaderboard_size=leaderboard)
-    t.start()
-    assert wait_until(lambda: sum(t.pods["segment"]) >= 60, 25)
+    t = tiny(
+        store, client, pods=4, max_seconds=180, segment_steps=128, leaderboard_size=leaderboard
+    )
+    t.start()  # stopped below, once 60 segments are done
+    assert wait_until(lambda: sum(t.pods["segment"]) >= 60, 150)
     t.stop()
     s = t.wait(90)
     segments = sum(t.pods["segment"])

@@ -4,12 +4,12 @@ give one clear StateError, fast, and never a raw OverflowError or RecursionError
 
 import hashlib
 import json
-import time
 
 import pytest
 
 from elegantpod.agents import PPOConfig
 from elegantpod.tournament import state
+from elegantpod.tournament.hparam_checks import _checked_hparams
 from elegantpod.tournament.state import MAX_HISTORY, StateError
 from elegantpod.tournament.store import Store, StoreError
 
@@ -150,9 +150,10 @@ def test_a_long_history_loads_fast_and_keeps_the_newest_rows():
     rows = [row(i, hparams=hp[i % 3]) for i in range(MAX_HISTORY + 500)]
     raw = snapshot([record(history=rows)], elapsed_seconds=float(len(rows)))
     assert len(json.dumps(raw)) > 3_500_000  # 3.8 MB: half a minute before the fix
-    start = time.perf_counter()
+    _checked_hparams.cache_clear()
     records, _, _ = state.load(raw, WHERE)
-    assert time.perf_counter() - start < 5.0
+    checks = _checked_hparams.cache_info()  # each distinct hparams dict checked once
+    assert checks.misses <= 4 and checks.hits >= MAX_HISTORY - 4, checks
     history = records["p000"].history
     assert len(history) == MAX_HISTORY and history[0]["segment"] == 501
     assert history[-1]["hparams"]["lr"] == hp[(MAX_HISTORY + 499) % 3]["lr"]
