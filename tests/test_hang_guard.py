@@ -76,7 +76,7 @@ def _make_test(suite: Path, timeout: int, wrapper: list[str] = ()):
 def test_a_hung_test_fails_the_run_with_its_stack_and_name(suite):
     if not (Path(sys.prefix) / ".installed-test").exists():
         pytest.skip("runs the Makefile on this venv, which make setup made")
-    out = _make_test(suite, timeout=15)
+    out = _make_test(suite, timeout=8)
     text = out.stdout + out.stderr
     assert out.returncode != 0, text[-4000:]
     assert "Timeout" in text and "wait_forever_on_a_lock" in text, text[-4000:]  # the stack
@@ -88,10 +88,10 @@ def test_a_hang_no_test_timeout_catches_ends_at_the_outer_limit(suite):
     if not (Path(sys.prefix) / ".installed-test").exists():
         pytest.skip("runs the Makefile on this venv, which make setup made")
     limit = str(suite / ".ci" / "with_time_limit")
-    out = _make_test(suite, timeout=0, wrapper=["bash", limit, "20"])
+    out = _make_test(suite, timeout=0, wrapper=["bash", limit, "12"])
     text = out.stdout + out.stderr
     assert out.returncode == 124, text[-4000:]
-    assert "ran past 20 s" in text
+    assert "ran past 12 s" in text
     # what each test process was running, and the hung one's stack
     assert "tests/test_hangs.py::test_that_hangs" in text, text[-4000:]
     assert "wait_forever_on_a_lock" in text, text[-4000:]
