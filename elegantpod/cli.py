@@ -101,7 +101,9 @@ def main(argv: list[str] | None = None) -> int:
             return importlib.import_module(COMMANDS[args.command]).run(args)
         from elegantpod.demo import run_demo
 
-        return run_demo(seed=args.seed, max_seconds=args.max_seconds, out_dir=args.out)
+        return run_demo(
+            seed=args.seed, max_seconds=args.max_seconds, out_dir=args.out, max_steps=args.max_steps
+        )
     except ValueError as exc:  # CheckpointError is a ValueError too
         if run_config is not None:  # the file's line, where a value came from one
             exc = run_config.locate(exc)

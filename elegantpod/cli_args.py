@@ -241,6 +241,9 @@ def _parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="the showcase run on the embedded default")
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--max-seconds", type=float, default=150.0)
+    d.add_argument(
+        "--max-steps", type=int, default=None, help="an env-step budget too (whichever first)"
+    )
     d.add_argument("--out", default=None, help="folder for the store and report")
     return p
 

@@ -15,7 +15,12 @@ from pathlib import Path
 TICKERS = ["AAPL", "BAC", "CVX", "HD", "JNJ", "JPM", "KO", "MSFT", "WMT", "XOM"]
 
 
-def run_demo(seed: int = 0, max_seconds: float = 150.0, out_dir: str | None = None) -> int:
+def run_demo(
+    seed: int = 0,
+    max_seconds: float = 150.0,
+    out_dir: str | None = None,
+    max_steps: int | None = None,
+) -> int:
     """Run the demo; print the leaderboard, the backtest metrics and the report's path.
 
     Parameters
@@ -24,6 +29,10 @@ def run_demo(seed: int = 0, max_seconds: float = 150.0, out_dir: str | None = No
         Tournament seed (pods' seeds derive from it).
     max_seconds
         Wall-clock budget of the tournament (the backtest and report take seconds more).
+    max_steps
+        An env-step budget too (over all pods): the tournament ends at whichever comes
+        first. A fixed amount of work, for a run that must rank pods however busy the
+        machine is (65,536: one 16,384-step segment for each of the four pods).
     out_dir
         Where the tournament store and the report go; ``None``:
         :func:`elegantpod.workdir` ``("demo")``, emptied first, so reruns do not pile up.
@@ -42,6 +51,10 @@ def run_demo(seed: int = 0, max_seconds: float = 150.0, out_dir: str | None = No
 
     if not max_seconds > 0:
         raise ValueError(f"max_seconds must be > 0, got {max_seconds!r}")
+    if max_steps is not None and (
+        isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps <= 0
+    ):
+        raise ValueError(f"max_steps must be an integer > 0, got {max_steps!r}")
     out = Path(out_dir) if out_dir else workdir("demo")
     splits = DateSplits(
         train=("2010-01-01", "2016-12-31"),
@@ -53,6 +66,7 @@ def run_demo(seed: int = 0, max_seconds: float = 150.0, out_dir: str | None = No
         algos=["ppo", "sac"],
         pods=4,
         max_seconds=max_seconds,
+        max_steps=max_steps,
         # long enough that a pod is scored after real training, not on its first few
         # thousand steps (a near-untrained agent once won the demo on noise)
         segment_steps=16_384,
@@ -66,7 +80,9 @@ def run_demo(seed: int = 0, max_seconds: float = 150.0, out_dir: str | None = No
         f"PPO + SAC tournament on {len(TICKERS)} stocks, "
         f"train {splits.train[0]}..{splits.train[1]}, "
         f"ranked by Sharpe on {splits.validation[0]}..{splits.validation[1]}, "
-        f"{max_seconds:.0f} s on the embedded Dask cluster",
+        f"{max_seconds:.0f} s"
+        + (f" or {max_steps:,} env steps" if max_steps is not None else "")
+        + " on the embedded Dask cluster",
         file=sys.stderr,
     )
     t.start()  # no client given: the tournament starts (and later closes) a LocalCluster

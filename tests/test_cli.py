@@ -345,10 +345,11 @@ def test_tournament_needs_an_end_condition(tmp_path):
 
 @pytest.mark.slow
 def test_demo_runs_tournament_backtest_and_writes_the_report(tmp_path):
-    """`make demo` in small: PPO + SAC tournament, backtest, report path, leaderboard."""
+    """`make demo` in small: PPO + SAC tournament, backtest, report path, leaderboard.
+    One segment per pod (an env-step budget): a busy machine ranks them all the same."""
     p = subprocess.run(
-        [sys.executable, "-m", "elegantpod.cli", "demo", "--max-seconds", "25"]
-        + ["--out", str(tmp_path)],
+        [sys.executable, "-m", "elegantpod.cli", "demo", "--max-seconds", "600"]
+        + ["--max-steps", "65536", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -372,6 +373,14 @@ def test_demo_bad_budget_is_a_clear_error():
     )
     assert p.returncode == 2
     assert "max_seconds must be > 0, got 0.0" in p.stderr
+    p = subprocess.run(
+        [sys.executable, "-m", "elegantpod.cli", "demo", "--max-steps", "-5"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 2
+    assert "max_steps must be an integer > 0, got -5" in p.stderr
 
 
 PLUGIN = '''

@@ -210,7 +210,7 @@ def _tournament_on_the_gateway(page, hub):
         assert name in [c.name for c in alice.list_clusters()]
         run_cell(
             page,
-            "tg = elegantpod.Tournament('CartPole-v1', algos=['ppo'], pods=1, max_seconds=10, "
+            "tg = elegantpod.Tournament('CartPole-v1', algos=['ppo'], pods=1, max_steps=8192, "
             "segment_steps=4096, store=elegantpod.workdir('gateway-run'), client=gclient); "
             "sg = tg.start().wait(); "
             "print('GWRESULT=', sg['status'], sg['pods_failed'], sg['env_steps_total'])",

@@ -9,15 +9,35 @@ from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(ROOT.glob("notebooks/*.ipynb")) + sorted(ROOT.glob("tutorials/*.ipynb"))
+RUN_ELSEWHERE = {
+    "03_tournament.ipynb": "tests/test_jupyterhub.py",
+}
+"""Notebooks another test executes whole, at the same small budget, as a user would: the
+hub test runs tutorial 03 with Run All Cells in a real JupyterLab and fails on any
+traceback. Executing it here too would only repeat that (25 s of the suite's time)."""
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_executes(path, tmp_path, monkeypatch):
+def test_notebook_has_no_committed_outputs(path):
     nb = nbformat.read(path, as_version=4)
     assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), (
         f"{path.name} has committed outputs: strip them"
     )
+
+
+def test_a_notebook_run_elsewhere_is_run_there_whole():
+    for name, test_file in RUN_ELSEWHERE.items():
+        source = (ROOT / test_file).read_text()
+        assert f'"tutorials" / "{name}"' in source and name in source, (name, test_file)
+        assert '"ELEGANTPOD_SMALL_BUDGET": "1"' in source and "Run All Cells" in source
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "path", [p for p in NOTEBOOKS if p.name not in RUN_ELSEWHERE], ids=lambda p: p.name
+)
+def test_notebook_executes(path, tmp_path, monkeypatch):
+    nb = nbformat.read(path, as_version=4)
     monkeypatch.setenv("ELEGANTPOD_SMALL_BUDGET", "1")
     work = tmp_path / "workdir"
     monkeypatch.setenv("ELEGANTPOD_WORKDIR", str(work))
