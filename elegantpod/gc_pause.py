@@ -16,12 +16,16 @@ run inside ``cluster(gateway=...)``; a user calling ``cluster(gateway=...)`` twi
 one kernel could hit it too. distributed 2026.7 and dask-gateway 2026.3 both have the
 pattern, and no upstream issue reports it yet.
 
-What this does about it: before a start, one full collection on the caller's thread,
-with no lock held, runs every pending finalizer where it is harmless; then the
-automatic collector is paused until the start is over, so no finalizer can run inside
-it. Objects that become garbage meanwhile wait for the next collection. Pauses nest and
-may overlap across threads; the collector comes back on when the last one ends, and
-stays off if the user had switched it off.
+What this does about it: the automatic collector is paused while elegantpod starts
+or stops any of these, so no finalizer can run inside; garbage waits for the next
+collection after the pause. Pauses nest and may overlap across threads; the collector
+comes back on when the last one ends, and stays off if the user had switched it off.
+
+Why not also collect before the pause, to finalize what is pending at a harmless
+moment: a full collection of a process holding torch, JAX and pandas costs a second
+or more (measured in the test suite: about 1.4 s a call), every ``cluster()`` call would
+pay it, and it would protect nothing the pause does not: garbage made later is as
+likely to meet a LoopRunner start that is not elegantpod's.
 """
 
 from __future__ import annotations
@@ -37,14 +41,13 @@ _was_enabled = False
 
 @contextlib.contextmanager
 def gc_paused():
-    """Collect garbage now, then keep the automatic collector off inside the block.
+    """Keep the automatic garbage collector off inside the block.
 
     Use it around anything that starts or stops a distributed ``LoopRunner``:
     ``Client(...)``, ``LocalCluster(...)``, ``dask_gateway.Gateway(...)``,
     ``Gateway.new_cluster`` / ``connect`` and ``GatewayCluster.get_client``.
     """
     global _depth, _was_enabled
-    gc.collect()  # pending finalizers run here, where no LoopRunner lock is held
     with _lock:
         if _depth == 0:
             _was_enabled = gc.isenabled()

@@ -122,9 +122,13 @@ def tmp_out(tmp_path):
     return tmp_path / "run"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def client():
-    """A real LocalCluster: two worker processes, one thread each, on loopback."""
+    """A real LocalCluster: two worker processes, one thread each, on loopback.
+
+    One per test process for the whole session (each module starting and closing its
+    own cost the suite about 3 s a module): the tests that kill, scale or close a
+    cluster start their own."""
     import elegantpod
 
     c = elegantpod.cluster(n_workers=2, dashboard_address=None)

@@ -106,7 +106,7 @@ RUNS = {
     "trading": Run(
         blocks=("from elegantpod import Tournament, finance",),
         # env steps, not seconds: a busy machine still finishes segments to rank
-        budgets={"max_seconds=600": "max_steps=16_000, segment_steps=2_000"},
+        budgets={"max_seconds=600": "max_steps=8_000, segment_steps=2_000"},
     ),
     "mjx": Run(
         blocks=("import elegantpod\n",),
@@ -186,7 +186,7 @@ def test_a_notebook_example_runs(name, tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_the_script_example_runs_as_a_script(tmp_path):
-    small = {"max_seconds=600": "max_steps=16_000, segment_steps=2_000"}  # see "trading"
+    small = {"max_seconds=600": "max_steps=8_000, segment_steps=2_000"}  # see "trading"
     code = shrink(find("script", "import elegantpod\n"), small)
     script = tmp_path / "pendulum.py"
     script.write_text(code)
