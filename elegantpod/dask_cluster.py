@@ -205,20 +205,21 @@ def cluster(
                 pods_per_gpu=pods_per_gpu,
                 cpus=os.cpu_count(),
             )
-            with gc_paused(), start_deadline(float(start_timeout)) as expired:
-                try:
-                    lc = GPUCluster(
-                        layout,
-                        host="127.0.0.1",
-                        dashboard_address=dashboard_address,
-                        memory_limit=memory_limit,
-                        **dashboard_off(dashboard_address, kwargs),
-                    )
-                except (RuntimeError, TimeoutError) as exc:
-                    raise RuntimeError(
-                        start_failure(exc, start_timeout if expired else None)
-                    ) from exc
+            # GPUCluster and Client each start a LoopRunner: no finalizer inside (gc_pause)
             with gc_paused():
+                with start_deadline(float(start_timeout)) as expired:
+                    try:
+                        lc = GPUCluster(
+                            layout,
+                            host="127.0.0.1",
+                            dashboard_address=dashboard_address,
+                            memory_limit=memory_limit,
+                            **dashboard_off(dashboard_address, kwargs),
+                        )
+                    except (RuntimeError, TimeoutError) as exc:
+                        raise RuntimeError(
+                            start_failure(exc, start_timeout if expired else None)
+                        ) from exc
                 return Client(lc)
         except Exception as exc:  # workers that died starting, a driver that fails
             if gpu is True:
@@ -289,7 +290,8 @@ def shutdown(client: Client) -> None:
     The shutdown is quiet (see :func:`quiet_shutdown`).
     """
     cl = getattr(client, "cluster", None)
-    with quiet_shutdown():
+    # closing stops LoopRunners: the same lock as a start (elegantpod.gc_pause)
+    with quiet_shutdown(), gc_paused():
         client.close()
         if cl is None:
             return

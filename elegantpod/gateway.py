@@ -130,8 +130,7 @@ def gateway_cluster(
 def _open_cluster(gateway_cls, address, name, wanted, proxy_address, auth, shutdown_on_close):
     """The ``GatewayCluster``: reconnected by ``name``, or a new one with ``wanted`` options.
 
-    The ``Gateway`` used to reach it is closed here, whatever happens; a new cluster
-    that cannot be returned is shut down.
+    The ``Gateway`` used to reach it is closed here, whatever happens.
     """
     gw = _gateway_client(gateway_cls, address, proxy_address, auth)
     try:
@@ -171,10 +170,11 @@ def close_cluster(cl, shutdown: bool | None = None) -> None:
     """
     if cl is None:
         return
-    try:
-        cl.close(shutdown=shutdown)
-    finally:
-        close_gateway(getattr(cl, "gateway", None))
+    with gc_paused():  # closing stops a LoopRunner: the same lock as a start (gc_pause)
+        try:
+            cl.close(shutdown=shutdown)
+        finally:
+            close_gateway(getattr(cl, "gateway", None))
 
 
 def close_gateway(gw) -> None:
@@ -187,10 +187,11 @@ def close_gateway(gw) -> None:
     """
     if gw is None or not hasattr(gw, "_loop_runner"):
         return
-    with contextlib.suppress(RuntimeError, AttributeError):
-        gw.close()
-    with contextlib.suppress(AttributeError):
-        del gw._loop_runner
+    with gc_paused():  # closing stops a LoopRunner: the same lock as a start (gc_pause)
+        with contextlib.suppress(RuntimeError, AttributeError):
+            gw.close()
+        with contextlib.suppress(AttributeError):
+            del gw._loop_runner
 
 
 def _gateway_client(gateway_cls, address, proxy_address, auth):

@@ -1,4 +1,5 @@
-"""``gc_paused()``: start Dask clients and gateways with no finalizer able to deadlock them.
+"""``gc_paused()``: start and stop Dask clients and gateways with no finalizer able to
+deadlock them.
 
 Why this exists. distributed's ``LoopRunner`` (the IO-loop thread behind every
 synchronous ``Client``, ``LocalCluster``, ``dask_gateway.Gateway`` and
@@ -45,7 +46,8 @@ def gc_paused():
 
     Use it around anything that starts or stops a distributed ``LoopRunner``:
     ``Client(...)``, ``LocalCluster(...)``, ``dask_gateway.Gateway(...)``,
-    ``Gateway.new_cluster`` / ``connect`` and ``GatewayCluster.get_client``.
+    ``Gateway.new_cluster`` / ``connect`` and ``GatewayCluster.get_client``, and the
+    ``close()`` of each of them.
     """
     global _depth, _was_enabled
     with _lock:

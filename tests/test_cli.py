@@ -359,23 +359,22 @@ def test_demo_runs_tournament_backtest_and_writes_the_report(tmp_path):
     assert html.startswith("<!DOCTYPE html>") and "<script src=" not in html
 
 
-def test_demo_bad_budget_is_a_clear_error():
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--max-seconds", "0"], "max_seconds must be > 0, got 0.0"),
+        (["--max-steps", "-5"], "max_steps must be an integer > 0, got -5"),
+    ],
+)
+def test_demo_bad_budget_is_a_clear_error(args, message):
     p = subprocess.run(
-        [sys.executable, "-m", "elegantpod.cli", "demo", "--max-seconds", "0"],
+        [sys.executable, "-m", "elegantpod.cli", "demo", *args],
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert p.returncode == 2
-    assert "max_seconds must be > 0, got 0.0" in p.stderr
-    p = subprocess.run(
-        [sys.executable, "-m", "elegantpod.cli", "demo", "--max-steps", "-5"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert p.returncode == 2
-    assert "max_steps must be an integer > 0, got -5" in p.stderr
+    assert message in p.stderr
 
 
 PLUGIN = '''
