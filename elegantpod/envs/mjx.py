@@ -19,7 +19,7 @@ the process's cache of compiled programs. The rest has a module each:
   preallocation, no command buffers, one CPU thread), the private compilation cache,
   torch's devices as JAX's. Its public names are re-exported here (``__all__``), where
   they lived first.
-- :mod:`elegantpod.envs.mjx_step`: the jitted programs and :class:`Run`, the carry
+- :mod:`elegantpod.envs.mjx_step`: the jitted program and :class:`Run`, the carry
   (re-exported here).
 - :mod:`elegantpod.envs.mjx_tasks`, :mod:`elegantpod.envs.mjx_params`,
   :mod:`elegantpod.envs.mjx_physics`, :mod:`elegantpod.envs.mjx_memory`: the tasks, their
@@ -156,12 +156,10 @@ class MjxVecEnv:
         if seed is None and self._state is not None:
             key = self._state.key  # carry on the stream: a new draw, as gymnasium's reset()
         else:
-            with jax.default_device(program.device):
-                key = jax.random.PRNGKey(self._seed)
-        qpos, qvel, key = program.noise(program.model, key, self.num_envs)
-        self._state, obs = program.start(program.model, qpos, qvel, key)
-        self._shared = False
-        return self._to_torch(obs)
+            # committed to the device as the step's own outputs are: an uncommitted
+            # input would make XLA compile the step a second time
+            key = jax.device_put(jax.random.PRNGKey(self._seed), program.device)
+        return self._begin(key, None)
 
     @torch.no_grad()
     def step(self, action: Tensor) -> StepResult:
@@ -176,8 +174,10 @@ class MjxVecEnv:
                 f"{(self.num_envs, *self.action_space.shape)}"
             )
         state = self._unshared() if self._shared else self._state
+        action = self._to_jax(action.contiguous())
+        qpos, qvel = program.no_states(self.num_envs)
         self._state, out = program.step(
-            program.model, state, self._to_jax(action.contiguous()), program.limit(self)
+            program.model, state, action, program.limit(self), qpos, qvel, *program.flags[False]
         )
         self._shared = False
         obs, final_obs, reward, terminated, truncated, ret, length = map(self._to_torch, out)
@@ -192,7 +192,7 @@ class MjxVecEnv:
         Why: parity checks drive gymnasium's env and this one from the same states, and
         a curriculum may start episodes from states it chose.
         """
-        program = self._build()
+        self._build()
         want = {"qpos": (self.num_envs, self.model.nq), "qvel": (self.num_envs, self.model.nv)}
         arrays = {}
         for name, value in (("qpos", qpos), ("qvel", qvel)):
@@ -202,10 +202,9 @@ class MjxVecEnv:
             arrays[name] = self._to_jax(value.contiguous())
         if self._state is None:
             self.reset()
-        key = self._state.key
-        self._state, obs = program.start(program.model, arrays["qpos"], arrays["qvel"], key)
+        obs = self._begin(self._state.key, (arrays["qpos"], arrays["qvel"]))
         self._shared = True  # the worlds may hold the very buffers of qpos and qvel
-        return self._to_torch(obs)
+        return obs
 
     @property
     def qpos(self) -> Tensor:
@@ -247,6 +246,29 @@ class MjxVecEnv:
         )
 
     # -- internals --------------------------------------------------------------------
+    def _begin(self, key, states) -> Tensor:
+        """Start every world's episode, from reset noise drawn with ``key`` or from
+        ``states`` (``(qpos, qvel)`` as JAX arrays), by the step program itself."""
+        program = self._program
+        n = self.num_envs
+        if self._state is None:
+            state = program.blank(program.model, n)
+        else:
+            state = self._unshared() if self._shared else self._state
+        qpos, qvel = program.no_states(n) if states is None else states
+        idle = program.idle_action(n, self.action_space.shape[0])
+        self._state, out = program.step(
+            program.model,
+            state._replace(key=key),
+            idle,
+            program.limit(self),
+            qpos,
+            qvel,
+            *program.flags[True, states is not None],
+        )
+        self._shared = False
+        return self._to_torch(out[0])
+
     def _build(self):
         if self._program is None:
             self._program = _program(self.task, self.physics, self.params, self.device, self.model)
@@ -325,8 +347,29 @@ class _Program:
         self.device = jax_device(jax, device)
         self.model = mjx.put_model(model, device=self.device)
         options = NO_COMMAND_BUFFERS if device.type == "cuda" else None
-        self.noise, self.step, self.start = make_functions(jax, mjx, task, params, model, options)
+        self.blank, self.step = make_functions(jax, mjx, task, params, model, options)
         self._limits: dict[int, Any] = {}
+        self._zeros: dict[tuple, Any] = {}
+        put = lambda flag: jax.device_put(np.bool_(flag), self.device)  # noqa: E731
+        yes, no = put(True), put(False)
+        self.flags = {False: (no, no), (True, False): (yes, no), (True, True): (yes, yes)}
+        """``step``'s ``begin`` and ``given`` flags for a step, a reset and a set_state,
+        on the device once (a host bool would be copied there at every step)."""
+        self.nq, self.nv = int(model.nq), int(model.nv)
+
+    def _zeros_of(self, shape: tuple):
+        if shape not in self._zeros:
+            self._zeros[shape] = self.jax.device_put(np.zeros(shape, np.float32), self.device)
+        return self._zeros[shape]
+
+    def no_states(self, n: int):
+        """Stand-ins for ``step``'s ``(qpos, qvel)`` where none are given: zeros the
+        program ignores, kept on the device."""
+        return self._zeros_of((n, self.nq)), self._zeros_of((n, self.nv))
+
+    def idle_action(self, n: int, nu: int):
+        """The action a start passes (its physics step is discarded)."""
+        return self._zeros_of((n, nu))
 
     def limit(self, env: MjxVecEnv):
         """``env.max_episode_steps`` as an int32 already on the device, made once per

@@ -1,5 +1,5 @@
-"""The jitted programs of an MJX env: the reset noise, the step with its auto-reset, and
-the start of episodes from given states, over a :class:`Run`, the carry.
+"""The jitted program of an MJX env: the step with its auto-reset, which also starts
+episodes from reset noise or from given states, over a :class:`Run`, the carry.
 
 Why a module of its own: this is the part that runs on the accelerator, written in JAX
 and compiled by XLA once per env size, while :class:`~elegantpod.envs.mjx.MjxVecEnv`
@@ -37,13 +37,20 @@ Run.__new__.__annotations__ = get_type_hints(Run)
 
 
 def make_functions(jax, mjx, task: Task, params: dict, model, options: dict | None = None):
-    """``noise(m, key, n)``, ``step(m, state, action, limit)`` and ``start(m, qpos, qvel,
-    key)``, jitted (with XLA's compile ``options``).
+    """``blank(m, n)`` and ``step(m, state, action, limit, qpos, qvel, begin, given)``,
+    jitted (with XLA's compile ``options``).
 
-    ``state`` is a :class:`Run`. ``step`` returns the
-    next state and ``(obs, final_obs, reward, terminated, truncated, episode_return,
-    episode_length)``; worlds whose episode ended are reset inside the same program
-    (behind a ``lax.cond``, so steps where none ended skip the reset's forward pass).
+    ``state`` is a :class:`Run`. ``step`` returns the next state and ``(obs, final_obs,
+    reward, terminated, truncated, episode_return, episode_length)``; worlds whose
+    episode ended are reset inside the same program (behind a ``lax.cond``, so steps
+    where none ended skip the reset's forward pass).
+
+    The same program starts episodes: with ``begin`` true every world restarts, from
+    fresh reset noise or, with ``given`` too, from the states ``(qpos, qvel)`` (which are
+    ignored otherwise), and no step is counted. Why one program for reset, set_state and
+    step: compiling costs 10-80 s per env on a CPU, a third of it in the forward pass
+    that a separate start program would compile a second time. ``blank`` makes the
+    first :class:`Run` for that start to replace (cheap: no physics in it).
     """
     jnp = jax.numpy
     dt = float(model.opt.timestep) * task.frame_skip
@@ -76,25 +83,34 @@ def make_functions(jax, mjx, task: Task, params: dict, model, options: dict | No
         terminated = jnp.logical_not(healthy) & terminate
         return d, observe(m, d), reward.astype(jnp.float32), terminated
 
-    def noise(m, key, n):
-        """Fresh episodes' states for ``n`` worlds, and the key to carry on."""
-        key, sub = jax.random.split(key)
-        return (*draw(m, sub, n), key)
+    def blank(m, n):
+        """``n`` worlds of zeros (never stepped from: :func:`step` with ``begin`` replaces
+        them), with a key to be replaced too."""
+        worlds = jax.vmap(lambda _: mjx.make_data(m))(jnp.arange(n))
+        zero = jnp.zeros(n, jnp.int32)
+        return Run(worlds, zero, zero.astype(jnp.float32), jax.random.PRNGKey(0))
 
-    def step(m, state: Run, action, limit):
+    def step(m, state: Run, action, limit, qpos, qvel, begin, given):
         worlds, elapsed, episode_return, key = state
         n = action.shape[0]
+        # at a start the physics step runs too (on worlds about to be replaced): skipping
+        # it behind a lax.cond would cost a device-to-host read of the flag at every step
+        # on a GPU, for the sake of a call made once per episode batch
         worlds, final_obs, reward, terminated = jax.vmap(step_world, in_axes=(None, 0, 0))(
             m, worlds, action
         )
-        elapsed = elapsed + 1
-        episode_return = episode_return + reward
-        truncated = elapsed >= limit
-        done = terminated | truncated
+        reward = jnp.where(begin, 0.0, reward)
+        terminated = terminated & jnp.logical_not(begin)
+        elapsed = jnp.where(begin, 0, elapsed + 1)
+        episode_return = jnp.where(begin, 0.0, episode_return + reward)
+        truncated = (elapsed >= limit) & jnp.logical_not(begin)
+        done = terminated | truncated | begin
         key, sub = jax.random.split(key)
 
         def restart(worlds):
-            fresh = worlds_at(m, *draw(m, sub, n))
+            fresh_qpos, fresh_qvel = draw(m, sub, n)
+            use = begin & given
+            fresh = worlds_at(m, jnp.where(use, qpos, fresh_qpos), jnp.where(use, qvel, fresh_qvel))
 
             def pick(new, old):
                 return jnp.where(done.reshape((n,) + (1,) * (old.ndim - 1)), new, old)
@@ -103,6 +119,7 @@ def make_functions(jax, mjx, task: Task, params: dict, model, options: dict | No
             return worlds, jax.vmap(observe, in_axes=(None, 0))(m, worlds)
 
         worlds, obs = jax.lax.cond(done.any(), restart, lambda w: (w, final_obs), worlds)
+        final_obs = jnp.where(begin, obs, final_obs)
         state = Run(
             worlds,
             jnp.where(done, 0, elapsed),
@@ -112,17 +129,8 @@ def make_functions(jax, mjx, task: Task, params: dict, model, options: dict | No
         out = (obs, final_obs, reward, terminated, truncated, episode_return, elapsed)
         return state, out
 
-    def start(m, qpos, qvel, key):
-        # one program for reset and set_state: each costs tens of seconds to compile on
-        # a CPU, and a reset is a set_state from noise
-        worlds = worlds_at(m, qpos, qvel)
-        obs = jax.vmap(observe, in_axes=(None, 0))(m, worlds)
-        n = qpos.shape[0]
-        return Run(worlds, jnp.zeros(n, jnp.int32), jnp.zeros(n, jnp.float32), key), obs
-
     # the state is donated: XLA updates the worlds in place rather than copying them
     return (
-        jax.jit(noise, static_argnums=2, compiler_options=options),
+        jax.jit(blank, static_argnums=1, compiler_options=options),
         jax.jit(step, donate_argnums=1, compiler_options=options),
-        jax.jit(start, compiler_options=options),
     )
