@@ -16,6 +16,14 @@ its default. Options that act on existing state or widen trust (``import``,
 ``overwrite``, ``resume``, ``force``, ``allow_remote``) are flags only: a file cannot run
 code, delete a run or vouch for itself.
 
+Nothing in a file reaches the network: ``address`` (a Dask scheduler, which can run any
+code in the process that connects to it) and every value that is a URL (``store:
+s3://...``, ``track_to: http://...``, ``env_kwargs: {data: https://...}``) are refused
+unless the command line gives that option itself (``--address``, ``--store``,
+``--env-arg data=...``): the file then only repeats what the user vouched for. Local
+schemes (``file://``, ``sqlite:///``, ``memory://``) are paths, not network. The check
+runs on the text, before any file, socket or cluster is opened.
+
 Every error names the file, the line and the key; the values are then checked by the
 same code as the flags' (:func:`RunConfig.locate` adds the key's line to those errors).
 """
@@ -44,6 +52,15 @@ FLAGS_ONLY = {
     "preset": "a run file builds on no preset",
 }
 """Options a run file may not set, and why."""
+CONNECTS = {
+    "address": "connecting to a Dask scheduler lets it run code in this process",
+}
+"""Options a run file may hold only where the command line gives them too, whatever
+their value, and why."""
+LOCAL_SCHEMES = ("file", "sqlite", "memory")
+"""URL schemes that name something on this machine: allowed in a run file."""
+_URL = re.compile(r"^\s*([A-Za-z][A-Za-z0-9+.\-]*)://|::")
+"""A URL (``scheme://``) or an fsspec chain (``simplecache::s3://...``)."""
 ALIASES = {"env_arg": "env_kwargs", "eval_env_arg": "eval_env_kwargs"}
 MAPPINGS = ("env_kwargs", "eval_env_kwargs", "hparams", "generator", "search_space")
 """Options whose value is a mapping, merged key by key across the layers."""
@@ -417,6 +434,9 @@ def apply_run_files(args, argv: list[str]) -> RunConfig | None:
         over.add(("hparams", "num_envs"))
         for section in merged.get("hparams", {}).values():
             section.pop("num_envs", None)
+    _refuse_network(
+        merged, where, {table[k].dest for k in merged if k in table} & given, table, over
+    )
     cfg = RunConfig()
     for key, value in merged.items():
         if key in MAPPINGS or key in TOURNAMENT_FIELDS:
@@ -435,3 +455,64 @@ def apply_run_files(args, argv: list[str]) -> RunConfig | None:
 
 
 _EXCLUDES = {"workers": ("address",), "address": ("workers",)}
+
+
+def _remote(value: Any) -> str | None:
+    """The first string in ``value`` (nested lists and mappings too) that names
+    something off this machine: a URL whose scheme is not local."""
+    if isinstance(value, str):
+        m = _URL.search(value)
+        if m and (m.group(1) or "").lower() not in LOCAL_SCHEMES:
+            return value
+        return None
+    items = value.values() if isinstance(value, dict) else value
+    if isinstance(value, dict | list | tuple):
+        for item in items:
+            found = _remote(item)
+            if found is not None:
+                return found
+    return None
+
+
+def _refuse_network(
+    merged: dict[str, Any],
+    where: dict[tuple[str, ...], Where],
+    given: set[str],
+    table: dict[str, Option],
+    over: set[tuple[str, str]],
+) -> None:
+    """Refuse what would make this run reach the network on a file's word alone:
+    :data:`CONNECTS` options and URL values that no flag gave (see the module
+    docstring). ``given``: the destinations of the flags on the command line; ``over``:
+    the mapping keys that ``--set`` and ``--env-arg`` gave."""
+    for key, value in merged.items():
+        flag = "--" + key.replace("_", "-")
+        if key in CONNECTS and table[key].dest not in given:
+            doc, path = where[(key,)]
+            raise doc.error(
+                path,
+                f"{key!r} is refused in a run file ({CONNECTS[key]}): give {flag} on the "
+                "command line if you trust that scheduler",
+            )
+        if key in MAPPINGS and isinstance(value, dict):
+            cli = {"env_kwargs": "--env-arg", "eval_env_kwargs": "--eval-env-arg"}.get(key)
+            for name, inner in value.items():
+                url = _remote(inner)
+                if url is None or (key, name) in over:
+                    continue
+                doc, path = where.get((key, name)) or where[(key,)]
+                how = f"{cli} {name}={short(url)}" if cli else "the command line"
+                raise doc.error(
+                    path if (key, name) in where else (*path, name),
+                    f"{key}.{name} is a URL ({short(url)}), and nothing in a run file "
+                    f"reaches the network: give {how} yourself",
+                )
+        elif key in table and table[key].dest not in given:
+            url = _remote(value)
+            if url is not None:
+                doc, path = where[(key,)]
+                raise doc.error(
+                    path,
+                    f"{key} is a URL ({short(url)}), and nothing in a run file reaches the "
+                    f"network: give {flag} on the command line yourself",
+                )

@@ -417,3 +417,145 @@ def test_each_key_keeps_the_line_of_the_layer_that_set_it(tmp_path, capsys, monk
     files = parsed(["train", "--preset", "mujoco", "--config", run]).run_config
     assert files.where[("hparams", "sac", "hidden")][0].name == "preset mujoco"
     assert files.where[("hparams", "sac", "lr")][0].name == str(run)
+
+
+# -- nothing in a file reaches the network -----------------------------------------------
+@pytest.fixture
+def listener():
+    """A TCP port on loopback that counts the connections made to it (none, we hope)."""
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.settimeout(0.2)
+    accepted = []
+    stop = threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            accepted.append(conn)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1], accepted
+    stop.set()
+    thread.join(5)
+    server.close()
+    for conn in accepted:
+        conn.close()
+
+
+REACHING = [
+    (
+        ["tournament"],
+        "address: tcp://127.0.0.1:{port}\n",
+        "t.yaml:4: 'address' is refused in a run file (connecting to a Dask scheduler lets "
+        "it run code in this process): give --address on the command line",
+    ),
+    (
+        ["tournament"],
+        "tournament:\n  address: 127.0.0.1:{port}\n",
+        "t.yaml:5: 'address' is refused in a run file",
+    ),
+    (
+        ["tournament"],
+        "env_kwargs:\n  data: http://127.0.0.1:{port}/prices.csv\n",
+        "t.yaml:5: env_kwargs.data is a URL ('http://127.0.0.1:{port}/prices.csv'), and "
+        "nothing in a run file reaches the network: give --env-arg data=",
+    ),
+    (
+        ["tournament"],
+        "eval_env_kwargs: {{data: 'simplecache::http://127.0.0.1:{port}/p.csv'}}\n",
+        "t.yaml:4: eval_env_kwargs.data is a URL",
+    ),
+    (
+        ["tournament"],
+        "track: tensorboard\ntrack_to: http://127.0.0.1:{port}/\n",
+        "t.yaml:5: track_to is a URL ('http://127.0.0.1:{port}/'), and nothing in a run file "
+        "reaches the network: give --track-to on the command line yourself",
+    ),
+    (
+        ["tournament", "--store", "{tmp}/s"],
+        "store: s3://bucket/run\n",
+        None,  # the flag gave the store: the file's is never used
+    ),
+    (
+        ["tournament"],
+        "store: s3://bucket/run\n",
+        "t.yaml:4: store is a URL ('s3://bucket/run'), and nothing in a run file reaches the "
+        "network: give --store on the command line yourself",
+    ),
+]
+
+
+@pytest.mark.parametrize(("argv", "text", "message"), REACHING)
+def test_a_run_file_cannot_make_the_cli_connect_anywhere(
+    argv, text, message, listener, tmp_path, capsys, monkeypatch
+):
+    """A file's scheduler address, or a URL as any value, is refused before any socket
+    opens (a scheduler can run code in the process that connects to it), unless the
+    command line gives that option too."""
+    port, accepted = listener
+    run = tmp_path / "t.yaml"
+    run.write_text("env: Pendulum-v1\nmax_seconds: 5\nmax_steps: 1000\n" + text.format(port=port))
+    argv = [a.format(tmp=tmp_path) for a in argv]
+    if "--store" not in argv:
+        argv += ["--store", tmp_path / "s"] if "store:" not in text else []
+    if message is None:
+        args = parsed([*argv, "--config", run])
+        assert args.store == str(tmp_path / "s")
+        return
+    status, _, err = main_in_process([*argv, "--config", run], capsys, monkeypatch)
+    assert one_error(status, err).startswith(f"{run}:" + message.format(port=port)[7:]), err
+    assert not accepted
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_file_may_repeat_what_the_command_line_gives(tmp_path, listener):
+    port, accepted = listener
+    run = tmp_path / "t.yaml"
+    run.write_text(
+        f"env: StockTrading-v0\naddress: tcp://127.0.0.1:{port}\n"
+        f"env_kwargs:\n  data: http://127.0.0.1:{port}/p.csv\ntrack_to: sqlite:///m.db\n"
+    )
+    args = parsed(
+        [
+            "tournament",
+            "--config",
+            run,
+            "--store",
+            tmp_path / "s",
+            "--address",
+            f"tcp://127.0.0.1:{port}",
+            "--env-arg",
+            f"data=http://127.0.0.1:{port}/p.csv",
+        ]
+    )
+    assert args.address == f"tcp://127.0.0.1:{port}"
+    assert args.run_config.env_kwargs == {"data": f"http://127.0.0.1:{port}/p.csv"}
+    assert args.track_to == "sqlite:///m.db"  # a local scheme is a path
+    assert not accepted  # parsing opens nothing
+
+
+def test_the_cli_refuses_a_run_files_scheduler_before_connecting(tmp_path, listener):
+    """As the adversary tried it: ``elegantpod tournament --config evil.yaml`` with a
+    scheduler of theirs in the file, from a real shell command."""
+    import subprocess
+
+    port, accepted = listener
+    run = tmp_path / "evil.yaml"
+    run.write_text(f"env: Pendulum-v1\nmax_seconds: 5\naddress: tcp://127.0.0.1:{port}\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "elegantpod.cli", "tournament", "--config", str(run),
+         "--store", str(tmp_path / "s")],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert f"{run}:3: 'address' is refused in a run file" in proc.stderr
+    assert not accepted and not (tmp_path / "s").exists()
