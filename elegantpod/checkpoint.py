@@ -143,13 +143,14 @@ def load_checkpoint(
         except OSError as exc:
             raise CheckpointError(f"checkpoint {os.fspath(path)!r}: {exc}") from None
         path = Path(path)
-    try:
-        with source:
+    with source:
+        _check_archive(source, path)
+        try:
             data = torch.load(source, map_location=map_location, weights_only=True)
-    except Exception as exc:  # torch raises several types for truncated/garbage files
-        raise CheckpointError(
-            f"checkpoint {str(path)!r} is corrupt or not a torch file: {_reason(exc)}"
-        ) from exc
+        except Exception as exc:  # torch raises several types for truncated/garbage files
+            raise CheckpointError(
+                f"checkpoint {str(path)!r} is corrupt or not a torch file: {_reason(exc)}"
+            ) from exc
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise CheckpointError(f"{str(path)!r} is not an elegantpod checkpoint")
     if data.get("version") != VERSION:
@@ -157,7 +158,127 @@ def load_checkpoint(
             f"checkpoint {str(path)!r} has format version {data.get('version')!r}; "
             f"this elegantpod reads version {VERSION}"
         )
+    check_tensors(data, f"checkpoint {str(path)!r}")
     return data
+
+
+def _check_archive(source, path) -> None:
+    """Refuse a file that is not a torch zip archive of stored (uncompressed) entries
+    whose sizes add up to at most the file's own.
+
+    Why: ``torch.save`` stores every tensor's bytes uncompressed, so a checkpoint's
+    tensors can never hold more bytes than its file. A hand-made archive may deflate a
+    gigabyte of zeros into a kilobyte entry, which ``torch.load`` would inflate in memory
+    before anything could be checked; the legacy (non-zip) format has no directory to
+    check at all.
+    """
+    import zipfile
+
+    where = f"checkpoint {str(path)!r}"
+    start = source.tell()
+    size = source.seek(0, io.SEEK_END) - start
+    source.seek(start)
+    try:
+        with zipfile.ZipFile(source) as archive:
+            entries = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        raise CheckpointError(
+            f"{where} is corrupt or not a torch file: not a zip archive ({_reason(exc)})"
+        ) from None
+    finally:
+        source.seek(start)
+    packed = [e.filename for e in entries if e.compress_type != zipfile.ZIP_STORED]
+    if packed:
+        raise CheckpointError(
+            f"{where} holds compressed entries ({packed[0][:80]!r}...): torch.save writes "
+            "none, and one could inflate to gigabytes"
+        )
+    total = sum(e.file_size for e in entries)
+    if total > size:
+        raise CheckpointError(
+            f"{where}: its entries claim {total:,} bytes in a file of {size:,} bytes"
+        )
+
+
+_TENSOR_DTYPES = frozenset(
+    {
+        torch.float16,
+        torch.bfloat16,
+        torch.float32,
+        torch.float64,
+        torch.uint8,
+        torch.int8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.bool,
+    }
+)
+"""What a checkpoint's tensors may hold: no complex, quantized or exotic types."""
+MAX_NESTING = 32
+"""Deepest nesting of dicts and lists a checkpoint may have."""
+
+
+def check_tensors(data: Any, where: str) -> int:
+    """Check every tensor in ``data`` (nested dicts, lists and tuples) before any is
+    used; return how many elements they hold.
+
+    A tensor must be dense and strided, of a plain real dtype, with no dimension of
+    stride 0 (unless its size is 0 or 1), no two elements in the same memory, its view
+    inside its storage, and no NaN (infinities are checked by the fields that allow
+    them: a PPO action bound may be infinite, a weight may not). Why: ``weights_only``
+    keeps a checkpoint from running code, not from describing tensors that lie. A
+    stride-0 "1 GB" weight takes 4 bytes in the file and gigabytes once copied;
+    overlapping optimizer moments crash the in-place kernels that update them; a NaN
+    weight trains to nothing silently.
+
+    Raises
+    ------
+    CheckpointError
+        Naming the tensor's place (``learner.actor.net.0.weight``) and what is wrong.
+    """
+    total = 0
+    stack: list[tuple[str, Any, int]] = [("", data, 0)]
+    while stack:
+        name, value, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise CheckpointError(f"{where}: {name or 'it'} is nested too deeply")
+        if isinstance(value, dict):
+            stack.extend(
+                (f"{name}.{k}" if name else str(k), v, depth + 1) for k, v in value.items()
+            )
+        elif isinstance(value, list | tuple):
+            stack.extend((f"{name}[{i}]", v, depth + 1) for i, v in enumerate(value))
+        elif isinstance(value, torch.Tensor):
+            problem = _tensor_problem(value)
+            if problem:
+                raise CheckpointError(f"{where}: tensor {name[:120]!r} {problem}")
+            total += value.numel()
+    return total
+
+
+def _tensor_problem(t: torch.Tensor) -> str | None:
+    """What makes ``t`` unusable as a checkpoint's tensor, or ``None``."""
+    if t.layout != torch.strided or t.is_quantized or t.is_meta:
+        return f"has layout {t.layout} (only dense tensors are saved)"
+    if t.dtype not in _TENSOR_DTYPES:
+        return f"has dtype {t.dtype} (a real float, integer or bool is expected)"
+    dims = [(st, sz) for sz, st in zip(t.shape, t.stride(), strict=True) if sz > 1]
+    if any(st <= 0 for st, _ in dims):
+        return f"has a stride of 0 or less (shape {tuple(t.shape)}, strides {t.stride()})"
+    extent = 1  # elements spanned by the dimensions of smaller strides
+    for st, sz in sorted(dims):
+        if st < extent:
+            return f"overlaps itself (shape {tuple(t.shape)}, strides {t.stride()})"
+        extent = st * (sz - 1) + extent
+    if (
+        t.numel()
+        and (t.storage_offset() + extent) * t.element_size() > t.untyped_storage().nbytes()
+    ):
+        return f"reaches past its storage (shape {tuple(t.shape)}, offset {t.storage_offset()})"
+    if t.is_floating_point() and t.numel() and bool(torch.isnan(t).any()):
+        return "holds NaN values"  # infinities: each field says where it allows them
+    return None
 
 
 def strip_replay_from_file(path: str | os.PathLike) -> bool:

@@ -39,7 +39,7 @@ def estimate_pod_bytes(spec: PodSpec, obs_dim: int = 1, act_dim: int = 1) -> int
     rollout = horizon * num_envs * transition
     envs = (num_envs + int(spec.eval_episodes)) * (16 * obs_dim + _world_bytes(spec))
     widths = (obs_dim, *hidden, act_dim)
-    params = sum(a * b + b for a, b in zip(widths, widths[1:], strict=False))
+    params = network_params(spec, obs_dim, act_dim)
     if buffer_size:  # off-policy: actor, twin critics and target copies
         rows = int(getattr(hp, "batch_size", 1))
         learner = buffer_size * transition + 6 * (16 * params + 8 * rows * sum(widths))
@@ -50,6 +50,15 @@ def estimate_pod_bytes(spec: PodSpec, obs_dim: int = 1, act_dim: int = 1) -> int
     if getattr(hp, "noise", None) == "colored":  # one sequence per sub-env and action
         learner += 4 * num_envs * act_dim * SEQ_LEN
     return rollout + envs + int(spec.learners) * learner
+
+
+def network_params(spec: PodSpec, obs_dim: int = 1, act_dim: int = 1) -> int:
+    """Weights and biases of one network of ``spec`` (its ``hidden`` widths between
+    ``obs_dim`` inputs and ``act_dim`` outputs): a lower bound on what a checkpoint of
+    such a pod holds, which holds at least its actor."""
+    hp = spec.hparams if spec.hparams is not None else _default_hparams(spec.algo)
+    widths = (int(obs_dim), *(int(h) for h in getattr(hp, "hidden", ()) or ()), int(act_dim))
+    return sum(a * b + b for a, b in zip(widths, widths[1:], strict=False))
 
 
 def _world_bytes(spec: PodSpec) -> int:

@@ -339,6 +339,7 @@ class Pod:
             "env_rng": self.env.generator.get_state() if hasattr(self.env, "generator") else None,
             "eval_count": self.evaluator.count + int(evaluations_ahead),
             "spaces": spaces_payload(self.env.observation_space, self.env.action_space),
+            "env_layout": self.env.layout() if hasattr(self.env, "layout") else None,
         }
 
     def load(

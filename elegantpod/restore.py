@@ -133,6 +133,7 @@ class Restore:
                 f"{where} holds a {saved.spec.algo!r} agent for {saved.spec.env_id!r}, "
                 f"not {spec.algo!r} for {spec.env_id!r}"
             )
+        check_layout(saved, env, where)
         learner_state = saved.learner
         # A generator's state only fits generators of its device type: after a move (a
         # GPU pod's checkpoint loaded on a CPU), or into another number of fused
@@ -186,6 +187,28 @@ class Restore:
             env.generator.set_state(self.env_rng)
 
 
+def check_layout(saved: SavedPod, env: VecEnv, where: str) -> None:
+    """Raise :class:`CheckpointError` unless ``env`` lays out the policy's inputs and
+    outputs as the saved agent did (same tickers, in the same order, same features)."""
+    if saved.layout is None or not hasattr(env, "layout"):
+        return
+    now = env.layout()
+    if now is None:
+        return
+    for kind, names in saved.layout.items():
+        have = tuple(now.get(kind, ()))
+        if have != names:
+            raise CheckpointError(
+                f"{where}: the agent's {kind} are {_shown(names)}, and this env's are "
+                f"{_shown(have)}: a policy's inputs and outputs match by position"
+            )
+
+
+def _shown(names) -> str:
+    text = ", ".join(str(n) for n in names[:12])
+    return f"[{text}{f' and {len(names) - 12} more' if len(names) > 12 else ''}]"
+
+
 def rebuilt_spec(
     path: str | os.PathLike,
     device: str | None = None,
@@ -207,4 +230,41 @@ def rebuilt_spec(
         spec = dataclasses.replace(spec, device=device, learner_devices=())
     else:
         check_devices(spec, path)
-    return resolve_env_kwargs(spec, env_kwargs, path, allow_remote), saved
+    spec = resolve_env_kwargs(spec, env_kwargs, path, allow_remote)
+    return fit_layout(spec, saved, given=bool(env_kwargs)), saved
+
+
+def fit_layout(spec: PodSpec, saved: SavedPod, given: bool) -> PodSpec:
+    """``spec`` with env keywords that build the env in the saved agent's layout (a
+    trading env's data in the agent's ticker order: see
+    :meth:`~elegantpod.envs.hooks.EnvHooks.fit_layout`), or a :class:`CheckpointError`
+    that names what the data lacks.
+
+    ``given``: the caller's keywords replaced some of the checkpoint's (other data stands
+    in). A checkpoint older than its layout field is then refused for an env that has a
+    layout: nothing says which stock each of its outputs trades.
+    """
+    from elegantpod.envs.hooks import EnvHooks
+    from elegantpod.envs.registry import env_hooks
+
+    hooks = env_hooks(spec.env_id)
+    if hooks.fit_layout.__func__ is EnvHooks.fit_layout.__func__:
+        return spec  # an env whose layout is fixed by its id
+    where = f"checkpoint {saved.path!r}"
+    if saved.layout is None:
+        if not given:
+            return spec
+        raise CheckpointError(
+            f"{where} records no layout of its agent's inputs (saved by an elegantpod "
+            "older than that field), so nothing says which stock each output trades on "
+            "other data: load it on the data it was trained on, or pass the tickers "
+            "in the order it was trained (env_kwargs tickers=[...])"
+        )
+    layout = {k: list(v) for k, v in saved.layout.items()}
+    try:
+        env_kwargs = hooks.fit_layout(spec.env_kwargs, layout)
+        if spec.eval_env_kwargs:  # the evaluation env: its own keywords over those
+            hooks.fit_layout({**env_kwargs, **spec.eval_env_kwargs}, layout)
+    except ValueError as exc:
+        raise CheckpointError(f"{where}: {exc}") from None
+    return dataclasses.replace(spec, env_kwargs=env_kwargs)

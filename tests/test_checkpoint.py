@@ -165,8 +165,105 @@ MALFORMED = {
     "bad evaluation count": (_set("eval_count", -1), "field 'eval_count' must be an integer"),
     "bad step count": (_set("env_steps", "many"), "field 'env_steps' must be an integer"),
     "no learner": (lambda d: d.pop("learner"), "field 'learner' is missing"),
-    "learner of junk": (_set("learner", {"modules": 3}), "field 'learner' does not fit"),
+    "learner of junk": (_set("learner", {"modules": 3}), "describes networks of 4,610 weights"),
 }
+
+
+def _actor_weight(value):
+    def change(data):
+        weight = data["learner"]["modules"]["actor"]["0.weight"]
+        data["learner"]["modules"]["actor"]["0.weight"] = value(weight)
+
+    return change
+
+
+def _adam_moment(value):
+    """Replace an Adam moment (of more than one number) of the optimizer state."""
+
+    def change(data):
+        stack = [data["learner"]]
+        while stack:
+            node = stack.pop()
+            for key, item in list(node.items()):
+                if key == "exp_avg" and torch.is_tensor(item) and item.numel() > 1:
+                    node[key] = value(item)
+                    return
+                if isinstance(item, dict):
+                    stack.append(item)
+        raise AssertionError("no Adam moment in the checkpoint")
+
+    return change
+
+
+# hand-made tensors that torch.load(weights_only=True) accepts (issue 42, item 2)
+HOSTILE_TENSORS = {
+    "stride-0 weight": (
+        _actor_weight(lambda w: torch.zeros(1).expand(w.shape)),
+        r"tensor 'learner.modules.actor.0.weight' has a stride of 0",
+    ),
+    "a '4 GB' weight of 4 bytes": (
+        _actor_weight(lambda w: torch.zeros(1).expand(2**30)),
+        r"tensor 'learner.modules.actor.0.weight' has a stride of 0",
+    ),
+    "overlapping weight": (
+        _actor_weight(lambda w: torch.zeros(67).as_strided(w.shape, (1, 1))),
+        r"tensor 'learner.modules.actor.0.weight' overlaps itself",
+    ),
+    "stride-0 Adam moment": (
+        _adam_moment(lambda m: torch.zeros(1).expand(m.shape)),
+        r"exp_avg' has a stride of 0",
+    ),
+    "NaN weight": (
+        _actor_weight(lambda w: torch.full_like(w, float("nan"))),
+        r"actor.0.weight' holds NaN values",
+    ),
+    "complex weight": (
+        _actor_weight(lambda w: torch.zeros(w.shape, dtype=torch.complex64)),
+        r"actor.0.weight' has dtype torch.complex64",
+    ),
+    "a spec of 8 x 4096 layers": (
+        _spec_change(hparams={"hidden": [4096] * 8}),
+        r"its spec describes networks of 117,\d+,\d+ weights",
+    ),
+    "an absurd step count": (_set("env_steps", 10**400), "field 'env_steps' must be an integer"),
+}
+MALFORMED.update(HOSTILE_TENSORS)
+
+
+def test_a_checkpoint_that_would_inflate_is_refused_before_loading(good_checkpoint, tmp_path):
+    """A zip entry deflated from a gigabyte of zeros: refused from the archive's directory,
+    before torch.load inflates anything; the CLI's export says so in one line."""
+    import zipfile
+
+    from tests.test_cli import run as cli
+
+    data = torch.load(good_checkpoint, weights_only=True)
+    data["learner"]["modules"]["actor"]["0.weight"] = torch.zeros(2**25)  # 128 MiB
+    plain = tmp_path / "plain.pt"
+    torch.save(data, plain)
+    bomb = tmp_path / "bomb.pt"
+    with zipfile.ZipFile(plain) as src, zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            dst.writestr(info.filename, src.read(info))
+    assert bomb.stat().st_size < 2**20
+    with pytest.raises(CheckpointError, match="holds compressed entries"):
+        Pod.from_checkpoint(bomb)
+    out = cli("export", "--checkpoint", str(bomb), "--out", str(tmp_path / "p.onnx"))
+    assert out.returncode != 0 and "Traceback" not in out.stderr, out.stderr
+    assert "holds compressed entries" in out.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "p.onnx").exists()
+
+
+def test_a_policy_refuses_hostile_tensors_before_building(good_checkpoint, tmp_path):
+    from elegantpod.policy import Policy
+
+    for case in ("a '4 GB' weight of 4 bytes", "a spec of 8 x 4096 layers", "NaN weight"):
+        change, message = HOSTILE_TENSORS[case]
+        data = torch.load(good_checkpoint, weights_only=True)
+        change(data)
+        torch.save(data, tmp_path / "bad.pt")
+        with pytest.raises(CheckpointError, match=message):
+            Policy.load(tmp_path / "bad.pt")
 
 
 @pytest.fixture(scope="module")

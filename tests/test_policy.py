@@ -177,7 +177,11 @@ def _set_module(name, key, value):
         ("sac", _set_space("action_low", torch.tensor([3.0])), "low <= high"),
         ("sac", _set_space("action_n", 2), "'sac' acts in a Box"),
         ("ppo", _set_module("actor", "0.weight", torch.zeros(3, 3)), "does not fit the network"),
-        ("ppo", _set_module("actor", "0.bias", torch.full((64,), float("nan"))), "finite float"),
+        (
+            "ppo",
+            _set_module("actor", "0.bias", torch.full((64,), float("nan"))),
+            "holds NaN values",
+        ),
         ("ppo", _set_module("actor", "evil", torch.zeros(1)), "does not fit the network"),
         ("ppo", _set_module("obs_norm", "var", -torch.ones(4)), "negative variance"),
         ("ppo", lambda d: d["learner"].pop("modules"), "'learner.modules' is missing"),

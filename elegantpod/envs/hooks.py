@@ -1,5 +1,5 @@
-"""What an env class may add to the generic layers: baselines, leaderboard columns, and
-the values of its file keywords that name no file.
+"""What an env class may add to the generic layers: baselines, leaderboard columns, the
+values of its file keywords that name no file, and the layout of its inputs and outputs.
 
 Why: the tournament, the command line and the env registry serve every env, so they
 import no domain package (such as :mod:`elegantpod.finance`); an env that has more to
@@ -33,7 +33,27 @@ class EnvHooks:
         spec.
     ``leaderboard_notes``
         Lines that explain those columns, printed under the leaderboard by the CLI.
+    ``layout`` and ``fit_layout``
+        What each of the policy's per-item inputs and outputs stands for (a trading env's
+        tickers, in order, and its features), saved in every checkpoint, and how to build
+        the env so that new data meets an agent in that layout (or why it cannot).
+        Why: a policy's inputs and outputs are matched by position, so an agent loaded
+        beside data in another column order would trade one stock by another's slot,
+        with no error anywhere (:mod:`elegantpod.restore` applies both).
     """
+
+    def layout(self) -> dict[str, list[str]] | None:
+        """``{name: labels}``: what the policy's inputs and outputs stand for, in order
+        (e.g. ``{"tickers": [...], "features": [...]}``); ``None`` (the default): their
+        order is fixed by the env id alone."""
+        return None
+
+    @classmethod
+    def fit_layout(cls, env_kwargs: dict[str, Any], layout: dict[str, list[str]]) -> dict[str, Any]:
+        """``env_kwargs`` changed so that the env they build has ``layout`` (a trading
+        env's data put in the agent's ticker order), or a ``ValueError`` that names what
+        the data lacks. Called only where :meth:`layout` returned one. Default: as given."""
+        return dict(env_kwargs)
 
     @classmethod
     def shipped_values(cls, key: str) -> frozenset[str]:

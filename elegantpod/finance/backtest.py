@@ -57,7 +57,9 @@ def backtest(
         tournament scored. The store is only read (no lease is taken, nothing written).
     data
         Market data for the backtest (``None``: the data the agent trained on). It must
-        hold the same tickers: the policy's inputs and outputs are per stock.
+        hold the agent's tickers and features: the policy's inputs and outputs are per
+        stock, by position, so the data is put in the order the agent learned (its
+        checkpoint records it), and data lacking any of them is refused, naming them.
     start, end
         The backtest range (inclusive). ``start=None``: the first trading day after the
         agent's training and validation dates (its spec records them), so that the
@@ -142,6 +144,10 @@ def backtest(
         kwargs.pop(key, None)
     if data is not None:
         kwargs["data"] = data
+    # the data's columns put in the order the policy trades them, or refused naming the
+    # tickers or features it lacks: matched by position, another order would trade one
+    # stock by another's slot without an error anywhere
+    kwargs = StockTradingEnv.fit_layout(kwargs, agent.env.layout())
     if start is None:
         start = _after(samples)
     env = StockTradingEnv(
@@ -259,9 +265,9 @@ def _in_sample(samples, dates: pd.DatetimeIndex, allowed: bool) -> str:
 
 def _from_checkpoint(path, data, device: str, allow_remote: bool):
     """The checkpoint's agent; the caller's ``data`` stands in for a file or URL that the
-    checkpoint names, without its training dates (that data need not cover them). Only
-    the policy's input size is checked then (by loading): the agent's tickers are in the
-    data that is not read."""
+    checkpoint names, without its training dates (that data need not cover them). The
+    agent's env is built in the layout the checkpoint records (its tickers in order, its
+    features), from whichever data is read, or refused (:func:`~elegantpod.restore.fit_layout`)."""
     from elegantpod.checkpoint import checkpoint_spec
     from elegantpod.envs.registry import external_sources
     from elegantpod.pod import Pod

@@ -7,12 +7,17 @@ before it can run as a spreadsheet formula (CSV injection) or garble a line.
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 """First characters that make a spreadsheet read a cell as a formula (CSV injection)."""
 MAX_NAME = 64
 """Longest ticker or index name."""
+UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+"""Unicode categories a name may not hold: control characters, format characters (a
+right-to-left override would show ``KO`` as another name in a report), surrogates,
+private-use, unassigned, and line or paragraph separators."""
 
 
 def check_name(name: Any, what: str = "ticker", source: str = "") -> str:
@@ -21,21 +26,22 @@ def check_name(name: Any, what: str = "ticker", source: str = "") -> str:
     Tickers become column names of ``to_pyfolio()`` frames and of whatever CSV or sheet a
     user exports them to; a name like ``=HYPERLINK(...)`` runs as a formula when a
     spreadsheet opens that file. So a name may not start with ``= + - @``, a tab or a
-    carriage return, hold a control character, be empty, or run past :data:`MAX_NAME`
-    characters. Index names such as ``^GSPC`` and ``S&P 500`` are fine.
+    carriage return, hold a control or format character (:data:`UNPRINTABLE`), be
+    empty, or run past :data:`MAX_NAME` characters. Index names such as ``^GSPC`` and
+    ``S&P 500`` are fine.
     """
     text = str(name)
     bad = (
         not text.strip()
         or text.startswith(FORMULA_START)
         or len(text) > MAX_NAME
-        or any(ord(c) < 32 or ord(c) == 127 for c in text)
+        or any(unicodedata.category(c) in UNPRINTABLE for c in text)
     )
     if bad:
         where = f"data {source!r}: " if source else ""
         raise ValueError(
             f"{where}{what} {text[:200]!r} is refused: a name must be 1..{MAX_NAME} "
-            "characters, without control characters, and not start with = + - @ "
+            "characters, without control or format characters, and not start with = + - @ "
             "(a spreadsheet would run it as a formula)"
         )
     return text

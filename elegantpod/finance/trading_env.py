@@ -367,6 +367,44 @@ class StockTradingEnv(EnvHooks):
         return {k: [float(x) for x in np.atleast_1d(v)] for k, v in out.items()}
 
     # ------------------------------------------------------------ hooks (EnvHooks)
+    def layout(self) -> dict[str, list[str]]:
+        """The tickers, in the order the policy trades them, and the per-stock features
+        it reads (after the log return): saved in every checkpoint of an agent."""
+        return {"tickers": list(self.tickers), "features": list(self.feature_names)}
+
+    @classmethod
+    def fit_layout(cls, env_kwargs: dict[str, Any], layout: dict[str, list[str]]) -> dict[str, Any]:
+        """``env_kwargs`` with ``tickers`` set to the agent's, in its order, so that data
+        with its columns in another order, or with more tickers, is traded stock by stock
+        as the agent learned; a ``ValueError`` naming the tickers or features the data
+        lacks (and the tickers the agent never traded) otherwise."""
+        from elegantpod.finance.trading_inputs import market_and_features
+
+        tickers = list(layout.get("tickers", []))
+        features = list(layout.get("features", []))
+        market, found = market_and_features(
+            env_kwargs.get("data", "sp500"), env_kwargs.get("indicators"), None
+        )
+        missing = [t for t in tickers if t not in market.tickers]
+        if missing:
+            extra = [t for t in market.tickers if t not in tickers]
+            others = f"; it has {_names(extra)}, which the agent never traded" if extra else ""
+            raise ValueError(
+                f"the agent trades the tickers {_names(tickers)} (in that order), and the "
+                f"data lacks {_names(missing)}{others}: a policy acts per stock, by position"
+            )
+        names = list(found.names) + (["turbulence"] if found.turbulence is not None else [])
+        if names != features:
+            lacking = [f for f in features if f not in names]
+            said = f"lacks {_names(lacking)}" if lacking else f"gives {_names(names)}"
+            raise ValueError(
+                f"the agent reads the features {_names(features)} of each stock, and this "
+                f"data {said} (a file without high and low prices has no indicators that "
+                "need them): pass data with those columns, or the indicators it was "
+                "trained with"
+            )
+        return {**env_kwargs, "tickers": tickers}
+
     @classmethod
     def shipped_values(cls, key: str) -> frozenset[str]:
         """The shipped samples (``"sp500"``) for ``data``: they name no file."""
@@ -436,3 +474,9 @@ def _check_window(market: MarketData, i0: int, i1: int, per_stock: np.ndarray, n
             f"{market.dates[i0 + t]:%Y-%m-%d} (close {close!r}) is not a finite number "
             "in float32: the prices are too large or too small to observe; rescale them"
         )
+
+
+def _names(items: list[str], most: int = 12) -> str:
+    """``AAPL, MSFT, ...`` for a message: the first ``most`` names, then how many more."""
+    shown = ", ".join(str(i)[:64] for i in items[:most])
+    return shown + (f" and {len(items) - most} more" if len(items) > most else "")

@@ -192,6 +192,68 @@ def test_bad_input_is_named(pod, market, tmp_path):
         backtest(str(tmp_path / "missing.pt"))
 
 
+# -- the agent's tickers, by name and order (issue 42, item 1) ---------------------------
+def _columns(market, tmp_path, name, order=None, rename=None, extra=False):
+    """The same prices with the columns in ``order``, renamed, or with one more ticker."""
+    frame = pd.read_csv(market, index_col=0)
+    if extra:
+        frame["ZZZ"] = frame.iloc[:, 0] * 1.5
+    frame = frame[order] if order else frame
+    frame = frame.rename(columns=rename or {})
+    frame.to_csv(tmp_path / name)
+    return str(tmp_path / name)
+
+
+def test_other_data_is_traded_in_the_agents_ticker_order_or_refused(pod, market, tmp_path):
+    """A quant's file with the same prices in another column order (or with more
+    tickers) trades each stock by its own slot, through every path; a file where a
+    ticker was renamed is refused, naming what it lacks and what the agent never traded."""
+    from tests.test_cli import run as cli
+
+    days = {"start": "2016-05-02", "end": "2016-06-30"}
+    expected = backtest(pod, **days).account_value
+    path = str(pod.save())
+    shuffled = _columns(market, tmp_path, "sorted.csv", order=["<b>CCC</b>", "AAA", "BBB"])
+    wider = _columns(market, tmp_path, "wider.csv", order=["ZZZ", "BBB", "<b>CCC</b>", "AAA"],
+                     extra=True)  # fmt: skip
+    for data in (shuffled, wider):
+        for agent in (pod, path):  # a pod, and a checkpoint rebuilt on the caller's data
+            got = backtest(agent, data=data, **days).account_value
+            pd.testing.assert_series_equal(got, expected, check_names=False)
+    renamed = _columns(market, tmp_path, "renamed.csv", rename={"<b>CCC</b>": "TSLA"})
+    for agent in (pod, path):
+        with pytest.raises(ValueError, match=r"lacks <b>CCC</b>; it has TSLA, which the agent"):
+            backtest(agent, data=renamed, **days)
+    # the command line: the same figures, and the refusal as one line
+    ran = cli("backtest", "--checkpoint", path, "--data", shuffled, "--start", days["start"],
+              "--end", days["end"], "--json")  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    final = json.loads(ran.stdout.splitlines()[-1])
+    assert final["tickers"] == TICKERS
+    agent_value = [v for k, v in final["final_value"].items() if k.endswith("agent")]
+    assert agent_value == [pytest.approx(float(expected.iloc[-1]), rel=1e-9)], final
+    refused = cli("backtest", "--checkpoint", path, "--data", renamed, "--start", days["start"])
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    assert "the data lacks <b>CCC</b>; it has TSLA" in refused.stderr
+
+
+def test_a_checkpoint_records_its_tickers_and_features_in_order(pod):
+    from elegantpod.saved_pod import SavedPod
+
+    saved = SavedPod.read(pod.save())
+    assert saved.layout == {
+        "tickers": tuple(TICKERS),
+        "features": tuple(pod.env.feature_names),
+    }
+
+
+def test_data_without_the_agents_features_names_them(pod, market, tmp_path):
+    env = StockTradingEnv(data=market)
+    layout = {"tickers": TICKERS, "features": [*env.feature_names, "atr_14"]}
+    with pytest.raises(ValueError, match=r"lacks atr_14 \(a file without high and low"):
+        StockTradingEnv.fit_layout({"data": market}, layout)
+
+
 # -- in-sample guard ---------------------------------------------------------------------
 def test_a_range_the_agent_trained_or_was_selected_on_is_refused(pod):
     """The pod trained to 2016-01-29 and was validated 2016-02-01..2016-04-29."""
