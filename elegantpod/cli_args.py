@@ -350,29 +350,16 @@ MAX_SPACE_FILE = 1_000_000
 
 def search_space_file(path: str) -> dict:
     """The plain-JSON search space in ``path`` (``.json``: JSON; else YAML, which reads
-    JSON too), read as untrusted input: a regular file of bounded size. The tournament
-    checks its contents (:func:`elegantpod.agents.space_dict.space_from_dict`)."""
-    import json
-
+    JSON too), read as untrusted input: a regular file of bounded size, parsed as a run
+    file is (:func:`~elegantpod.run_file.parse_run_file`: a key given twice, tags,
+    anchors and base-60 numbers refused, errors with their line). The tournament checks
+    its contents (:func:`elegantpod.agents.space_dict.space_from_dict`)."""
+    from elegantpod.run_file import parse_run_file
     from elegantpod.safe_files import read_bytes
 
+    shown = f"--search-space {path[:200]}"
     try:
-        text = read_bytes(path, MAX_SPACE_FILE).decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"--search-space {path[:200]!r}: cannot read it: {exc}") from None
-    shown = f"--search-space {path[:200]!r}"
-    if path.lower().endswith(".json"):
-        try:
-            return json.loads(text)
-        except (ValueError, RecursionError) as exc:
-            raise ValueError(f"{shown} is not valid JSON: {exc}") from None
-    try:
-        import yaml
-    except ImportError:
-        raise ValueError(
-            f"{shown}: YAML needs pyyaml (pip install pyyaml), or give a .json file"
-        ) from None
-    try:
-        return yaml.safe_load(text)
-    except (yaml.YAMLError, ValueError, RecursionError) as exc:
-        raise ValueError(f"{shown} is not valid YAML: {' '.join(str(exc).split())}") from None
+        data = read_bytes(path, MAX_SPACE_FILE)
+    except OSError as exc:
+        raise ValueError(f"{shown}: cannot read it: {exc}") from None
+    return parse_run_file(data, shown).values

@@ -142,7 +142,7 @@ def _tournament(args) -> int:
     from elegantpod.envs.registry import env_hooks
     from elegantpod.number_text import number, steps
     from elegantpod.progress import follow, leaderboard_note
-    from elegantpod.tournament import Tournament
+    from elegantpod.tournament import Tournament, TournamentFailed
     from elegantpod.tournament.views import LEADERBOARD_COLUMNS
 
     given = tournament_options(args)
@@ -179,7 +179,10 @@ def _tournament(args) -> int:
     guard = _CtrlCStopsTournament(t)
     with guard:
         follow(t, every=None if args.quiet else 2.0)
-        summary = t.wait()
+        try:
+            summary = t.wait()
+        except TournamentFailed as exc:  # said below, with the leaderboard; exit 1
+            summary = exc.summary
     summary = ended_by(summary, guard.pressed)
     if not args.quiet:
         board = t.leaderboard  # once: the notes below read the same board

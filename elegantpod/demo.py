@@ -90,10 +90,10 @@ def run_demo(
     follow(t, every=10.0)
     s = t.wait()
     board = t.leaderboard
-    cols = ["rank", "pod", "algo", "score_mean", "deflated_sharpe", "env_steps", "status"]
+    cols = ["rank", "pod", "algo", "score_mean", "validation_dsr", "env_steps", "status"]
     cols = [c for c in cols if c in board]
     print(
-        "\nLeaderboard (score = validation Sharpe ratio; deflated_sharpe = probability it "
+        "\nLeaderboard (score = validation Sharpe ratio; validation_dsr = probability it "
         f"beats the best of {board.attrs.get('trials', '?')} luck-only agents)"
     )
     print(

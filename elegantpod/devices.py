@@ -17,6 +17,12 @@ CUDA_BUILD_HINT = (
 )
 
 
+DEVICE_TYPES = ("cpu", "cuda", "mps")
+"""The torch device types a pod runs on."""
+MAX_DEVICE_INDEX = 63
+"""Largest device index accepted (no machine has more GPUs)."""
+
+
 def check_device_name(device: Any) -> None:
     """Raise ``ValueError`` naming ``device`` unless it is ``"auto"`` or a torch device
     string (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``...). The form only: whether this
@@ -28,10 +34,17 @@ def check_device_name(device: Any) -> None:
     import torch
 
     try:
-        torch.device(device)
+        dev = torch.device(device)
     except (RuntimeError, TypeError, ValueError):
+        dev = None
+    index = device.partition(":")[2]  # torch wraps large ones: "cuda:300" is cuda:44
+    if index and not (index.isdigit() and int(index) <= MAX_DEVICE_INDEX):
+        dev = None
+    # a pod runs on these only: "meta" has no memory, and other backends no kernels
+    if dev is None or dev.type not in DEVICE_TYPES or not 0 <= (dev.index or 0) <= MAX_DEVICE_INDEX:
         raise ValueError(
-            f"unknown device {device!r}: use 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'"
+            f"unknown device {str(device)[:100]!r}: use 'auto', 'cpu', 'cuda', 'cuda:N' "
+            f"(N < {MAX_DEVICE_INDEX + 1}) or 'mps'"
         ) from None
 
 

@@ -139,9 +139,17 @@ def _options_of(doc: RunFile, command: str) -> tuple[dict[str, Any], dict[str, W
         block = values if not scope else values.get(command, {})
         if scope and not isinstance(block, dict):
             raise doc.error(scope, f"{command}: must be a mapping of options, got {short(block)}")
+        spelled: dict[str, Any] = {}  # key -> how this block spelled it
         for raw, value in block.items():
             path = (*scope, raw)
             key = ALIASES.get(str(raw).replace("-", "_"), str(raw).replace("-", "_"))
+            if key in spelled:
+                raise doc.error(
+                    path,
+                    f"{raw!r} sets {key!r} again (as {spelled[key]!r} did): one of them, "
+                    "not last-wins",
+                )
+            spelled[key] = raw
             if not scope and key in COMMANDS:
                 continue
             if key in FLAGS_ONLY:

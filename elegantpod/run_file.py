@@ -97,6 +97,9 @@ def parse_run_file(data: bytes | str, name: str) -> RunFile:
             raise ValueError(f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     else:
         text = data
+    if "\x00" in text:
+        line = text.count("\n", 0, text.index("\x00")) + 1
+        raise ValueError(f"{name}:{line}: a NUL byte: a run file is text (YAML or JSON)")
     is_json = name.lower().endswith(".json") or text.lstrip().startswith("{")
     try:
         values, lines = _parse_json(text, name) if is_json else _parse_yaml(text, name)
@@ -211,6 +214,16 @@ def _yaml_walk(node, path: Path, lines: dict, seen: set, name: str, depth: int) 
     elif isinstance(node, yaml.SequenceNode):
         for item in node.value:
             _yaml_walk(item, path, lines, seen, name, depth + 1)
+    elif (
+        isinstance(node, yaml.ScalarNode)
+        and node.tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+        and ":" in node.value
+    ):
+        # YAML 1.1 reads 190:20:30 as base 60 (685,230): nobody means that in a run file
+        raise ValueError(
+            f"{name}:{node.start_mark.line + 1}: {short(node.value)} is a base-60 number to "
+            "YAML (1.1); write the number itself, or quote it if it is text"
+        )
 
 
 # ----------------------------------------------------------------------------- JSON

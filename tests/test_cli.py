@@ -351,7 +351,7 @@ def test_demo_runs_tournament_backtest_and_writes_the_report(tmp_path):
     )
     assert p.returncode == 0, p.stderr[-3000:]
     assert "Leaderboard (score = validation Sharpe ratio" in p.stdout
-    assert "deflated_sharpe" in p.stdout and "luck-only agents" in p.stdout
+    assert "validation_dsr" in p.stdout and "luck-only evaluations" in p.stdout
     assert "Equal-weight buy & hold" in p.stdout and "S&P 500" in p.stdout
     report = Path(p.stdout.strip().splitlines()[-1].removeprefix("HTML report: "))
     assert report == tmp_path / "backtest_report.html"

@@ -351,6 +351,17 @@ HOSTILE = [
     ("digits.yaml", "seed: " + "9" * 5000 + "\n", "digits.yaml: "),
     ("set.yaml", "env: !!set {a, b}\n", "set.yaml: set values are not accepted"),
     ("nan.json", '{"target_reward": NaN}', "nan.json: NaN is not a JSON number"),
+    (
+        "twice.yaml",
+        "env: CartPole-v1\nmax_steps: 5000\nmax-steps: 9000\n",
+        "twice.yaml:3: 'max-steps' sets 'max_steps' again (as 'max_steps' did)",
+    ),
+    ("nul.yaml", "env: CartPole-v1\nseed: 1\x00\n", "nul.yaml:2: a NUL byte"),
+    (
+        "base60.yaml",
+        "env: CartPole-v1\nmax_steps: 190:20:30\n",
+        "base60.yaml:2: '190:20:30' is a base-60 number to YAML",
+    ),
 ]
 
 
@@ -559,3 +570,13 @@ def test_the_cli_refuses_a_run_files_scheduler_before_connecting(tmp_path, liste
     assert proc.returncode == 2, proc.stderr
     assert f"{run}:3: 'address' is refused in a run file" in proc.stderr
     assert not accepted and not (tmp_path / "s").exists()
+
+
+def test_a_search_space_file_with_a_key_twice_is_refused(tmp_path, capsys, monkeypatch):
+    space = tmp_path / "space.json"
+    space.write_text('{"ppo": {"lr": [1e-4, 1e-3], "lr": [0.5, 0.9]}}')
+    args = ["tournament", "--env", "CartPole-v1", "--max-steps", "1000", "--search-space",
+            space, "--store", tmp_path / "s"]  # fmt: skip
+    status, _, err = main_in_process(args, capsys, monkeypatch)
+    assert "space.json" in one_error(status, err) and "given twice" in err, err
+    assert not (tmp_path / "s").exists()

@@ -60,6 +60,14 @@ def register_env(env_id: str, cls: type | None = None, *, path_kwargs=()):
         raise ValueError(f"env_id must be a non-empty string, got {env_id!r}")
     if env_id in BUILTIN_ENVS:
         raise ValueError(f"{env_id!r} is a built-in env; choose another id")
+    if isinstance(cls, type) and issubclass(cls, gymnasium.Env):
+        raise ValueError(
+            f"register_env takes a batched TorchVecEnv, and {cls.__name__} is a "
+            f"gymnasium.Env: register it with gymnasium.register({env_id!r}, "
+            f"entry_point={cls.__name__}), or pass the class itself as "
+            "Tournament(env=...); elegantpod batches it, and a tournament ships the "
+            "registration to its workers"
+        )
     if not (isinstance(cls, type) and issubclass(cls, TorchVecEnv)):
         raise ValueError(f"register_env needs a TorchVecEnv subclass, got {cls!r}")
     if isinstance(path_kwargs, str) or not all(isinstance(k, str) and k for k in path_kwargs):

@@ -53,8 +53,9 @@ def backtest(
         or URL, a :class:`~elegantpod.tournament.Tournament` (its best agent, with its
         lineage in the report), or a tournament's store (its folder or URL: its best
         agent). A checkpoint that lies in a store (``<store>/pods/p003/seg-00002.pt``)
-        carries that store's selection: the deflated Sharpe ratio counts every pod the
-        tournament scored. The store is only read (no lease is taken, nothing written).
+        carries that store's selection: the deflated Sharpe ratio counts every evaluation
+        the tournament scored (a pod scored at five segments is five trials). The store
+        is only read (no lease is taken, nothing written).
     data
         Market data for the backtest (``None``: the data the agent trained on). It must
         hold the agent's tickers and features: the policy's inputs and outputs are per
@@ -181,7 +182,9 @@ def backtest(
         selection = f"trials={trials} given"
     elif info.get("trials"):
         trials = int(info["trials"])
-        selection = f"the {trials} pods that tournament {info.get('tournament_store')} scored"
+        selection = (
+            f"the {trials} evaluations that tournament {info.get('tournament_store')} scored"
+        )
     else:
         trials, selection = 1, UNKNOWN_SELECTION
     info["trials"] = trials
@@ -352,13 +355,13 @@ def _tournament_info(t) -> dict[str, Any]:
             {"pod": pod, "parent": e["parent"], "algo": e["algo"], "mutation": e["mutation"]}
         )
         pod = e["parent"]
-    history = t.history()
-    last = history.dropna(subset=["score"]).groupby("pod")["score"].last()
+    scored = t.history().dropna(subset=["score"])["score"]
     return {
-        # the selection's trials: every pod the tournament scored, with its last score
-        # (the deflated Sharpe of the report discounts the winner by how many there were)
-        "trials": max(int(len(last)), 1),
-        "trial_scores": [float(x) for x in last.to_numpy()],
+        # the selection's trials: every evaluation the tournament scored and compared
+        # (a pod scored at 5 segments had 5 chances to look lucky): the deflated Sharpe
+        # of the report discounts the winner by how many there were
+        "trials": max(int(len(scored)), 1),
+        "trial_scores": [float(x) for x in scored.to_numpy()],
         "name": f"{str(best.get('algo', 'agent')).upper()} {best.get('pod', '')}".strip(),
         "pod": best.get("pod"),
         "score": best.get("score_mean"),

@@ -13,19 +13,22 @@ import math
 from elegantpod.finance.baselines import validation_days
 from elegantpod.finance.selection import deflated_sharpe_of_ratio
 
-COLUMN = "deflated_sharpe"
-"""The leaderboard column these functions add and explain."""
+COLUMN = "validation_dsr"
+"""The leaderboard column these functions add and explain: the deflated Sharpe ratio of
+an entry's validation score (a backtest report's ``deflated_sharpe`` is another number,
+of the backtest's own returns)."""
 MIN_DAYS = 3
 """Fewest daily returns on the validation range that a deflated Sharpe ratio takes."""
 
 
 def deflated_sharpe_column(board, trials: int, spec) -> dict[str, list]:
-    """``{"deflated_sharpe": [...]}`` for a leaderboard ranked by Sharpe ratio, else ``{}``.
+    """``{"validation_dsr": [...]}`` for a leaderboard ranked by Sharpe ratio, else ``{}``.
 
-    Each entry's validation Sharpe ratio deflated by ``trials`` (the pods the tournament
-    scored, at least 1) over the validation range's daily returns
-    (:func:`~elegantpod.finance.selection.deflated_sharpe_of_ratio`, normal returns),
-    NaN for an entry without a finite score. Records ``trials`` and
+    Each entry's validation Sharpe ratio deflated by ``trials`` (the segment evaluations
+    the tournament compared, at least 1: every one was a chance to look lucky) over the
+    validation range's daily returns
+    (:func:`~elegantpod.finance.selection.deflated_sharpe_of_ratio`, normal returns), NaN
+    for an entry without a finite score. Records ``trials`` and
     ``validation_days`` in ``board.attrs``. The range's length is read from the data
     once per set of env keywords (:func:`~elegantpod.finance.baselines.baseline_values`
     keeps it), so that reading the leaderboard stays cheap.
@@ -54,6 +57,6 @@ def notes(board) -> list[str]:
     attrs = board.attrs
     return [
         f"{COLUMN}: probability that the true Sharpe ratio beats the best of "
-        f"{attrs['trials']} luck-only agents over {attrs['validation_days']}"
+        f"{attrs['trials']} luck-only evaluations over {attrs['validation_days']}"
         " validation days (0.95 is the usual bar)"
     ]

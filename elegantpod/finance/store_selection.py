@@ -69,17 +69,15 @@ def _expected(spec: dict, uid: str | None, algo: str, pod: str) -> dict[str, Any
 
 def _selection(store, spec: dict, records: dict) -> dict[str, Any]:
     """Trials as :func:`~elegantpod.finance.backtest._tournament_info` counts them: every
-    pod with a scored segment, with its last score."""
-    last = {}
-    for pod_id, rec in records.items():
-        scores = [h.get("score") for h in rec.history if isinstance(h, dict)]
-        scores = [float(x) for x in scores if x is not None]
-        if scores:
-            last[pod_id] = scores[-1]
+    scored evaluation of every pod (each was compared), with its score."""
+    scores = []
+    for rec in records.values():
+        found = [h.get("score") for h in rec.history if isinstance(h, dict)]
+        scores += [float(x) for x in found if x is not None]
     fitness = spec.get("fitness")
     return {
-        "trials": len(last) or None,
-        "trial_scores": list(last.values()),
+        "trials": len(scores) or None,
+        "trial_scores": scores,
         "fitness": fitness if isinstance(fitness, str) else None,
         "tournament_store": store.url,
     }

@@ -420,7 +420,7 @@ class StockTradingEnv(EnvHooks):
 
     @classmethod
     def leaderboard_columns(cls, board, trials: int, spec) -> dict[str, list]:
-        """``deflated_sharpe`` on a Sharpe-ranked leaderboard (see
+        """``validation_dsr`` on a Sharpe-ranked leaderboard (see
         :func:`~elegantpod.finance.leaderboard.deflated_sharpe_column`)."""
         from elegantpod.finance.leaderboard import deflated_sharpe_column
 
@@ -428,7 +428,7 @@ class StockTradingEnv(EnvHooks):
 
     @classmethod
     def leaderboard_notes(cls, board) -> list[str]:
-        """What ``deflated_sharpe`` means, with the trials and days it was deflated by."""
+        """What ``validation_dsr`` means, with the trials and days it was deflated by."""
         from elegantpod.finance.leaderboard import notes
 
         return notes(board)

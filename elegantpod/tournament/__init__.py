@@ -3,7 +3,7 @@
 from elegantpod.tournament.generator import SEARCH_SPACES, Bound, GeneratorConfig
 from elegantpod.tournament.leaderboard import Entry
 from elegantpod.tournament.lease import Lease, LeaseError, LeaseLost
-from elegantpod.tournament.orchestrator import Tournament
+from elegantpod.tournament.orchestrator import Tournament, TournamentFailed
 from elegantpod.tournament.record import PodRecord
 from elegantpod.tournament.spec import TournamentSpec
 from elegantpod.tournament.store import Store
@@ -19,5 +19,6 @@ __all__ = [
     "PodRecord",
     "Store",
     "Tournament",
+    "TournamentFailed",
     "TournamentSpec",
 ]

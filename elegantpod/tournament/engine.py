@@ -21,12 +21,12 @@ from typing import Any
 
 from distributed.comm.core import CommClosedError
 
-from elegantpod.tournament.lease import Lease, LeaseLost
+from elegantpod.tournament.lease import Lease, LeaseError, LeaseLost, fenced
 from elegantpod.tournament.progress_log import ProgressLog
 from elegantpod.tournament.protocol import ControlMessage, OutcomeKind, TournamentStatus
 from elegantpod.tournament.runner import Runner, control_message
 from elegantpod.tournament.saver import Saver
-from elegantpod.tournament.tasks import largest_pod_bytes, segment_task, shipping
+from elegantpod.tournament.tasks import build_env, largest_pod_bytes, segment_task, shipping
 from elegantpod.tournament.views import tracking_tables
 from elegantpod.tracking.tracker import Tracker, group_name
 
@@ -130,6 +130,16 @@ class Engine:
         lease = Lease(self.store).acquire(force=self._force)
         lease.keep_alive()  # until release: a writer waiting at its end is not stale
         try:
+            # read again now that no other writer can save: one that resumed, advanced
+            # and released the store since this tournament read it would otherwise have
+            # its progress overwritten by the older state held here
+            newer = self.store.moved_on()
+            if newer is not None:
+                raise LeaseError(
+                    f"store {self.store.url!r} has moved on since this tournament read it "
+                    f"(another writer saved snapshot {newer}): resume it again "
+                    "(Tournament.resume, --resume) to continue from there"
+                )
             self.store.clean_orphans()
             if self.client is None:
                 from elegantpod.dask_cluster import cluster
@@ -142,12 +152,14 @@ class Engine:
             with self.lock:
                 self.population.fill()
                 self.saver.lease = lease
-            self.store.write_json("tournament.json", self.spec.to_dict())
+            with fenced(self.store, lease.token, "tournament.json"):
+                self.store.write_json("tournament.json", self.spec.to_dict())
             self.save(force=True)
             self.runner = Runner(self.client, self.id)
             self.runner.open()
             size = largest_pod_bytes(self.spec, self.population.base_hparams)
             self.runner.plan(self.spec.device, self.spec.pods_per_gpu, size)
+            self._check_env_on_a_worker()
             with self.lock:
                 messages = [(r.pod_id, control_message(r, False)) for r in self.population.alive()]
                 self._stop_requested = self._stopped_by_user = False
@@ -171,6 +183,33 @@ class Engine:
         self.thread = threading.Thread(target=self._loop, name=f"tournament-{self.id}")
         self.thread.daemon = True
         self.thread.start()
+
+    def _check_env_on_a_worker(self) -> None:
+        """Build the env once on one worker, where it is the user's own (registered in
+        this process and shipped), before any pod starts: an env the workers cannot
+        build fails the start with its reason, once, instead of failing every pod.
+
+        Raises
+        ------
+        ValueError
+            Naming the env and the worker's reason.
+        """
+        ship = shipping(self.spec.env_id, self.spec.algos[0])
+        envs = [s for s in ship if not s[0].startswith("elegantpod-algo-")]
+        if not envs:
+            return  # elegantpod's or gymnasium's own: every worker has it
+        self.runner.ship(ship)
+        kwargs = {**self.spec.env_kwargs}
+        try:
+            self.runner.probe(build_env, self.spec.env_id, kwargs)
+        except Exception as exc:
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+            raise ValueError(
+                f"the workers cannot build env {self.spec.env_id!r} ({type(exc).__name__}: "
+                f"{reason}); no pod was started. An env registered in this process is "
+                "shipped to the workers: one they must import themselves needs its module "
+                "installed there"
+            ) from None
 
     def wait(self, timeout: float | None = None) -> None:
         """Block until the run ends (or ``timeout``)."""

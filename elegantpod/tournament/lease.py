@@ -29,13 +29,18 @@ protocol uses only whole-object reads and writes, and "last writer wins":
   over; the caller must then stop writing to the store.
 * **release**: delete the lease, only if it is still ours.
 
-Limits, inherent to read-then-write without conditional puts: a competitor whose read and
-write are further apart than the settle interval can also believe it won; the next
-:meth:`Lease.check` of one of the two then raises :class:`LeaseLost`, so both never keep
-saving. Likewise a takeover that lands between our read and our delete in
-:meth:`Lease.release` is deleted (a window of one request). Ages compare this machine's
-clock with the writer's, so clocks skewed by more than ``stale_seconds`` mislabel a
-lease as fresh or stale; nothing is taken over on that basis alone.
+On a local disk (and NFSv4) every lease change and every fenced write (:func:`fenced`:
+snapshots, the pointer, checkpoints) holds the store's write lock, so a writer's check
+that the lease is its own and its write are one step: a writer paused between them
+cannot write over the writer that took the store over meanwhile.
+
+Limits on object stores, inherent to read-then-write without conditional puts: a
+competitor whose read and write are further apart than the settle interval can also
+believe it won; the next :meth:`Lease.check` of one of the two then raises
+:class:`LeaseLost`, so both never keep saving. Likewise a takeover that lands between a
+check and its write lets that one write through (a window of one request). Ages compare
+this machine's clock with the writer's, so clocks skewed by more than ``stale_seconds``
+mislabel a lease as fresh or stale; nothing is taken over on that basis alone.
 
 The lease's content comes from another process or a hostile store: it is validated, and
 a malformed one counts as held by ``"unknown (malformed lease.json)"`` with an unknown
@@ -44,6 +49,7 @@ heartbeat age. None of its strings is ever used in a path.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import json
 import math
@@ -149,13 +155,14 @@ class Lease:
         ``force=True`` takes over another writer's lease, fresh or stale: pass it only
         once that writer is gone. Returns ``self`` (for ``with lease.acquire():``).
         """
-        current = self._read()
-        if current is not None and current.get("token") != self.token and not force:
-            raise LeaseError(self._held_message(current))
-        now = time.time()
-        self._acquired = now
-        self._write(now)
-        time.sleep(self.settle_seconds)
+        with self.store.write_lock():  # no other writer's check-and-write in between
+            current = self._read()
+            if current is not None and current.get("token") != self.token and not force:
+                raise LeaseError(self._held_message(current))
+            now = time.time()
+            self._acquired = now
+            self._write(now)
+        time.sleep(self.settle_seconds)  # object stores: a racing write lands by now
         winner = self._read()
         if winner is None or winner.get("token") != self.token:
             who = "nobody (lease.json was deleted)" if winner is None else winner["owner"]
@@ -171,9 +178,12 @@ class Lease:
         self._verify()
 
     def heartbeat(self) -> None:
-        """Verify that the lease is still ours, then rewrite it with a new heartbeat."""
-        self._verify()
-        self._write(time.time())
+        """Verify that the lease is still ours, then rewrite it with a new heartbeat,
+        in one step under the store's write lock: a holder paused between the two would
+        otherwise write its lease back over a successor's."""
+        with self.store.write_lock():
+            self._verify()
+            self._write(time.time())
 
     def renew(self) -> None:
         """:meth:`heartbeat` if :data:`HEARTBEAT_SECONDS` have passed since the last one,
@@ -223,10 +233,11 @@ class Lease:
         if not self.is_held:
             return False
         self.is_held = False
-        current = self._read()
-        if current is None or current.get("token") != self.token:
-            return False
-        return self.store.remove(NAME)  # never through a link
+        with self.store.write_lock():
+            current = self._read()
+            if current is None or current.get("token") != self.token:
+                return False
+            return self.store.remove(NAME)  # never through a link
 
     def __enter__(self) -> Lease:
         if not self.is_held:
@@ -291,6 +302,32 @@ class Lease:
             "One writer per store: if that writer is gone, pass force=True (Python) or "
             "--force (CLI) to take the lease over"
         )
+
+
+@contextlib.contextmanager
+def fenced(store: Store, token: str, what: str = "this write"):
+    """Hold ``store``'s write lock while the lease names ``token``: the body's writes
+    happen only if no other writer took the store over, checked at that moment.
+
+    Every write of a tournament's state, pointer and checkpoints goes through this, so a
+    writer that was paused (SIGSTOP, a laptop lid, a stalled disk) and fenced out by
+    ``force`` writes nothing once it continues: the takeover and this check cannot
+    interleave (see :meth:`~elegantpod.tournament.store_files.StoreFiles.write_lock`).
+
+    Raises
+    ------
+    LeaseLost
+        Naming who holds the lease now; the body does not run.
+    """
+    with store.write_lock():
+        current = holder(store)
+        if current is None or current.get("token") != token:
+            who = "nobody (lease.json was deleted)" if current is None else current["owner"]
+            raise LeaseLost(
+                f"store {store.url!r}: lease lost, now held by {who}: {what} was not made "
+                "(another writer took the store over)"
+            )
+        yield
 
 
 def holder(store: Store) -> dict[str, Any] | None:

@@ -28,13 +28,27 @@ from elegantpod.tournament.spec import lone_pods_warning, make_spec
 from elegantpod.tournament.store import Store
 
 
+class TournamentFailed(RuntimeError):
+    """A tournament ended ``failed``; :attr:`summary` is its :meth:`Tournament.summary`."""
+
+    def __init__(self, summary: dict[str, Any]):
+        self.summary = summary
+        super().__init__(f"tournament failed: {summary.get('error') or 'see its pods'}")
+
+
 class Tournament:
     """A population of pods trained asynchronously on a Dask cluster.
 
     Parameters
     ----------
     env
-        Env id every pod trains on.
+        Env id every pod trains on: one of elegantpod's, gymnasium's, or one you
+        registered in this process (``gymnasium.register`` or
+        :func:`~elegantpod.envs.register_env`: the tournament ships it to its workers,
+        those that join later included), or the env itself: a ``gymnasium.Env`` class or
+        a factory that returns one (registered as ``<name>-v0``), or a
+        :class:`~elegantpod.envs.base.TorchVecEnv` class (registered under its name). A
+        resume needs the same registration in its process.
     algos
         Algorithms in the population, e.g. ``["ppo", "sac"]``.
     pods
@@ -67,7 +81,7 @@ class Tournament:
 
     def __init__(
         self,
-        env: str,
+        env,
         algos=("ppo",),
         pods: int = 4,
         *,
@@ -87,6 +101,9 @@ class Tournament:
             self._attach(engine)
             self.resume_changes = dict(saved.changes)
             return
+        from elegantpod.envs.user_gym import as_env_id
+
+        env = as_env_id(env)
         spec = make_spec(
             env_id=env,
             algos=algos,
@@ -231,15 +248,46 @@ class Tournament:
         tournament's market data) is read here, once, rather than by the first refresh
         of a dashboard or the command line's last lines.
         """
+        spent = self._spent_budget()
+        if spent is not None:
+            raise ValueError(
+                f"this tournament's budget is spent ({spent}): resume it with a larger "
+                "one (Tournament.resume(store, max_steps=...), or --max-steps / "
+                "--max-seconds / --target-reward with --resume) to train on"
+            )
         self.baselines()
         self.leaderboard  # noqa: B018 (read for its side effect: the env's data is kept)
         self.engine.start(client, close_client=close_client)
         return self
 
+    def _spent_budget(self) -> str | None:
+        """What already ends this tournament before it starts (a resume of a finished
+        one with the same budget), in words; ``None`` if it has budget left."""
+        s, p = self.spec, self.population
+        if p.solved and s.target_reward is not None:
+            return f"it reached target_reward={s.target_reward:g}"
+        if s.max_steps is not None and p.total_steps >= s.max_steps:
+            return f"{p.total_steps:,} env steps of max_steps={s.max_steps:,}"
+        elapsed = self.engine.elapsed()
+        if s.max_seconds is not None and elapsed >= s.max_seconds:
+            return f"{elapsed:,.0f} s of max_seconds={s.max_seconds:g}"
+        return None
+
     def wait(self, timeout: float | None = None) -> dict[str, Any]:
-        """Block until the tournament ends (or ``timeout``); return :meth:`summary`."""
+        """Block until the tournament ends (or ``timeout``); return :meth:`summary`.
+
+        Raises
+        ------
+        TournamentFailed
+            If the tournament ended ``failed`` (every pod failed, the store or the
+            cluster gave out): a script that only calls ``t.start().wait()`` must not
+            carry on (or exit 0) as if it trained. The summary is its ``summary``.
+        """
         self.engine.wait(timeout)
-        return self.summary()
+        summary = self.summary()
+        if summary["status"] == TournamentStatus.FAILED:
+            raise TournamentFailed(summary)
+        return summary
 
     # ------------------------------------------------------------------ views
     @property
@@ -282,13 +330,19 @@ class Tournament:
 
         The env class may add columns after these (its ``leaderboard_columns``, see
         :class:`~elegantpod.envs.hooks.EnvHooks`): a trading tournament ranked by Sharpe
-        ratio has ``deflated_sharpe`` (:mod:`elegantpod.finance.leaderboard`). Cheap to
+        ratio has ``validation_dsr`` (:mod:`elegantpod.finance.leaderboard`). Cheap to
         read: what those columns need from files is read once (at :meth:`start`).
         """
         with self._lock:
             self.engine.drain_events()
             board = views.leaderboard_frame(self.population, self.store.resolve)
-            trials = sum(1 for r in self.population.records.values() if r.history)
+            # every scored evaluation was compared: each is a trial of the selection
+            trials = sum(
+                1
+                for r in self.population.records.values()
+                for h in r.history
+                if h.get("score") is not None
+            )
         extra = env_hooks(self.spec.env_id).leaderboard_columns(board, trials, self.spec)
         for name, values in extra.items():
             board[name] = values

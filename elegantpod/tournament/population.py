@@ -43,6 +43,10 @@ from elegantpod.tournament.record import PodRecord
 from elegantpod.tournament.restart import RestartRule
 from elegantpod.tournament.spec import TournamentSpec
 
+SAME_FAILURES = 3
+"""Pods failed for one reason, with none trained, after which no failed pod is
+replaced (:meth:`Population.failing_alike`)."""
+
 
 class Population:
     """Pod records, the leaderboard and the counters of one tournament.
@@ -328,10 +332,28 @@ class Population:
             return []
         rec.status = PodStatus.FAILED
         rec.error = error[:MAX_TEXT]
+        if self.failing_alike() is not None:
+            return []  # the next pod would fail the same way: stop spending the budget
         if self.failures_replaced < self.spec.failed_replacements and not (self.solved or ending):
             self.failures_replaced += 1
             return [self.new_pod(origin={"kind": "failure", "replaced": pod})]
         return []
+
+    def failing_alike(self) -> str | None:
+        """The reason, where :data:`SAME_FAILURES` pods failed for it and no pod has
+        finished a segment: a deterministic failure (an env the workers cannot build, a
+        bad hyperparameter), which replacements would only repeat until the budget is
+        spent. ``None`` otherwise."""
+        records = self.records.values()
+        if any(r.segment >= 1 and r.status != PodStatus.FAILED for r in records):
+            return None
+        reasons = Counter(
+            (r.error or "").splitlines()[0] if r.error else ""
+            for r in records
+            if r.status == PodStatus.FAILED
+        )
+        reason, n = reasons.most_common(1)[0] if reasons else ("", 0)
+        return reason if n >= SAME_FAILURES else None
 
     def on_unsubmitted(self, pod: str, error: str, ending: bool = False) -> list[PodRecord]:
         """A segment could not even be submitted (a plugin failed, the scheduler went

@@ -42,6 +42,9 @@ from elegantpod.tournament.segment import (
 
 CAPACITY_SECONDS = 1.0
 """How long a capacity reading is reused (one ``scheduler_info`` call a second at most)."""
+PROBE_SECONDS = 300.0
+"""How long :meth:`Runner.probe` waits for its one task (a worker still starting, a
+slow import of the user's env)."""
 
 
 @dataclass(frozen=True)
@@ -232,10 +235,7 @@ class Runner:
             # process, but the capacity (one segment per chosen process) queues none.
             workers = self.gpu_workers
         try:
-            for name, register, args in ship:
-                if name not in self._shipped:
-                    self.client.register_plugin(_Register(register, *args), name=name)
-                    self._shipped.add(name)
+            self.ship(ship)
             key = f"elegantpod-{self.id}-{pod_id}-s{task.segment}-r{retries}-{time.monotonic_ns()}"
             fut = self.client.submit(
                 run_segment,
@@ -255,6 +255,19 @@ class Runner:
         # Dask calls this from its own thread when the segment ends: the loop then waits
         # on one queue instead of asking about every future in flight each round.
         fut.add_done_callback(self.done.put)
+
+    def ship(self, ship) -> None:
+        """Register ``ship``'s worker plugins (``(name, register, args)``) once each:
+        every worker runs them now, and each that joins later as it starts."""
+        for name, register, args in ship:
+            if name not in self._shipped:
+                self.client.register_plugin(_Register(register, *args), name=name)
+                self._shipped.add(name)
+
+    def probe(self, fn, *args, timeout: float = PROBE_SECONDS):
+        """``fn(*args)`` on one worker, its result or its exception (a ``TimeoutError``
+        after ``timeout`` seconds): checks a worker can do what every pod will."""
+        return self.client.submit(fn, *args, pure=False).result(timeout=timeout)
 
     def take_done(self, timeout: float) -> list:
         """Finished futures (and failed submissions), waiting up to ``timeout`` for one."""

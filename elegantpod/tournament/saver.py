@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from elegantpod.tournament.lease import Lease, LeaseError, LeaseLost
+from elegantpod.tournament.lease import Lease, LeaseError, LeaseLost, fenced
 from elegantpod.tournament.store import needed_checkpoints
 
 SAVE_SECONDS = 1.0
@@ -95,8 +95,10 @@ class Saver:
                 self.dirty, self._saved_at = False, now
                 lease = self.lease
             try:
-                lease.check()  # the background thread heartbeats (start() keeps it alive)
-                self.store.save_state(state)
+                # the check and the writes are one step (the background thread
+                # heartbeats: start() keeps it alive)
+                with fenced(self.store, lease.token, "this snapshot"):
+                    self.store.save_state(state)
             except LeaseLost:
                 self.lease = None
                 raise

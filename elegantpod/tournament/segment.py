@@ -389,26 +389,31 @@ def _own_checkpoint(task: SegmentTask, device: str) -> SavedPod | None:
 def _write_fenced(task: SegmentTask, data: bytes) -> None:
     """Write the segment's checkpoint, unless the store's lease names another writer.
 
-    The check and the write are two requests, so a takeover landing between them still
-    lets one checkpoint through; the new writer never adopts it (:func:`_own_checkpoint`), and
-    its own segment overwrites it.
+    The check and the write are one step under the store's write lock
+    (:func:`~elegantpod.tournament.lease.fenced`), so a takeover cannot land between
+    them on a local disk. On an object store they stay two requests: a takeover landing
+    between them lets one checkpoint through, which the new writer never adopts
+    (:func:`_own_checkpoint`) and its own segment overwrites.
     """
-    if task.writer is not None and task.store is not None:
-        from elegantpod.tournament.lease import holder
-        from elegantpod.tournament.store import Store
+    if task.writer is None or task.store is None:
+        _write_checkpoint(task, data)
+        return
+    from elegantpod.tournament.lease import LeaseLost, fenced
+    from elegantpod.tournament.store import Store
 
-        try:
-            lease = holder(Store(task.store))
-        except (OSError, ValueError) as exc:  # ValueError: a StoreError (a link, a FIFO)
-            raise StoreUnwritable(
-                f"store {task.store!r}: reading its lease failed: {exc}"
-            ) from None
-        if lease is None or lease["token"] != task.writer:
-            who = "nobody (lease.json was deleted)" if lease is None else lease["owner"]
-            raise Fenced(
-                f"store {task.store!r}: lease lost, now held by {who}: segment "
-                f"{task.segment} of pod {task.pod_id} wrote nothing"
-            )
+    what = f"segment {task.segment} of pod {task.pod_id}'s checkpoint"
+    try:
+        with fenced(Store(task.store), task.writer, what):
+            _write_checkpoint(task, data)
+    except LeaseLost as exc:
+        raise Fenced(str(exc)) from None
+    except StoreUnwritable:
+        raise
+    except (OSError, ValueError) as exc:  # ValueError: a StoreError (a link, a FIFO)
+        raise StoreUnwritable(f"store {task.store!r}: reading its lease failed: {exc}") from None
+
+
+def _write_checkpoint(task: SegmentTask, data: bytes) -> None:
     try:
         write_checkpoint_bytes(task.checkpoint, data)
     except OSError as exc:

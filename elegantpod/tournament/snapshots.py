@@ -54,6 +54,9 @@ class Snapshots:
         self.files = files
         # Newest snapshot this object wrote; None: the first save lists the folder.
         self._version: int | None = None
+        self.seen: int | None = None
+        """The newest snapshot number this object knew of when it last loaded or saved
+        (``None``: it did neither): :meth:`moved_on` compares the store with it."""
         self.loaded_from: str | None = None
         """The snapshot :meth:`load` read last (for error messages)."""
 
@@ -76,7 +79,7 @@ class Snapshots:
         self.files.write_bytes(name, data)
         pointer = {"version": version, "name": name, "sha256": hashlib.sha256(data).hexdigest()}
         self.files.write_bytes(POINTER, json_bytes(pointer, None))
-        self._version = version
+        self._version = self.seen = version
         self.files.write_json("leaderboard.json", state.get("leaderboard", []))
         old = version - KEEP_SNAPSHOTS - 1
         if old >= 1:
@@ -95,6 +98,7 @@ class Snapshots:
         """
         versions = self._versions()
         self._check_version(max(versions, default=0))
+        self.seen = max(versions, default=0)
         pointer = None
         try:
             pointer = json.loads(self.files.read_bytes(POINTER, MAX_POINTER_BYTES))
@@ -136,6 +140,16 @@ class Snapshots:
                 self.loaded_from = self.files.path("state", f"{version:08d}.json")
                 return snapshot
         raise StoreError(f"store {self.files.url!r} has a state/ folder but no readable snapshot")
+
+    def moved_on(self) -> int | None:
+        """The store's newest snapshot number if another writer saved since this object
+        last loaded or saved (a new object: if the store holds any), else ``None``.
+
+        Why: a tournament reads its store when it is made (a resume) and writes when it
+        starts; another writer that resumed, advanced and released the store in between
+        would have its progress overwritten by the older state."""
+        newest = self._newest_version()
+        return newest if newest > (self.seen or 0) else None
 
     def _check_version(self, version: int) -> None:
         if version > MAX_VERSION - VERSION_HEADROOM:

@@ -132,13 +132,9 @@ class TournamentSpec:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
                 raise ValueError(f"{name} must be an integer, got {short(value)}")
-        if self.device != "auto":
-            try:
-                import torch
+        from elegantpod.devices import check_device_name
 
-                torch.device(self.device)
-            except (RuntimeError, TypeError) as exc:
-                raise ValueError(f"unknown device {short(self.device)}") from exc
+        check_device_name(self.device)
         if self.pods_per_gpu is not None:
             n = self.pods_per_gpu
             if isinstance(n, bool) or not isinstance(n, int) or n < 1 or n & (n - 1) or n > 64:

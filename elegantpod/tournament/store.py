@@ -217,6 +217,12 @@ class Store(StoreFiles):
         """
         return self._snapshots.save(state)
 
+    def moved_on(self) -> int | None:
+        """The newest snapshot's number if another writer saved since this store object
+        loaded or saved, else ``None`` (see :meth:`Snapshots.moved_on
+        <elegantpod.tournament.snapshots.Snapshots.moved_on>`)."""
+        return self._snapshots.moved_on()
+
     def load_state(self) -> dict[str, Any] | None:
         """The newest complete snapshot, or ``None`` if the store has none.
 

@@ -28,6 +28,7 @@ import contextlib
 import errno
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,10 @@ import fsspec
 
 from elegantpod import safe_files
 
+WRITE_LOCK = ".write.lock"
+"""The lock file of a local store's writes (:meth:`StoreFiles.write_lock`)."""
+LOCK_WAIT_SECONDS = 60.0
+"""How long a write waits for the lock before saying that another process holds it."""
 READ_ATTEMPTS = 3
 """Reads of an object that another writer replaced mid-read (its ETag changed) before
 the error stands: the pointer and the lease are rewritten every few seconds."""
@@ -121,6 +126,64 @@ class StoreFiles:
                 safe_files.atomic_write_bytes(self.path(*self._parts(name)), data, root=self.url)
         else:
             self.fs.pipe_file(self._fs_path(name), data)
+
+    @contextlib.contextmanager
+    def write_lock(self, wait: float = LOCK_WAIT_SECONDS):
+        """Hold the store's write lock (on a local disk; elsewhere a no-op).
+
+        Why: a writer checks that the lease is still its own and then writes; without a
+        lock those are two steps, and a writer paused between them (a stopped process,
+        a stalled disk) writes over its successor after waking. Every lease change and
+        every fenced write (:func:`~elegantpod.tournament.lease.fenced`) takes this lock,
+        so a check and its write are one step to every other writer: a compare-and-swap.
+        The lock is ``flock`` on :data:`WRITE_LOCK` in the store's root, shared by every
+        process on the machine (and over NFSv4); the kernel drops it when its holder
+        dies. Object stores offer no lock through fsspec: there the check and the write
+        stay two requests (see :mod:`elegantpod.tournament.lease`).
+
+        Raises
+        ------
+        StoreError
+            If the lock is a link or not a regular file, or another process held it for
+            ``wait`` seconds (a writer paused inside a write).
+        """
+        if not self.is_local:
+            yield
+            return
+        import fcntl
+        import time
+
+        os.makedirs(self.url, exist_ok=True)
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd = os.open(self.path(WRITE_LOCK), flags, 0o600)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise StoreError(self._refusal(WRITE_LOCK, "a symbolic link")) from None
+            raise
+        try:
+            mode = os.fstat(fd).st_mode
+            if not safe_files.is_plain(mode) or not stat.S_ISREG(mode):
+                raise StoreError(self._refusal(WRITE_LOCK, safe_files.kind_of(mode)))
+            deadline = time.monotonic() + wait
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise StoreError(
+                            f"store {self.url!r}: another process has held its write lock "
+                            f"for {wait:.0f} s (a writer paused in the middle of a write?): "
+                            "continue or end that process, then try again"
+                        ) from None
+                    time.sleep(0.02)
+            try:
+                yield
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
 
     def read_bytes(self, name: str, limit: int | None = None) -> bytes:
         """A whole file's bytes; ``FileNotFoundError`` if missing.

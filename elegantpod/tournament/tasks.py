@@ -79,7 +79,9 @@ def shipping(env_id: str, algo: str) -> list:
     """Registrations a worker needs to rebuild this pod (custom algorithms and envs).
 
     Pods are rebuilt on workers from names, so a learner or env registered only in this
-    process is registered there too, through a worker plugin (once per name).
+    process (with :func:`~elegantpod.envs.register_env`, or a gymnasium id registered
+    here: :mod:`elegantpod.envs.user_gym`) is registered there too, through a worker
+    plugin (once per name; workers that join later run it as they start).
     """
     from elegantpod.envs import register_env
     from elegantpod.envs.registry import CUSTOM_ENVS
@@ -89,4 +91,18 @@ def shipping(env_id: str, algo: str) -> list:
         wanted.append((f"elegantpod-algo-{algo}", register_algo, (get_algo(algo),)))
     if env_id in CUSTOM_ENVS:
         wanted.append((f"elegantpod-env-{env_id}", register_env, (env_id, CUSTOM_ENVS[env_id])))
+    else:
+        from elegantpod.envs.user_gym import register_shipped, shipped_registration
+
+        registration = shipped_registration(env_id)
+        if registration is not None:  # a gymnasium id registered in this process
+            wanted.append((f"elegantpod-gym-{env_id}", register_shipped, (registration,)))
     return wanted
+
+
+def build_env(env_id: str, env_kwargs: dict) -> None:
+    """Build (and close) one sub-env of ``env_id``: run on a worker before a tournament's
+    pods start (:meth:`~elegantpod.tournament.engine.Engine.start`)."""
+    from elegantpod.envs import make_env
+
+    make_env(env_id, num_envs=1, device="cpu", seed=0, **env_kwargs).close()

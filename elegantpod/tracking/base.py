@@ -13,8 +13,10 @@ One *run* per pod (its ``run_id`` is the pod id), inside one *group* per tournam
 
 from __future__ import annotations
 
+import html
 import importlib
 import math
+import re
 from typing import Any
 
 
@@ -76,15 +78,40 @@ def finite_metrics(values: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+_MARKDOWN = re.compile(r"([\\`*_\[\]()#!|~])")
+
+
+def markdown_text(value: Any) -> str:
+    """``value`` as literal text in Markdown: HTML's ``& < >`` as entities, Markdown's
+    punctuation backslash-escaped, newlines as spaces.
+
+    Why: pod ids, mutation keys and origins come from a store, which may come from
+    someone else, and TensorBoard's text tab renders Markdown with some HTML: a store
+    string ``<img src=x onerror=...>`` or ``[click](javascript:...)`` must show as those
+    characters, as it does in every other view."""
+    text = " ".join(str(value).splitlines())
+    text = html.escape(text, quote=False)
+    return _MARKDOWN.sub(r"\\\1", text)
+
+
+def markdown_code(text: str) -> str:
+    """``text`` in a fenced code block that nothing in it can close: the fence is one
+    backtick longer than the longest run of backticks in ``text``."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{text}\n{fence}"
+
+
 def markdown_table(rows: list[dict[str, Any]], limit: int = 200) -> str:
-    """Rows as a Markdown table (TensorBoard's text plugin renders it); ``|`` and
-    newlines in values are escaped so a cell cannot break the table."""
+    """Rows as a Markdown table (TensorBoard's text plugin renders it); every cell is
+    literal text (:func:`markdown_text`), so a value can neither break the table nor
+    become a link, an image or HTML."""
     if not rows:
         return "(empty)"
     cols = list(dict.fromkeys(k for r in rows for k in r))
 
     def cell(v: Any) -> str:
-        return str(v).replace("|", "\\|").replace("\n", " ")
+        return markdown_text(v)
 
     lines = ["| " + " | ".join(map(cell, cols)) + " |", "|" + " --- |" * len(cols)]
     for r in rows[:limit]:

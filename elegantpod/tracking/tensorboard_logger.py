@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from elegantpod.tracking.base import Logger, markdown_table, require
+from elegantpod.tracking.base import Logger, markdown_code, markdown_table, require
 
 
 class TensorBoardLogger(Logger):
@@ -47,7 +47,7 @@ class TensorBoardLogger(Logger):
 
     def open(self, group: str, config: dict[str, Any]) -> None:
         self._group_dir = self.log_dir / _safe(group)
-        text = "```\n" + json.dumps(config, indent=2, default=str) + "\n```"
+        text = markdown_code(json.dumps(config, indent=2, default=str))
         self._writer("tournament").add_text("config", text, 0)
 
     def start_run(self, run_id, name, tags, params) -> None:

@@ -98,8 +98,8 @@ def leaderboard_rows(board, hparams=None) -> list[list[Markup]]:
     rows = []
     for r in board.to_dict("records"):
         score = fmt_score(r["score_mean"], r["score_std"])
-        if "deflated_sharpe" in r:  # trading, ranked by Sharpe: how much is luck
-            score = Markup(f"{score} (DSR {fmt(r['deflated_sharpe'])})")
+        if "validation_dsr" in r:  # trading, ranked by Sharpe: how much is luck
+            score = Markup(f"{score} (DSR {fmt(r['validation_dsr'])})")
         rows.append(
             [
                 fmt(r["rank"]),

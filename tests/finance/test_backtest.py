@@ -293,10 +293,10 @@ def test_the_cli_refuses_an_in_sample_range_unless_asked(pod, market):
 SCORED = 26
 
 
-def make_store(root, pod, *, scored=SCORED, best="p020"):
+def make_store(root, pod, *, scored=SCORED, best="p020", evaluations=1):
     """A tournament's store as a run leaves it, written directly (no cluster): its spec,
-    one snapshot in which ``scored`` pods have a scored segment, and ``pod``'s checkpoint
-    as the leader's ``pods/<best>/seg-00002.pt``."""
+    one snapshot in which ``scored`` pods have ``evaluations`` scored segments each, and
+    ``pod``'s checkpoint as the leader's ``pods/<best>/seg-00002.pt``."""
     from elegantpod.tournament.leaderboard import Entry
     from elegantpod.tournament.record import PodRecord
     from elegantpod.tournament.spec import make_spec
@@ -324,7 +324,10 @@ def make_store(root, pod, *, scored=SCORED, best="p020"):
             parent=None if i < 4 else "p001",
             status="idle",
             segment=2,
-            history=[{"segment": 1, "env_steps": 2048, "score": 0.01 * i, "time": float(i)}],
+            history=[
+                {"segment": k + 1, "env_steps": 2048, "score": 0.01 * i - k, "time": float(i)}
+                for k in range(evaluations)
+            ],
         )
         for i in range(scored)
     ]
@@ -381,6 +384,17 @@ def test_a_checkpoint_in_a_store_is_deflated_by_the_stores_selection(store, mark
         backtest(ckpt, trials=0, **held_out)
     # read only: no lease taken, nothing written or touched
     assert files_of(root) == before and not (root / "lease.json").exists()
+
+
+def test_the_selection_counts_evaluations_not_pods(pod, tmp_path):
+    """Found: the winner was the best of 171 segment evaluations over 34 pods, but its
+    deflated Sharpe ratio used 34 trials. Every evaluation compared is a trial."""
+    root = tmp_path / "many"
+    ckpt = make_store(root, pod, scored=34, evaluations=5)
+    held_out = {"start": "2016-05-02", "end": "2016-07-29"}
+    r = backtest(ckpt, **held_out)
+    assert r.trials == 170 and r.selection.startswith("the 170 evaluations")
+    assert backtest(root, **held_out).trials == 170
 
 
 def test_an_unknown_selection_is_said_never_assumed(pod):

@@ -89,4 +89,4 @@ def test_the_cli_prints_the_baselines_under_the_leaderboard(tmp_path):
     line = [ln for ln in p.stderr.splitlines() if ln.startswith("baseline  Equal-weight")]
     assert line == [f"baseline  Equal-weight buy & hold: {want:.4g} (sharpe)"], p.stderr[-2000:]
     assert any(ln.startswith(f"baseline  {INDEX_NAME}: ") for ln in p.stderr.splitlines())
-    assert "deflated_sharpe: probability that the true Sharpe ratio beats the best of" in p.stderr
+    assert "validation_dsr: probability that the true Sharpe ratio beats the best of" in p.stderr

@@ -71,15 +71,17 @@ def test_tournament_ranks_by_validation_sharpe(tournament):
         metrics.returns_from_values(env.episode_values()[:, 0].numpy()), periods_per_year=252
     )
     assert board["score_mean"].iloc[0] == pytest.approx(sharpe, rel=1e-6)
-    # the finance view deflates each Sharpe by the pods scored, over the validation days
+    # the finance view deflates each Sharpe by every evaluation scored (not the pods),
+    # over the validation days
     from elegantpod.finance.selection import deflated_sharpe_of_ratio
 
-    trials = int(t.history().dropna(subset=["score"])["pod"].nunique())
+    trials = len(t.history().dropna(subset=["score"]))
+    assert trials > t.history().dropna(subset=["score"])["pod"].nunique()  # pods re-scored
     days = env.max_episode_steps
     assert board.attrs == {"trials": trials, "validation_days": days}
     want = deflated_sharpe_of_ratio(board["score_mean"].iloc[0], days, trials).dsr
-    assert board["deflated_sharpe"].iloc[0] == pytest.approx(want)
-    assert f"DSR {board['deflated_sharpe'].iloc[0]:.4g}" in t._repr_html_()
+    assert board["validation_dsr"].iloc[0] == pytest.approx(want)
+    assert f"DSR {board['validation_dsr'].iloc[0]:.4g}" in t._repr_html_()
     assert f"best of {trials} luck-only agents over {days} days" in t._repr_html_()
 
 

@@ -7,7 +7,7 @@ import shutil
 import pytest
 from distributed import Future
 
-from elegantpod import Tournament
+from elegantpod import Tournament, TournamentFailed
 from elegantpod.tournament.lease import LeaseError
 from elegantpod.tournament.store import Store
 from tests.helpers import wait_until
@@ -135,7 +135,9 @@ def test_a_tournament_whose_lease_is_taken_over_stops_writing_and_fails(client, 
     other = Lease(Store(store), owner="someone else").acquire(force=True)
     with pytest.raises(LeaseLost, match="someone else"):
         t.mutate("p000", lr=1e-4)  # its save finds the lease gone
-    s = t.wait(60)
+    with pytest.raises(TournamentFailed) as failed:
+        t.wait(60)
+    s = failed.value.summary
     assert s["status"] == "failed" and "someone else" in s["error"]
     assert other.release()  # the new owner's lease was never touched
 
@@ -176,7 +178,9 @@ def test_a_full_store_stops_the_tournament_as_failed_and_a_resume_continues(clie
     t.start()
     assert wait_until(lambda: t.summary()["pods_finished"] >= 2, 30)
     filler = fill(small_disk)  # the disk is full from here on
-    s = t.wait(60)
+    with pytest.raises(TournamentFailed, match="stopped taking writes") as failed:
+        t.wait(60)
+    s = failed.value.summary
     assert s["status"] == "failed", s
     assert "stopped taking writes" in s["error"] and "resume" in s["error"]
     assert s["pods_failed"] == 0 and s["failures"] == {}  # the store failed, not the pods

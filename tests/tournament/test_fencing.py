@@ -7,6 +7,7 @@ without training; a writer waiting at its end wrote no heartbeat; ``best()`` ret
 Pendulum SAC checkpoint swapped into a CartPole PPO store.
 """
 
+import threading
 import time
 
 import pytest
@@ -160,3 +161,123 @@ def test_a_hostile_tournament_uid_is_refused_on_resume(tmp_path, uid):
 def test_a_resume_keeps_the_tournaments_uid(tmp_path):
     make_store(tmp_path / "s", state={"elapsed_seconds": 1.0, "tournament_uid": UID})
     assert Tournament.resume(tmp_path / "s").uid == UID
+
+
+# -- one writer even after a pause (issue 42, item 3) ------------------------------------
+class PausingStore(Store):
+    """A real store whose reads of ``lease.json`` in one thread wait at ``gate`` after
+    reading: as a writer stopped (SIGSTOP) between its lease check and its write."""
+
+    def __init__(self, url, thread_name):
+        super().__init__(url)
+        self.thread_name = thread_name
+        self.read_lease = threading.Event()
+        self.gate = threading.Event()
+
+    def read_bytes(self, name, limit=None):
+        data = super().read_bytes(name, limit)
+        if name == "lease.json" and threading.current_thread().name == self.thread_name:
+            self.read_lease.set()
+            assert self.gate.wait(30)
+        return data
+
+
+def _paused_then_taken_over(tmp_path, write):
+    """Writer A checks its lease, pauses; writer B forces a takeover meanwhile; A goes on.
+
+    Returns ``{"a": what A's write raised or None, "b": B's lease}``, A's lease and the
+    store B used."""
+    paused = PausingStore(tmp_path / "s", "writer-a")
+    paused.ensure()
+    a = lease(paused).acquire()
+    paused.read_lease.clear()
+    outcome = {}
+
+    def writer_a():
+        try:
+            write(paused, a)
+            outcome["a"] = None
+        except LeaseLost as exc:
+            outcome["a"] = exc
+
+    thread = threading.Thread(target=writer_a, name="writer-a")
+    thread.start()
+    assert paused.read_lease.wait(30)  # A has read its lease and is paused
+    b_store = Store(tmp_path / "s")
+    taking = threading.Thread(
+        target=lambda: outcome.setdefault("b", lease(b_store).acquire(force=True)),
+        name="writer-b",
+    )
+    taking.start()
+    time.sleep(0.5)  # B's takeover runs now, or waits for A's write to end
+    paused.gate.set()  # SIGCONT
+    thread.join(30)
+    taking.join(30)
+    return outcome, a, b_store
+
+
+def test_a_paused_heartbeat_never_lands_after_a_takeover(tmp_path):
+    """Found: a writer stopped with SIGSTOP mid-heartbeat, fenced out by --force, still
+    wrote lease.json once continued. The check and the write are one step now: B's
+    takeover waits for A's heartbeat, and A's next one fails."""
+    outcome, a, _ = _paused_then_taken_over(tmp_path, lambda s, a: a.heartbeat())
+    b = outcome["b"]
+    assert Store(tmp_path / "s").read_json("lease.json")["token"] == b.token
+    with pytest.raises(LeaseLost):
+        a.heartbeat()  # A's next one: it writes nothing
+    assert Store(tmp_path / "s").read_json("lease.json")["token"] == b.token
+
+
+def test_a_paused_writer_writes_no_snapshot_after_a_takeover(tmp_path):
+    """A snapshot checked under A's lease lands before B holds the store, or not at all,
+    and B's start sees it (it re-reads the store after taking the lease)."""
+    from elegantpod.tournament.lease import fenced
+
+    def save(store, a):
+        with fenced(store, a.token):
+            store.save_state({"leaderboard": [], "by": "a"})
+
+    outcome, _, b_store = _paused_then_taken_over(tmp_path, save)
+    b = outcome["b"]
+    assert Store(tmp_path / "s").read_json("lease.json")["token"] == b.token
+    state = Store(tmp_path / "s").load_state()
+    assert state == {"leaderboard": [], "by": "a"} and outcome["a"] is None  # before B
+    with pytest.raises(LeaseLost, match="was not made"), fenced(b_store, "ab" * 16):
+        raise AssertionError("a fenced-out writer's body ran")
+
+
+def test_a_store_that_moved_on_is_seen_by_the_reader_that_fell_behind(tmp_path):
+    old, other = Store(tmp_path / "s"), Store(tmp_path / "s")
+    other.save_state({"leaderboard": [], "n": 1})
+    assert old.load_state() == {"leaderboard": [], "n": 1} and old.moved_on() is None
+    other.save_state({"leaderboard": [], "n": 2})
+    assert old.moved_on() == 2
+    old.load_state()
+    assert old.moved_on() is None
+
+
+def test_a_tournament_that_read_a_store_never_writes_over_a_newer_state(client, tmp_path):
+    """Found: a tournament read the store, another writer resumed and advanced it, then
+    the first started and wrote its stale state over the other's (688,128 env steps back
+    to 319,488). Now its start re-reads the store after taking the lease and refuses."""
+    from elegantpod.tournament.lease import LeaseError
+
+    store = str(tmp_path / "t")
+    kw = {"client": client, "segment_steps": 1_024}
+    first = Tournament("CartPole-v1", pods=2, store=store, max_steps=2_048, seed=1, **kw)
+    first.start()
+    done = first.wait(timeout=120)
+    assert done["status"] == "finished"
+    budget = done["env_steps_total"] + 4_096  # pods overshoot a budget by whole segments
+    stale = Tournament.resume(store, max_steps=budget, **kw)  # reads the store now
+    other = Tournament.resume(store, max_steps=budget, **kw)
+    other.start()
+    advanced = other.wait(timeout=120)
+    assert advanced["status"] == "finished"
+    with pytest.raises(LeaseError, match="has moved on since this tournament read it"):
+        stale.start()
+    again = Tournament.resume(store, max_steps=budget, **kw)
+    assert again.summary()["env_steps_total"] == advanced["env_steps_total"]
+    with pytest.raises(ValueError, match=f"budget is spent .*max_steps={budget:,}.*resume it"):
+        again.start()  # a resume of a finished run says so, instead of ending at once
+    assert "lease.json" not in {p.name for p in (tmp_path / "t").iterdir()}  # released

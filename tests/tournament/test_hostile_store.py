@@ -221,3 +221,11 @@ def orphan_child_store(path, **spec):
         state={"next_index": 2},
         spec=TournamentSpec(env_id="CartPole-v1", **spec).to_dict(),
     )
+
+
+@pytest.mark.parametrize("device", ["meta", "cuda:99", "cuda:300", "xla", "cpu:999"])
+def test_a_store_naming_a_device_no_pod_runs_on_is_refused_on_the_client(tmp_path, device):
+    spec = TournamentSpec(env_id="CartPole-v1").to_dict()
+    make_store(tmp_path / "s", spec={**spec, "device": device})
+    with pytest.raises(ValueError, match=f"unknown device '{device}'"):
+        Tournament.resume(tmp_path / "s")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from distributed import Client
 
-from elegantpod import Pod, Tournament, cluster
+from elegantpod import Pod, Tournament, TournamentFailed, cluster
 from elegantpod.checkpoint import load_checkpoint
 from elegantpod.tournament.spec import TournamentSpec
 from elegantpod.tournament.store import Store
@@ -420,7 +420,9 @@ def test_a_tournament_whose_every_pod_failed_has_failed_and_says_why(client, tmp
     orphan_child_store(store, pods=1, failed_replacements=0)  # its parent never wrote one
     t = Tournament.resume(store, client=client, max_seconds=60)
     t.start()
-    summary = t.wait(timeout=90)
+    with pytest.raises(TournamentFailed, match="every pod failed") as failed:
+        t.wait(timeout=90)  # a script that only waits does not go on as if it trained
+    summary = failed.value.summary
     assert summary["status"] == "failed"
     assert summary["error"].startswith("every pod failed: 1 x ParentCheckpointError")
     assert "does not exist" in summary["error"]

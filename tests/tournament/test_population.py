@@ -156,6 +156,27 @@ def test_failures_retry_then_fail_and_are_replaced_up_to_the_limit():
     assert p.records["p001"].status == "failed"  # the limit is spent: not replaced
 
 
+def test_pods_failing_alike_before_any_trained_are_not_replaced():
+    """Found: every pod of a tournament on an env its workers lacked failed with the same
+    "unknown env id", and was replaced until the budget was spent (14 tracebacks). From
+    the third alike failure, with no pod trained, none is replaced; other reasons, or a
+    pod that trained, keep replacing."""
+    p = pop(algos=("ppo",), pods=4, max_retries=0, failed_replacements=100)
+    p.fill()
+    why = "ValueError: unknown env id 'Reach1D-v0'"
+    new = [p.on_failure(f"p00{i}", f"{why}\ntraceback", retry=False, parent_broken=False)
+           for i in range(3)]  # fmt: skip
+    assert [len(n) for n in new] == [1, 1, 0] and p.failing_alike() == why
+    other = pop(algos=("ppo",), pods=4, max_retries=0, failed_replacements=100)
+    other.fill()
+    reasons = ["ValueError: a", "ValueError: b", "ValueError: c"]
+    assert all(
+        other.on_failure(f"p00{i}", r, retry=False, parent_broken=False)
+        for i, r in enumerate(reasons)
+    )
+    assert other.failing_alike() is None
+
+
 def test_a_broken_parent_is_marked_unusable_and_never_chosen_again():
     p = pop(algos=("ppo",), pods=2, generator=GeneratorConfig(ready_segments=1))
     p.fill()

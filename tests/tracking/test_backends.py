@@ -206,3 +206,49 @@ def test_train_tracks_to_tensorboard_from_the_command_line(tmp_path):
     assert steps and steps[-1] == 512
     assert "final/eval_return_mean" in acc.Tags()["scalars"]
     assert main([*args, "--track-to", str(tb)]) == 2  # --track-to alone: refused
+
+
+HOSTILE = '<img src=x onerror=alert(1)> [go](javascript:alert(1)) <a href="http://e">l</a> | ```'
+
+
+def test_store_strings_reach_tensorboard_as_text_never_as_html(tmp_path):
+    """Pod ids, mutation keys and origins come from a store: written through the real
+    TensorBoard writer and rendered by TensorBoard's own Markdown sanitizer, a hostile
+    string shows as its characters, with no link and no image (issue 42, item 7)."""
+    from tensorboard import plugin_util
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    logger = TensorBoardLogger(tmp_path)
+    logger.open("g", {"env": HOSTILE})
+    logger.start_run("p000", HOSTILE, {"origin": HOSTILE}, {HOSTILE: 1.0})
+    logger.log_params_change("p000", {HOSTILE: (HOSTILE, 2)}, 1)
+    logger.log_tables({"leaderboard": [{"pod": HOSTILE, "score": 1.0}]})
+    logger.close()
+    rendered = []
+    for run in ("tournament", "p000"):
+        acc = EventAccumulator(str(tmp_path / "g" / run), size_guidance={"tensors": 0})
+        acc.Reload()
+        for tag in acc.Tags()["tensors"]:
+            for event in acc.Tensors(tag):
+                text = event.tensor_proto.string_val[0].decode()
+                rendered.append(plugin_util.markdown_to_safe_html(text))
+    assert len(rendered) == 4
+    for html in rendered:
+        tags = _tags(html)
+        assert not {"a", "img"} & {t for t, _ in tags}, html
+        assert not any(attrs for _, attrs in tags), html  # no href, src, onerror
+    assert all("onerror=alert(1)" in html for html in rendered)  # shown, as text
+
+
+def _tags(html: str) -> list[tuple[str, list]]:
+    """The start tags of ``html``, with their attributes."""
+    from html.parser import HTMLParser
+
+    found = []
+
+    class Tags(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            found.append((tag, attrs))
+
+    Tags().feed(html)
+    return found
