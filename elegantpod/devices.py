@@ -109,9 +109,60 @@ def available_bytes(device: Any) -> int | None:
         return None
     dev = torch.device(device)
     if dev.type == "cpu":
-        import psutil
-
-        return int(psutil.virtual_memory().available)
+        return host_available_bytes()
     if dev.type == "cuda" and torch.cuda.is_available():
         return int(torch.cuda.mem_get_info(dev)[0])
+    return None
+
+
+def host_available_bytes() -> int:
+    """Memory this process may still allocate on the host: the least of the machine's
+    available memory, the container's (cgroup v2 ``memory.max`` less
+    ``memory.current``, or v1's limit less usage) and the address-space ``ulimit -v``
+    less what the process maps now.
+
+    Why: a pod in a container limited to 2 GiB on a 64 GiB machine, or under ``ulimit
+    -v``, was checked against the machine's 64 GiB, then killed by the OOM killer (or
+    failed with a raw allocator error) instead of refused with its sizes.
+    """
+    import resource
+
+    import psutil
+
+    limits = [int(psutil.virtual_memory().available)]
+    cgroup = _cgroup_room()
+    if cgroup is not None:
+        limits.append(cgroup)
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        limits.append(max(0, soft - psutil.Process().memory_info().vms))
+    return max(0, min(limits))
+
+
+def _cgroup_room(root: str = "/sys/fs/cgroup") -> int | None:
+    """Bytes left under this process's cgroup memory limit, or ``None`` (no limit, or
+    no cgroup file to read)."""
+    from pathlib import Path
+
+    def number(path: Path) -> int | None:
+        try:
+            text = path.read_text().strip()
+        except OSError:
+            return None
+        return int(text) if text.isdigit() else None  # "max": no limit
+
+    base = Path(root)
+    try:  # cgroup v2: this process's group, from /proc/self/cgroup ("0::/path")
+        line = Path("/proc/self/cgroup").read_text().splitlines()[0]
+        group = base / line.split("::", 1)[1].lstrip("/") if "::" in line else base
+    except (OSError, IndexError):
+        group = base
+    for folder in (group, base):
+        limit, used = number(folder / "memory.max"), number(folder / "memory.current")
+        if limit is not None and used is not None:
+            return max(0, limit - used)
+    limit = number(base / "memory" / "memory.limit_in_bytes")  # cgroup v1
+    used = number(base / "memory" / "memory.usage_in_bytes")
+    if limit is not None and used is not None and limit < 2**60:  # v1's "no limit" is huge
+        return max(0, limit - used)
     return None

@@ -61,11 +61,20 @@ def network_params(spec: PodSpec, obs_dim: int = 1, act_dim: int = 1) -> int:
     return sum(a * b + b for a, b in zip(widths, widths[1:], strict=False))
 
 
+GYM_SUB_ENV_BYTES = 64 * 2**10
+"""Bytes per sub-env of the gymnasium adapter: one Python env object and its numpy state
+each (measured: 41 KiB for CartPole-v1), so 2**22 of them are refused before any is made."""
+
+
 def _world_bytes(spec: PodSpec) -> int:
-    """Bytes per sub-env of a simulator that keeps its worlds beside torch (MJX), else 0."""
+    """Bytes per sub-env kept beside torch: MJX's worlds, or one gymnasium env object per
+    sub-env behind the adapter; 0 for a native env (its state is the torch tensors)."""
     kwargs = spec.env_kwargs or {}
     if kwargs.get("backend") != "mjx":
-        return 0
+        from elegantpod.envs.registry import KWARG_ENVS, NATIVE_ENVS
+
+        native = spec.env_id in NATIVE_ENVS or spec.env_id in KWARG_ENVS
+        return 0 if native and kwargs.get("backend") != "gymnasium" else GYM_SUB_ENV_BYTES
     try:
         from elegantpod.envs.mjx_memory import bytes_per_world
         from elegantpod.envs.mjx_physics import PHYSICS

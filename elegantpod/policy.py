@@ -146,8 +146,10 @@ class Policy:
     # -- building ----------------------------------------------------------------------
     @classmethod
     def load(cls, path: str | os.PathLike, device: str = "cpu") -> Policy:
-        """The policy of a checkpoint: a file, or a run folder (its ``best.pt``, else its
-        ``checkpoint.pt``), read with ``weights_only`` and checked field by field.
+        """The policy of a checkpoint: a file, a run folder (its ``best.pt``, else its
+        ``checkpoint.pt``) or a tournament's store (its best agent, checked to be what
+        the store's record says, as ``backtest`` takes it), read with ``weights_only``
+        and checked field by field.
 
         Raises
         ------
@@ -156,7 +158,9 @@ class Policy:
             without a Policy, with weights that do not fit, or saved before checkpoints
             recorded their spaces (``Pod.from_checkpoint(path).policy()`` reads those).
         """
-        file = resolve_checkpoint(path)
+        from elegantpod.tournament.store_reading import best_checkpoint
+
+        file = resolve_checkpoint(best_checkpoint(path))
         saved = SavedPod.read(file, "cpu")
         where = f"checkpoint {str(file)!r}"
         if "spaces" not in saved.data:

@@ -8,6 +8,7 @@ import json
 import logging
 import math
 import os
+import re
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -133,9 +134,28 @@ def prepare_out_dir(
             # this run's agent (Pod.from_checkpoint(out) prefers it)
             for name in existing:
                 (path / name).unlink()
+        remove_orphan_temps(path)
     except OSError as exc:
         raise ValueError(f"out {str(path)!r} is not writable: {exc.strerror or exc}") from exc
     return path
+
+
+_TEMP = re.compile(r"^\.(?P<name>[^/]+)\.[0-9a-f]{8}\.tmp$")
+
+
+def remove_orphan_temps(path: Path) -> list[str]:
+    """Delete the temporary files that an atomic write of a run's own files left in
+    ``path`` (``.checkpoint.pt.1a2b3c4d.tmp``: a process killed, or stopped by Ctrl-C,
+    while a background thread wrote); return their names. Only regular files named
+    after :data:`OUTPUT_FILES` go: nothing else in the folder is touched."""
+    removed = []
+    for entry in os.scandir(path):
+        m = _TEMP.match(entry.name)
+        if m and m["name"] in OUTPUT_FILES and entry.is_file(follow_symlinks=False):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(entry.path)
+                removed.append(entry.name)
+    return removed
 
 
 def result_json(result: TrainResult) -> str:
@@ -281,6 +301,7 @@ def train(
     if out_dir is not None:
         record = json_safe(result.to_dict(with_curve=True))
         atomic_write_bytes(out_dir / "result.json", json.dumps(record, indent=2).encode())
+        remove_orphan_temps(out_dir)  # every write has ended: a temp file now is an orphan
     if interrupted[0]:
         raise TrainingInterrupted(result, out_dir)
     return result

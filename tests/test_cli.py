@@ -519,6 +519,10 @@ TOURNAMENT = ["tournament", "--env", "CartPole-v1", "--max-seconds", "5"]
         (TRAIN + ["--device", "xla"], "unknown device 'xla'"),
         (TRAIN + ["--device", "vulkan"], "unknown device 'vulkan'"),
         (TRAIN + ["--threads", "100000"], "threads must be an integer in 0.."),
+        (  # one gymnasium env object per sub-env: 2**22 of them refused before any is made
+            ["train", "--env", "LunarLander-v3", "--algo", "ppo", "--num-envs", str(2**22)],
+            "this ppo pod would need about 326.1 GiB of memory (num_envs=4194304",
+        ),
         (TRAIN + ["--out", ""], "--out '' names no folder"),
         (
             TRAIN + ["--set", "num_envs=4", "--num-envs", "2"],

@@ -138,3 +138,42 @@ def test_threads_given_are_used_and_bad_ones_refused():
     for bad in (-1, 1.5, True, "2"):
         with pytest.raises(ValueError, match="threads must be an integer"):
             train("CartPole-v1", threads=bad)
+
+
+LIMITED = """
+import resource, sys
+import psutil
+from elegantpod.agents import SACConfig
+from elegantpod.config import PodSpec
+from elegantpod.devices import host_available_bytes
+from elegantpod.memory import check_memory, estimate_pod_bytes
+
+spec = PodSpec(env_id="Pendulum-v1", algo="sac", device="cpu",
+               hparams=SACConfig(buffer_size=20_000_000))  # about 800 MB of replay
+need = estimate_pod_bytes(spec, 3, 1)
+free = host_available_bytes()
+if len(sys.argv) > 1:  # ulimit -v: what this process maps now, and 256 MiB more
+    vms = psutil.Process().memory_info().vms
+    resource.setrlimit(resource.RLIMIT_AS, (vms + 2**28, resource.RLIM_INFINITY))
+    free = host_available_bytes()
+    assert free <= 2**28, free
+try:
+    check_memory(spec, 3, 1)
+    print("fits", need, free)
+except ValueError as exc:
+    print("refused", exc)
+"""
+
+
+def test_the_memory_check_honours_ulimit(tmp_path):
+    """A pod under ``ulimit -v`` is checked against what the process may still map, not
+    the machine's free memory: refused with its sizes, never killed mid-allocation."""
+    import subprocess
+    import sys
+
+    run = [sys.executable, "-c", LIMITED]
+    free = subprocess.run(run, capture_output=True, text=True, timeout=120)
+    limited = subprocess.run([*run, "limit"], capture_output=True, text=True, timeout=120)
+    assert free.stdout.startswith("fits"), free.stdout + free.stderr  # 24 GiB here
+    assert limited.stdout.startswith("refused this sac pod would need about"), limited.stderr
+    assert "buffer_size=20000000" in limited.stdout

@@ -114,3 +114,29 @@ def test_the_cli_shows_library_messages_and_restores_logging(capsys):
     assert main(["train", "--env", "NoSuchEnv-v0", "--algo", "ppo"]) == 2
     assert (lib.level, lib.propagate, list(lib.handlers)) == before
     assert "NoSuchEnv-v0" in capsys.readouterr().err
+
+
+def test_make_uses_a_venv_set_up_with_more_extras_without_reinstalling(tmp_path):
+    """After ``make bench`` (extras test,bench), ``make test`` and ``make docs`` use that
+    venv as it is; a venv lacking an extra is installed with the extras asked."""
+    import os
+    import shutil
+    import subprocess
+    import time
+
+    root = Path(__file__).resolve().parents[1]
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    later = time.time() + 60  # newer than the Makefile and pyproject.toml
+    stamp = venv / ".installed-test,bench"
+    stamp.touch()
+    os.utime(stamp, (later, later))
+    make = shutil.which("make")
+
+    def plan(*args):
+        cmd = [make, "-n", "-C", str(root), "setup", f"VENV={venv}", *args]
+        return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+
+    assert "Nothing to be done" in plan() + plan("EXTRAS=bench")
+    wider = plan("EXTRAS=test,docs")
+    assert 'pip install --quiet -e ".[test,docs]"' in wider, wider

@@ -169,3 +169,21 @@ def test_under_a_time_budget_the_bar_shows_elapsed_and_remaining_time():
 def test_a_batch_job_is_quiet_by_default():
     text = _run_script("max_steps=2048", tty=False)
     assert "ppo CartPole-v1" not in text and "LAST " in text, text
+
+
+def test_a_runs_orphan_temporary_files_are_removed(tmp_path):
+    """A process killed (or stopped by Ctrl-C) while a background thread wrote
+    checkpoint.pt leaves ``.checkpoint.pt.<8 hex>.tmp``; the next run in that folder
+    removes it, and a run leaves none. Other files stay."""
+    from elegantpod.training import prepare_out_dir
+
+    out = tmp_path / "run"
+    out.mkdir()
+    orphans = [".checkpoint.pt.1a2b3c4d.tmp", ".best.pt.00ff00ff.tmp"]
+    keep = [".notes.txt.1a2b3c4d.tmp", "mine.tmp", ".checkpoint.pt.tmp"]
+    for name in orphans + keep:
+        (out / name).write_bytes(b"x")
+    prepare_out_dir(out)
+    assert sorted(p.name for p in out.iterdir()) == sorted(keep)
+    elegantpod.train("CartPole-v1", "ppo", max_steps=1024, out=out, overwrite=True, progress=False)
+    assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp") and p.name not in keep]

@@ -118,7 +118,8 @@ def backtest(
             load_checkpoint,
             resolve_checkpoint,
         )
-        from elegantpod.finance.store_selection import best_of_store, is_store, of_checkpoint
+        from elegantpod.finance.store_selection import best_of_store, of_checkpoint
+        from elegantpod.tournament.store_reading import is_store
 
         if is_store(agent):
             info.update(best_of_store(agent))  # the store's best agent

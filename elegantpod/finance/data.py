@@ -337,8 +337,11 @@ def _read_table(source: Any) -> tuple[pd.DataFrame, str]:
     try:
         if parquet:
             return pd.read_parquet(text), text
-        # The raw first row: pandas de-duplicates the header it returns (X, X.1).
-        header = pd.read_csv(text, header=None, nrows=1, dtype=str, keep_default_na=False)
+        # The raw first rows: pandas de-duplicates the header it returns (X, X.1).
+        header = pd.read_csv(text, header=None, nrows=3, dtype=str, keep_default_na=False)
+        if _is_yfinance(header):
+            return _from_yfinance(text), text
+        header = header.iloc[:1]
         frame = pd.read_csv(text)
     except FileNotFoundError:
         raise ValueError(
@@ -375,6 +378,44 @@ def _read_table(source: Any) -> tuple[pd.DataFrame, str]:
             "give each column a distinct name"
         )
     return frame, text
+
+
+YFINANCE_FIELDS = {
+    "open": "Open",
+    "high": "High",
+    "low": "Low",
+    "close": "Close",
+    "volume": "Volume",
+}
+"""Our fields and the names ``yfinance`` gives them in its header's first row."""
+
+
+def _is_yfinance(header: pd.DataFrame) -> bool:
+    """Whether a CSV's first rows are the header ``yf.download([...]).to_csv()`` writes:
+    ``Price,Close,...`` then ``Ticker,AAPL,...`` then ``Date,,...``."""
+    if len(header) < 3 or header.shape[1] < 2:
+        return False
+    first = [str(x).strip() for x in header.iloc[:, 0]]
+    return first[:2] == ["Price", "Ticker"] and first[2] in ("Date", "Datetime")
+
+
+def _from_yfinance(text: str) -> pd.DataFrame:
+    """A ``yfinance`` download's CSV (fields over tickers, two header rows) as the long
+    format: ``date, tic, open, high, low, close, volume`` (``Adj Close`` is not used:
+    ``Close`` is, as for every other source)."""
+    wide = pd.read_csv(text, header=[0, 1], index_col=0, skiprows=[2])
+    fields = {f for f, _ in wide.columns}
+    if "Close" not in fields:
+        raise ValueError(f"market data file {text!r} is a yfinance download without a Close column")
+    tickers = list(dict.fromkeys(t for _, t in wide.columns))
+    parts = []
+    for tic in tickers:
+        part = pd.DataFrame({"date": wide.index, "tic": tic})
+        for ours, theirs in YFINANCE_FIELDS.items():
+            if (theirs, tic) in wide.columns:
+                part[ours] = wide[(theirs, tic)].to_numpy()
+        parts.append(part)
+    return pd.concat(parts, ignore_index=True)
 
 
 def _parse_dates(values: pd.Series, label: str) -> pd.Series:

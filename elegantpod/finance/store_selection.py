@@ -11,60 +11,10 @@ tournament does.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
-SPEC = "tournament.json"
-
-
-def _is_url(path: Any) -> bool:
-    return "://" in os.fspath(path) and not os.fspath(path).startswith("file://")
-
-
-def is_store(path: str | os.PathLike) -> bool:
-    """Whether ``path`` is a tournament's store: a folder (or URL) holding ``tournament.json``."""
-    if _is_url(path):
-        from elegantpod.tournament.store import Store
-
-        try:
-            return Store(path).exists(SPEC)
-        except (OSError, ValueError):
-            return False
-    return Path(path).is_dir() and (Path(path) / SPEC).is_file()
-
-
-def store_of_checkpoint(path: str | os.PathLike) -> str | None:
-    """The store that holds checkpoint ``path`` (``<store>/pods/pNNN/seg-NNNNN.pt``), or
-    ``None`` when it lies in no store."""
-    from elegantpod.tournament.field_checks import CHECKPOINT_NAME
-
-    text = os.fspath(path).replace("\\", "/") if not _is_url(path) else os.fspath(path)
-    parts = text.rsplit("/", 3)
-    if len(parts) != 4 or not CHECKPOINT_NAME.match("/".join(parts[1:])):
-        return None
-    root = parts[0] or "/"
-    return root if is_store(root) else None
-
-
-def _read(root: str):
-    """``(store, spec dict, records, leaderboard entries, tournament uid)``, all checked;
-    read only."""
-    from elegantpod.tournament import field_checks, stored_state
-    from elegantpod.tournament.store import Store
-
-    store = Store(root)
-    spec = field_checks.mapping(store.read_json(SPEC, default={}), store.path(SPEC))
-    raw = store.load_state()
-    records, entries, counters = stored_state.load(
-        raw or {}, store.loaded_from or store.path("state")
-    )
-    return store, spec, records, entries, counters["tournament_uid"]
-
-
-def _expected(spec: dict, uid: str | None, algo: str, pod: str) -> dict[str, Any]:
-    """What the checkpoint of ``pod`` must say of itself: keywords of
-    :func:`~elegantpod.checkpoint.check_origin`."""
-    return {"tournament": uid, "env_id": spec.get("env_id"), "algo": algo, "pod": pod}
+from elegantpod.tournament.store_reading import best_entry, read_store, store_of_checkpoint
+from elegantpod.tournament.store_reading import expected_origin as _expected
 
 
 def _selection(store, spec: dict, records: dict) -> dict[str, Any]:
@@ -91,7 +41,7 @@ def of_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     root = store_of_checkpoint(path)
     if root is None:
         return {}
-    store, spec, records, _, uid = _read(root)
+    store, spec, records, _, uid = read_store(root)
     out = _selection(store, spec, records)
     pod = os.fspath(path).replace("\\", "/").rsplit("/", 2)[-2]
     rec = records.get(pod)
@@ -105,15 +55,7 @@ def of_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
 def best_of_store(root: str | os.PathLike) -> dict[str, Any]:
     """The store's best agent (its checkpoint path), its selection and lineage, and
     ``expected``: the env and algorithm its checkpoint must hold."""
-    from elegantpod.tournament import leaderboard as lb
-
-    store, spec, records, entries, uid = _read(os.fspath(root))
-    usable = lb.rank([e for e in entries if e.usable])
-    if not usable:
-        raise ValueError(
-            f"store {store.url!r} has no agent on its leaderboard yet: no segment has finished"
-        )
-    best = usable[0]
+    store, spec, records, best, uid = best_entry(root)
     chain, pod = [], best.pod_id
     while pod is not None and pod in records and len(chain) < 100:
         r = records[pod]

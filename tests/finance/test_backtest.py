@@ -473,3 +473,22 @@ def test_the_cli_allow_remote_reads_what_a_foreign_checkpoint_names(pod, tmp_pat
     status, out, err = main_in_process([*args, "--allow-remote"], capsys, monkeypatch)
     assert status == 0, err
     assert "selection unknown" in out  # a bare checkpoint: never silently 1 trial
+
+
+def test_policy_load_and_export_take_a_store_as_its_best_agent(
+    store, tmp_path, capsys, monkeypatch
+):
+    """As backtest does: a store means its best agent, checked to be what its record says."""
+    from elegantpod.policy import Policy
+    from tests.test_cli import main_in_process
+
+    root, ckpt = store
+    from_store, from_file = Policy.load(root), Policy.load(ckpt)
+    obs = torch.zeros(3, *from_file.obs_shape)
+    assert torch.equal(torch.as_tensor(from_store.predict(obs)[0]),
+                       torch.as_tensor(from_file.predict(obs)[0]))  # fmt: skip
+    out = tmp_path / "best.onnx"
+    status, said, err = main_in_process(
+        ["export", "--checkpoint", root, "--out", out], capsys, monkeypatch
+    )
+    assert status == 0 and out.is_file(), err

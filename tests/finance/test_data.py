@@ -641,3 +641,25 @@ def test_index_like_and_real_tickers_load():
     frame = pd.DataFrame({n: np.arange(1.0, 6.0) for n in names}, index=dates)
     assert list(load(frame).tickers) == names
     assert check_name("x" * 64) and pytest.raises(ValueError, check_name, "x" * 65)
+
+
+YFINANCE = """Price,Close,Close,High,High,Low,Low,Open,Open,Volume,Volume
+Ticker,AAPL,MSFT,AAPL,MSFT,AAPL,MSFT,AAPL,MSFT,AAPL,MSFT
+Date,,,,,,,,,,
+2024-01-02,185.6,370.8,188.4,375.9,183.9,366.5,187.1,373.8,82488700,25258600
+2024-01-03,184.2,370.6,185.9,373.3,183.4,368.5,184.2,369.0,58414500,23083500
+2024-01-04,181.9,367.9,183.1,373.1,180.9,367.2,182.1,370.7,71983600,20901500
+"""
+
+
+def test_a_yfinance_download_csv_is_read_as_its_tickers(tmp_path):
+    """``yf.download(["AAPL", "MSFT"]).to_csv(path)``: fields over tickers in two header
+    rows, then a ``Date`` row; read as two tickers with open, high, low, close, volume
+    (it was read as a wide table of columns named Close, Close.1...)."""
+    path = tmp_path / "yf.csv"
+    path.write_text(YFINANCE)
+    data = load(str(path))
+    assert data.tickers == ("AAPL", "MSFT") and data.has_high_low
+    np.testing.assert_allclose(data.close[:, 1], [370.8, 370.6, 367.9])
+    np.testing.assert_allclose(data.high[0], [188.4, 375.9])
+    assert str(data.dates[0].date()) == "2024-01-02"
