@@ -9,6 +9,15 @@ ask gymnasium for ``SAME_STEP`` directly; a vector env handed in with ``NEXT_STE
 
 Tensors are float32 whatever the env computes in: MuJoCo envs observe in float64, and
 ``observation_space`` is reported as the float32 Box that the returned tensors fill.
+
+Observations that are not a flat Box are flattened as gymnasium's
+``spaces.flatten`` does, so every learner takes them: a ``Discrete`` state (FrozenLake)
+becomes its one-hot vector, ``MultiDiscrete`` one one-hot per part, ``MultiBinary`` and
+a Box of any shape their numbers, and ``Tuple`` and ``Dict`` (Blackjack's
+``(sum, dealer card, usable ace)``) the concatenation of their parts.
+``observation_space`` is then the flat Box (:data:`FLATTENED`). Images (a Box of
+``uint8`` with 3 dimensions) are the exception: a policy over their flattened pixels
+learns little, so they are refused with what to do instead (:func:`flattened_space`).
 Actions are passed on as they come (learners already send them within the Box bounds),
 cast to the action space's dtype.
 """
@@ -125,7 +134,16 @@ class GymVecEnv:
             )
         self.num_envs = self.vec.num_envs
         self.device = torch.device(device)
-        self.observation_space = _float32_box(self.vec.single_observation_space)
+        single = self.vec.single_observation_space
+        self._flatten = flattened_space(single, self.env_id)
+        """The original space where observations are flattened (see the module
+        docstring), else ``None``."""
+        if self._flatten is None:
+            self.observation_space = _float32_box(single)
+        else:  # gymnasium flattens a Discrete into an int64 Box: ours holds float32
+            flat = gymnasium.spaces.flatten_space(single)
+            low, high = flat.low.astype(np.float32), flat.high.astype(np.float32)
+            self.observation_space = gymnasium.spaces.Box(low, high, flat.shape, np.float32)
         self.action_space = self.vec.single_action_space
         mode = self.vec.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
         self.autoreset_mode = AutoresetMode(mode)
@@ -147,8 +165,8 @@ class GymVecEnv:
         self._seed = None  # later resets continue the sub-envs' own RNG streams
         self._returns[:] = 0.0
         self._lengths[:] = 0
-        self._last_obs = np.array(obs, copy=True)
-        return self._tensor(obs)
+        self._last_obs = obs
+        return self._tensor(self._flat(obs))
 
     def step(self, action: Tensor) -> StepResult:
         """Step all sub-envs with same-step auto-reset and ``info["final_obs"]``."""
@@ -163,34 +181,50 @@ class GymVecEnv:
         obs, reward, terminated, truncated, info = self.vec.step(act)
         reward = np.asarray(reward, dtype=np.float64)
         done = np.logical_or(terminated, truncated)
-        final_obs = np.array(obs, copy=True)
+        flat = self._flat(obs)  # (num_envs, d): the flat form of every observation
+        final_obs = np.array(flat, copy=True)
         if done.any():
             if self.autoreset_mode == AutoresetMode.SAME_STEP:
                 mask = info.get("_final_obs", done)
-                final_obs[mask] = np.stack(info["final_obs"][mask])
+                final_obs[mask] = np.stack([self._flat_one(o) for o in info["final_obs"][mask]])
             else:
                 # NEXT_STEP / DISABLED: obs already is the final one; start the next
                 # episode now so this step returns its first observation.
                 reset_obs, _ = self.vec.reset(options={"reset_mask": done})
-                obs = np.where(done.reshape(-1, *([1] * (obs.ndim - 1))), reset_obs, obs)
+                reset_flat = self._flat(reset_obs)
+                flat = np.where(done.reshape(-1, *([1] * (flat.ndim - 1))), reset_flat, flat)
         self._returns += reward
         self._lengths += 1
         ep_return, ep_length = self._returns.copy(), self._lengths.copy()
         self._returns[done] = 0.0
         self._lengths[done] = 0
-        self._last_obs = obs
+        self._last_obs = flat
         out_info = {
             "final_obs": self._tensor(final_obs),
             "episode_return": self._tensor(ep_return),
             "episode_length": self._tensor(ep_length, torch.int64),
         }
         return (
-            self._tensor(obs),
+            self._tensor(flat),
             self._tensor(reward),
             self._tensor(terminated, torch.bool),
             self._tensor(truncated, torch.bool),
             out_info,
         )
+
+    def _flat(self, obs) -> np.ndarray:
+        """A batch of observations as the ``(num_envs, d)`` array the tensors fill."""
+        if self._flatten is None:
+            return np.asarray(obs)
+        space = self._flatten
+        rows = gymnasium.vector.utils.iterate(self.vec.observation_space, obs)
+        return np.stack([gymnasium.spaces.flatten(space, o) for o in rows]).astype(np.float32)
+
+    def _flat_one(self, obs) -> np.ndarray:
+        """One sub-env's observation (a final one), flattened as :meth:`_flat` does."""
+        if self._flatten is None:
+            return np.asarray(obs)
+        return gymnasium.spaces.flatten(self._flatten, obs).astype(np.float32)
 
     def close(self) -> None:
         """Close the underlying gymnasium env (ends worker processes of async envs)."""
@@ -198,6 +232,48 @@ class GymVecEnv:
 
     def __repr__(self) -> str:
         return f"GymVecEnv({self.env_id!r}, num_envs={self.num_envs}, device={self.device})"
+
+
+FLATTENED = (
+    gymnasium.spaces.Discrete,
+    gymnasium.spaces.MultiDiscrete,
+    gymnasium.spaces.MultiBinary,
+    gymnasium.spaces.Tuple,
+    gymnasium.spaces.Dict,
+)
+"""Observation spaces flattened into a Box (as is a Box of more than one dimension)."""
+
+
+def flattened_space(space: gymnasium.spaces.Space, env_id: str):
+    """``space`` where its observations are to be flattened, ``None`` where they are a
+    flat Box already; a ``ValueError`` saying what to do for images and for spaces
+    that have no fixed-size flat form (``Text``, ``Graph``, ``Sequence``)."""
+    if isinstance(space, gymnasium.spaces.Box):
+        if len(space.shape) == 1:
+            return None
+        if len(space.shape) == 3 and space.dtype == np.uint8:
+            raise ValueError(
+                f"{env_id!r} observes images {space.shape}: elegantpod's learners take "
+                "vectors, and a policy over flattened pixels learns little. Wrap the env "
+                "to give features (a state vector, or gymnasium's ResizeObservation and "
+                "GrayscaleObservation then FlattenObservation for small frames)"
+            )
+        return space
+    if isinstance(space, FLATTENED) and _has_flat_form(space):
+        return space
+    raise ValueError(
+        f"{env_id!r} observes {type(space).__name__} spaces, which have no fixed-size "
+        "vector form; elegantpod takes Box, Discrete, MultiDiscrete, MultiBinary and "
+        "Tuple or Dict of those"
+    )
+
+
+def _has_flat_form(space: gymnasium.spaces.Space) -> bool:
+    if isinstance(space, gymnasium.spaces.Tuple):
+        return all(_has_flat_form(s) for s in space.spaces)
+    if isinstance(space, gymnasium.spaces.Dict):
+        return all(_has_flat_form(s) for s in space.spaces.values())
+    return isinstance(space, (gymnasium.spaces.Box, *FLATTENED))
 
 
 def _float32_box(space: gymnasium.spaces.Space) -> gymnasium.spaces.Space:

@@ -98,3 +98,61 @@ def test_bad_inputs():
         GymVecEnv("MountainCar-v0", vectorization_mode="threads")
     with pytest.raises(TypeError):
         GymVecEnv(42)
+
+
+# -- observations that are not a flat Box (issue 42, item 6) -----------------------------
+def test_a_discrete_state_is_its_one_hot_vector_and_final_obs_too():
+    env = make_env("FrozenLake-v1", num_envs=2, seed=0, is_slippery=False)
+    assert env.observation_space == gym.spaces.Box(0.0, 1.0, (16,), "float32")
+    obs = env.reset()
+    assert obs.dtype == torch.float32 and obs.tolist() == [[1.0] + [0.0] * 15] * 2
+    # left from the start: the agent stays in state 0; down four times falls into a hole
+    for _ in range(2):
+        obs, _, terminated, _, info = env.step(torch.tensor([1, 1]))
+    assert obs.argmax(1).tolist() == [8, 8] and not terminated.any()
+    obs, _, terminated, _, info = env.step(torch.tensor([1, 1]))  # state 12: a hole
+    assert terminated.all() and info["final_obs"].argmax(1).tolist() == [12, 12]
+    assert obs.argmax(1).tolist() == [0, 0]  # same-step reset, one-hot again
+    assert (info["final_obs"].sum(1) == 1).all() and (obs.sum(1) == 1).all()
+
+
+def test_tuple_and_dict_observations_are_concatenated_one_hots():
+    env = make_env("Blackjack-v1", num_envs=3, seed=0)
+    assert env.observation_space.shape == (32 + 11 + 2,)
+    obs = env.reset()
+    assert obs.shape == (3, 45) and (obs.sum(1) == 3).all()  # one hot per part
+    space = gym.spaces.Dict({"a": gym.spaces.Discrete(3), "b": gym.spaces.Box(-1, 1, (2,))})
+    from elegantpod.envs.gym import flattened_space
+
+    assert flattened_space(space, "x") is space
+    assert gym.spaces.flatten_space(space).shape == (5,)
+
+
+def test_images_and_formless_spaces_say_what_to_do():
+    from elegantpod.envs.gym import flattened_space
+
+    image = gym.spaces.Box(0, 255, (96, 96, 3), "uint8")
+    with pytest.raises(ValueError, match=r"observes images \(96, 96, 3\).*ResizeObservation"):
+        flattened_space(image, "CarRacing-v3")
+    with pytest.raises(ValueError, match="Text spaces, which have no fixed-size vector form"):
+        flattened_space(gym.spaces.Text(8), "Words-v0")
+    assert flattened_space(gym.spaces.Box(-1, 1, (4,)), "x") is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+def test_ppo_and_dqn_solve_frozen_lake_from_its_discrete_states(algo):
+    """FrozenLake-v1 (4x4, not slippery) observes a Discrete state: from its one-hot
+    vector both reach the goal in every evaluation episode (measured: PPO 0.8 s, DQN
+    5.7 s for 20k steps on a 2-vCPU Xeon)."""
+    import elegantpod
+
+    result = elegantpod.train(
+        "FrozenLake-v1",
+        algo,
+        env_kwargs={"is_slippery": False},
+        max_steps=20_000,
+        seed=0,
+        progress=False,
+    )
+    assert result.best_eval_return_mean == 1.0, result.curve
