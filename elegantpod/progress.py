@@ -23,17 +23,18 @@ def leaderboard_note(statuses) -> str | None:
     )
 
 
-def follow(t, every: float | None = 2.0) -> None:
+def follow(t, every: float | None = 2.0, until: float | None = None) -> None:
     """Block while ``t`` runs, printing its progress to stderr at most every ``every``
     seconds, and only when something changed (the best score, the pods in flight, the
     env steps or a warning). The score is labelled with the tournament's fitness.
 
-    ``every=None`` prints nothing and only waits. A store that cannot be written right
-    now is said once per line (the tournament keeps training and retries).
+    ``every=None`` prints nothing and only waits; ``until`` (a ``time.monotonic()``
+    time) returns then at the latest. A store that cannot be written right now is said
+    once per line (the tournament keeps training and retries).
     """
     last, shown = 0.0, None
     fitness = t.spec.fitness
-    while t.status == "running":
+    while t.status == "running" and (until is None or time.monotonic() < until):
         time.sleep(0.5)
         if every is None or time.monotonic() - last <= every:
             continue

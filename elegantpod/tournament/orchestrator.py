@@ -11,6 +11,8 @@ and is what the dashboard's buttons call.
 
 from __future__ import annotations
 
+import sys
+import time
 import warnings
 from typing import Any
 
@@ -26,6 +28,9 @@ from elegantpod.tournament.protocol import ACTIVE, TournamentStatus
 from elegantpod.tournament.saved_tournament import SavedTournament
 from elegantpod.tournament.spec import lone_pods_warning, make_spec
 from elegantpod.tournament.store import Store
+
+PROGRESS_SECONDS = 10.0
+"""How often :meth:`Tournament.wait` prints a progress line (when something changed)."""
 
 
 class TournamentFailed(RuntimeError):
@@ -273,8 +278,13 @@ class Tournament:
             return f"{elapsed:,.0f} s of max_seconds={s.max_seconds:g}"
         return None
 
-    def wait(self, timeout: float | None = None) -> dict[str, Any]:
+    def wait(self, timeout: float | None = None, progress: bool | None = None) -> dict[str, Any]:
         """Block until the tournament ends (or ``timeout``); return :meth:`summary`.
+
+        ``progress``: print a line to stderr every :data:`PROGRESS_SECONDS` while
+        waiting, when something changed (best score, pods in flight, env steps), as the
+        command line does; ``None`` (default): when a script runs in a terminal (a
+        notebook has the dashboard, a batch job's log stays quiet), as ``train`` does.
 
         Raises
         ------
@@ -283,7 +293,17 @@ class Tournament:
             cluster gave out): a script that only calls ``t.start().wait()`` must not
             carry on (or exit 0) as if it trained. The summary is its ``summary``.
         """
-        self.engine.wait(timeout)
+        from elegantpod.progress import follow
+        from elegantpod.train_hooks import watching
+
+        if progress is None:
+            progress = watching() and "IPython" not in sys.modules
+        remaining = timeout
+        if progress:
+            until = None if timeout is None else time.monotonic() + timeout
+            follow(self, every=PROGRESS_SECONDS, until=until)
+            remaining = None if until is None else max(0.0, until - time.monotonic())
+        self.engine.wait(remaining)
         summary = self.summary()
         if summary["status"] == TournamentStatus.FAILED:
             raise TournamentFailed(summary)

@@ -256,7 +256,7 @@ def test_a_store_that_moved_on_is_seen_by_the_reader_that_fell_behind(tmp_path):
     assert old.moved_on() is None
 
 
-def test_a_tournament_that_read_a_store_never_writes_over_a_newer_state(client, tmp_path):
+def test_a_tournament_that_read_a_store_never_writes_over_a_newer_state(client, tmp_path, capsys):
     """Found: a tournament read the store, another writer resumed and advanced it, then
     the first started and wrote its stale state over the other's (688,128 env steps back
     to 319,488). Now its start re-reads the store after taking the lease and refuses."""
@@ -266,8 +266,9 @@ def test_a_tournament_that_read_a_store_never_writes_over_a_newer_state(client, 
     kw = {"client": client, "segment_steps": 1_024}
     first = Tournament("CartPole-v1", pods=2, store=store, max_steps=2_048, seed=1, **kw)
     first.start()
-    done = first.wait(timeout=120)
+    done = first.wait(timeout=120, progress=True)  # as a script in a terminal shows it
     assert done["status"] == "finished"
+    assert "env steps" in capsys.readouterr().err
     budget = done["env_steps_total"] + 4_096  # pods overshoot a budget by whole segments
     stale = Tournament.resume(store, max_steps=budget, **kw)  # reads the store now
     other = Tournament.resume(store, max_steps=budget, **kw)
