@@ -361,5 +361,6 @@ def search_space_file(path: str) -> dict:
     try:
         data = read_bytes(path, MAX_SPACE_FILE)
     except OSError as exc:
-        raise ValueError(f"{shown}: cannot read it: {exc}") from None
-    return parse_run_file(data, shown).values
+        raise ValueError(f"--search-space {path[:200]!r}: cannot read it: {exc}") from None
+    what = "search_space must be an object {algorithm: {hyperparameter: range}}"
+    return parse_run_file(data, shown, what).values

@@ -30,6 +30,7 @@ from elegantpod.gpu_layout import DEFAULT_POD_BYTES, GPUCluster, gpu_layout
 from elegantpod.local_workers import (
     check_not_bootstrapping,
     dashboard_off,
+    forget_stdin_main,
     local_cluster,
     start_deadline,
     start_failure,
@@ -206,6 +207,7 @@ def cluster(
                 cpus=os.cpu_count(),
             )
             # GPUCluster and Client each start a LoopRunner: no finalizer inside (gc_pause)
+            forget_stdin_main()
             with gc_paused():
                 with start_deadline(float(start_timeout)) as expired:
                     try:

@@ -94,7 +94,7 @@ def run_demo(
     cols = [c for c in cols if c in board]
     print(
         "\nLeaderboard (score = validation Sharpe ratio; validation_dsr = probability it "
-        f"beats the best of {board.attrs.get('trials', '?')} luck-only agents)"
+        f"beats the best of {board.attrs.get('trials', '?')} luck-only evaluations)"
     )
     print(
         board[cols]

@@ -156,8 +156,26 @@ def check_not_bootstrapping() -> None:
         )
 
 
+def forget_stdin_main() -> None:
+    """Let a script read from stdin (``python - < run.py``) start local workers.
+
+    Why: a spawned worker process imports the main module again from its ``__file__``,
+    and such a script's is ``"<stdin>"``, which names no file: every worker failed with
+    ``FileNotFoundError: '<stdin>'`` and the script was told it lacked the ``__main__``
+    guard. Without a ``__file__`` the workers import nothing of it, as for a notebook
+    (functions defined in it reach them by value). So it is removed, for good: the nanny
+    reads it again whenever it restarts a worker.
+    """
+    import sys
+
+    main = sys.modules.get("__main__")
+    if getattr(main, "__file__", None) == "<stdin>":
+        del main.__file__
+
+
 def local_cluster(n, threads_per_worker, dashboard_address, memory_limit, kwargs):
     """A ``LocalCluster`` of ``n`` CPU worker processes, on loopback."""
+    forget_stdin_main()
     return LocalCluster(
         n_workers=n,
         threads_per_worker=int(threads_per_worker),

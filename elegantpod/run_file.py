@@ -86,8 +86,11 @@ def read_run_file(path: str | os.PathLike) -> RunFile:
     return parse_run_file(data, name)
 
 
-def parse_run_file(data: bytes | str, name: str) -> RunFile:
-    """Parse a run file's contents (``name`` says how errors name it)."""
+def parse_run_file(
+    data: bytes | str, name: str, what: str = "a run file is a mapping of options"
+) -> RunFile:
+    """Parse a run file's contents (``name`` says how errors name it, ``what`` what its
+    top level must be: a search space file is parsed the same way)."""
     if isinstance(data, bytes):
         if len(data) > MAX_BYTES:
             raise ValueError(f"{name}: {len(data):,} bytes; a run file holds at most {MAX_BYTES:,}")
@@ -107,8 +110,8 @@ def parse_run_file(data: bytes | str, name: str) -> RunFile:
         raise ValueError(f"{name}: nested too deeply (at most {MAX_DEPTH} levels)") from None
     if not isinstance(values, dict):
         kinds = {list: "a list", str: "a string", int: "a number", float: "a number"}
-        kind = "nothing" if values is None else kinds.get(type(values), "a value")
-        raise ValueError(f"{name}:1: a run file is a mapping of options (key: value), got {kind}")
+        got = "nothing" if values is None else kinds.get(type(values), "a value")
+        raise ValueError(f"{name}:1: {what} (key: value), got {got}")
     _check_size(values, name)
     return RunFile(name=name, values=values, lines=lines)
 

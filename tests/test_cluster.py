@@ -268,6 +268,18 @@ def test_a_script_without_the_main_guard_fails_fast_with_the_guard(tmp_path):
         "import elegantpod\n\nclient = elegantpod.cluster(n_workers=1)\n"
     )
     (tmp_path / "stuck.py").write_text(STUCK_WORKER)
+    # a guarded script read from stdin (`python - < run.py`): its workers cannot import
+    # "<stdin>" again, and failed with the guard's hint; they start as a notebook's do
+    from_stdin = subprocess.Popen(
+        [sys.executable, "-"],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    from_stdin.stdin.write(STDIN_SCRIPT)
+    from_stdin.stdin.close()  # it runs now, beside the other two
     t0 = time.monotonic()
     runs = {
         name: subprocess.Popen(
@@ -297,6 +309,24 @@ def test_a_script_without_the_main_guard_fails_fast_with_the_guard(tmp_path):
     last = out["stuck"].rsplit("Traceback (most recent call last)", 1)[-1]
     assert "did not start within 3 s (start_timeout)" in last, out["stuck"][-3000:]
     assert 'if __name__ == "__main__":' in last
+    from_stdin.wait(timeout=90)  # its output is a few lines: the pipes never fill
+    said, err = from_stdin.stdout.read(), from_stdin.stderr.read()
+    assert from_stdin.returncode == 0 and said.startswith("workers: 1"), err[-3000:]
+
+
+STDIN_SCRIPT = """
+import elegantpod
+
+
+def main():
+    client = elegantpod.cluster(n_workers=1, dashboard_address=None)
+    print("workers:", len(client.scheduler_info()["workers"]))
+    elegantpod.shutdown(client)
+
+
+if __name__ == "__main__":
+    main()
+"""
 
 
 @pytest.mark.parametrize("value", [0, -1, float("nan"), "10"])

@@ -32,13 +32,15 @@ def test_auto_is_the_default_and_resolves_where_the_pod_is_built(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("device", "want"), [("cpu", "cpu"), (torch.device("cpu"), "cpu"), ("meta", "meta")]
+    ("device", "want"), [("cpu", "cpu"), (torch.device("cpu"), "cpu"), ("cpu:0", "cpu:0")]
 )
 def test_a_named_device_is_kept(device, want):
     assert resolve_device(device) == want
 
 
-@pytest.mark.parametrize("device", ["gpu", "cuda:x", "", "CUDA", None, 3])
+@pytest.mark.parametrize(
+    "device", ["gpu", "cuda:x", "", "CUDA", None, 3, "meta", "xla", "cuda:300", "cpu:999"]
+)
 def test_a_malformed_device_is_named(device):
     with pytest.raises(ValueError, match="device") as err:
         resolve_device(device)

@@ -18,7 +18,9 @@ protocol uses only whole-object reads and writes, and "last writer wins":
   the token is still ours we hold the lease; if another writer's write landed after ours,
   it won and we back off with :class:`LeaseError` naming it.
 * **force**: ``force=True`` (``--force`` on the command line) takes over whatever lease is
-  there, fresh or stale, because the person asserts that its writer is gone. Without it
+  there, fresh or stale, because the person asserts that its writer is gone. A lease
+  whose writer was a process on this machine that no longer runs (a double Ctrl-C, a
+  kill) is taken without it: its owner names the host and the pid. Without it
   every lease of another writer is refused; one whose heartbeat is older than
   ``stale_seconds`` (default :data:`STALE_SECONDS`) is only *reported* as looking stale.
   A store is never taken over silently: a writer paused for a minute (a laptop lid, a
@@ -157,7 +159,8 @@ class Lease:
         """
         with self.store.write_lock():  # no other writer's check-and-write in between
             current = self._read()
-            if current is not None and current.get("token") != self.token and not force:
+            foreign = current is not None and current.get("token") != self.token
+            if foreign and not force and not _holder_is_dead(current):
                 raise LeaseError(self._held_message(current))
             now = time.time()
             self._acquired = now
@@ -328,6 +331,23 @@ def fenced(store: Store, token: str, what: str = "this write"):
                 "(another writer took the store over)"
             )
         yield
+
+
+_OWNER = re.compile(r"^(?P<user>[^@]+)@(?P<host>\S+) pid (?P<pid>[0-9]{1,10})$")
+
+
+def _holder_is_dead(current: dict[str, Any]) -> bool:
+    """Whether the lease's writer was a process on this machine that no longer exists
+    (its owner reads ``user@<this host> pid N``, and no process N runs): a writer
+    stopped by a double Ctrl-C or killed, whose lease nobody else can hold. Its lease
+    is taken without ``force``. A writer on another machine, or one whose pid runs (or
+    was reused), is never judged dead."""
+    m = _OWNER.match(str(current.get("owner") or ""))
+    if m is None or m["host"] != socket.gethostname():
+        return False
+    import psutil
+
+    return not psutil.pid_exists(int(m["pid"]))
 
 
 def holder(store: Store) -> dict[str, Any] | None:

@@ -86,11 +86,12 @@ def test_two_windows_each_train_a_tournament_and_backtest_out_of_sample(client, 
         # each backtest covers its own window's held-out year, after its validation
         assert res.dates[0] >= pd.Timestamp(split.backtest[0])
         assert res.dates[-1] <= pd.Timestamp(split.backtest[1])
-        assert not res.in_sample and res.trials == 2
+        # every evaluation of its tournament was a trial: at least one per pod
+        assert not res.in_sample and res.trials >= 2
         assert EQUAL_WEIGHT in res.metrics().index
     table = result.table()
     assert list(table["backtest"]) == [f"{a}..{b}" for a, b in (s.backtest for s in splits)]
-    assert table["trials"].tolist() == [2, 2]
+    assert table["trials"].tolist() == [r.trials for r in result.backtests]
     for row in table.to_dict("records"):
         assert 0.0 <= row["deflated_sharpe"] <= 1.0 or math.isnan(row["deflated_sharpe"])
         low, high = row["sharpe_difference_ci"]

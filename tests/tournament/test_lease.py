@@ -241,3 +241,24 @@ def test_processes_racing_to_acquire_have_exactly_one_winner(tmp_path):
     contenders = [f"pid {p.pid}" for p in procs]
     for loser in (o for o in outputs if not o.startswith("won")):
         assert loser.startswith("lost") and any(c in loser for c in contenders), outputs
+
+
+def test_a_lease_whose_local_writer_is_gone_is_taken_without_force(tmp_path):
+    """After a double Ctrl-C (or a kill) the printed resume command must work: a lease
+    held by a process of this machine that no longer runs is taken; one held by a live
+    process, or by another machine, is still refused."""
+    import socket
+
+    store = Store(tmp_path / "s")
+    store.ensure()
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    host = socket.gethostname()
+    _foreign(store, owner=f"alice@{host} pid {gone.pid}")
+    lease = _lease(store, "bob")
+    assert lease.acquire() is lease and lease.is_held
+    lease.release()
+    for owner in (f"alice@{host} pid {os.getpid()}", f"alice@elsewhere pid {gone.pid}"):
+        _foreign(store, owner=owner)
+        with pytest.raises(LeaseError, match="is held by alice@"):
+            _lease(store, "bob").acquire()
