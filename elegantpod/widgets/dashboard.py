@@ -387,17 +387,23 @@ def curves_figure(history, events: list[dict[str, Any]], target: float | None, f
     training-episode returns (``Tournament.curves()``) against env steps. Training
     returns alone misled: exploration noise keeps them far below what the deterministic
     evaluation that ranks pods scores."""
+    from matplotlib import colormaps
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     # Figure, not pyplot: pyplot's global state is not safe in a background thread.
-    fig = Figure(figsize=(10, 3.2))
+    fig = Figure(figsize=(11.5, 3.4))
     FigureCanvasAgg(fig)
     ax_f, ax_s = fig.subplots(1, 2)
     rows = history.to_dict("records") if len(history) else []
     by_pod: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         by_pod.setdefault(r["pod"], []).append(r)
+    pods = sorted(set(by_pod) | {m["pod"] for m in events if m.get("train_return") is not None})
+    # one colour per pod in both panels, 20 distinct ones (matplotlib's cycle repeats
+    # after 10, and 30 pods made three lines of each colour)
+    palette = colormaps["tab20"]
+    color = {pod: palette(i % 20) for i, pod in enumerate(pods)}
     for pod, rs in sorted(by_pod.items()):
         first = rs[0]
         fork = [
@@ -408,7 +414,8 @@ def curves_figure(history, events: list[dict[str, Any]], target: float | None, f
         pts = [*fork[:1], *rs]
         pts = [p for p in pts if p["score"] is not None and math.isfinite(p["score"])]
         if pts:
-            ax_f.plot([p["time"] for p in pts], [p["score"] for p in pts], marker=".", label=pod)
+            xs, ys = [p["time"] for p in pts], [p["score"] for p in pts]
+            ax_f.plot(xs, ys, marker=".", label=pod, color=color[pod])
     if target is not None:
         ax_f.axhline(target, color="black", linestyle="--", linewidth=1, label="target")
     label = "mean evaluation return" if fitness == "return" else f"evaluation {fitness}"
@@ -417,10 +424,25 @@ def curves_figure(history, events: list[dict[str, Any]], target: float | None, f
     for m in events:
         if m.get("train_return") is not None:
             by_pod_t.setdefault(m["pod"], []).append(m)
+    steps = [m["env_steps"] for ms in by_pod_t.values() for m in ms if m["env_steps"] > 0]
     for pod, ms in sorted(by_pod_t.items()):
-        ax_s.plot([m["env_steps"] for m in ms], [m["train_return"] for m in ms], label=pod)
+        xs, ys = [m["env_steps"] for m in ms], [m["train_return"] for m in ms]
+        ax_s.plot(xs, ys, label=pod, color=color[pod])
+    if steps and max(steps) > 100 * min(steps):
+        ax_s.set_xscale("log")  # children start deep into their parents' steps
     ax_s.set(xlabel="env steps", ylabel="training episodic return")
-    if by_pod:
-        ax_f.legend(fontsize="small", ncol=2)
-    fig.tight_layout()
+    columns = max(1, math.ceil(len(by_pod) / 12))  # of the legend: 12 pods a column
+    right = 1.0 - 0.085 * columns if by_pod else 0.98
+    fig.subplots_adjust(left=0.07, right=right, bottom=0.16, top=0.95, wspace=0.28)
+    if by_pod:  # beside the data, never on it
+        handles, labels = ax_f.get_legend_handles_labels()
+        fig.legend(
+            handles,
+            labels,
+            fontsize="x-small",
+            ncol=columns,
+            loc="upper left",
+            bbox_to_anchor=(right + 0.005, 0.95),
+            borderaxespad=0.0,
+        )
     return fig

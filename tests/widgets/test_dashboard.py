@@ -201,3 +201,28 @@ def test_scores_show_only_the_digits_their_spread_supports():
     assert fmt_score(float("nan"), 1.0) == "- ± 1"
     assert fmt(2933.2) == "2,933" and fmt(17403.0) == "17,403"  # one style for large numbers
     assert fmt("<b>x</b>") == "&lt;b&gt;x&lt;/b&gt;"
+
+
+def test_curves_of_thirty_pods_stay_readable():
+    """Found: past 10 pods matplotlib's colours repeated and the legend covered the
+    lines. Now 20 distinct colours, one per pod in both panels, and the legend beside
+    the panels; env steps spanning decades go on a log axis."""
+    import pandas as pd
+
+    rows, events = [], []
+    for i in range(30):
+        for s in range(3):
+            rows.append({"pod": f"p{i:03d}", "parent": None, "fork_segment": None,
+                         "segment": s + 1, "env_steps": 1_000 * (s + 1),
+                         "score": float(i + s), "time": float(10 * s + i)})  # fmt: skip
+            events.append({"pod": f"p{i:03d}", "env_steps": 10 ** (s + 2) * (i + 1),
+                           "train_return": float(i * s)})  # fmt: skip
+    fig = curves_figure(pd.DataFrame(rows), events, 10.0, "return")
+    fitness, steps = fig.axes
+    colours = [line.get_color() for line in fitness.get_lines()[:30]]
+    assert len({tuple(c) for c in colours[:20]}) == 20
+    assert colours == [line.get_color() for line in steps.get_lines()]  # same pod, same colour
+    renderer = fig.canvas.get_renderer()
+    legend = fig.legends[0].get_window_extent(renderer)
+    assert legend.x0 >= steps.get_window_extent(renderer).x1  # beside the data
+    assert steps.get_xscale() == "log"
