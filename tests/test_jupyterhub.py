@@ -135,7 +135,7 @@ SCREENSHOT_RUN = (
 # One line (JupyterLab indents typed blocks by itself): up to 120 s for a replacement,
 # then a few more segments on the curves.
 WAIT_FOR_REPLACEMENT = (
-    "import time; children = lambda: [r['pod'] for r in t2.lineage() if r['parent']]; "
+    "import time; children = lambda: list(t2.lineage().dropna(subset=['parent'])['pod']); "
     "_ = [time.sleep(0.5) for _ in range(240) if not children()]; time.sleep(2); "
     "print('REPLACED', children())"
 )

@@ -348,7 +348,7 @@ def _run(learner, env: StockTradingEnv, info: dict, bench_index) -> BacktestResu
 def _tournament_info(t) -> dict[str, Any]:
     board = t.leaderboard
     best = board.iloc[0].to_dict() if len(board) else {}
-    edges = {e["pod"]: e for e in t.lineage()}
+    edges = {e["pod"]: e for e in t.lineage().to_dict("records")}
     chain, pod = [], best.get("pod")
     while pod is not None and pod in edges and len(chain) < 100:
         e = edges[pod]

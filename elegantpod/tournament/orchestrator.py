@@ -418,11 +418,16 @@ class Tournament:
         runner = self.engine.runner
         return runner.in_flight() if runner is not None else 0
 
-    def lineage(self) -> list[dict[str, Any]]:
-        """Parent -> child edges with the mutation that made each child, each pod's status
-        and, for a failed pod, why it failed."""
+    def lineage(self):
+        """Parent -> child edges as a DataFrame, like :attr:`pods`: one row per pod, with
+        ``pod``, ``parent``, ``algo``, the ``mutation`` that made it (``{name: [old,
+        new]}``), its ``origin`` and ``why`` in words, its ``status`` and, for a failed
+        pod, its ``error``. ``.to_dict("records")`` gives the rows as dicts."""
+        import pandas as pd
+
         with self._lock:
-            return views.lineage(self.population)
+            rows = views.lineage(self.population)
+        return pd.DataFrame(rows, columns=views.LINEAGE_COLUMNS)
 
     def history(self):
         """Every segment evaluation as a DataFrame, oldest first: ``pod``, ``parent``,

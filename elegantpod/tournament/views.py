@@ -127,6 +127,10 @@ def pods_frame(population):
     return pd.DataFrame([r.to_dict() for r in population.records.values()])
 
 
+LINEAGE_COLUMNS = ["pod", "parent", "algo", "mutation", "origin", "why", "status", "error"]
+"""The columns of ``Tournament.lineage()``."""
+
+
 def lineage(population) -> list[dict[str, Any]]:
     """Parent -> child edges, each with its mutation, why the pod was made (``origin``
     and ``why``, see :func:`why_made`), the pod's status and any error."""

@@ -352,7 +352,10 @@ class Dashboard:
 
     def _refresh_lineage(self) -> None:
         self._set(
-            self.lineage, schedule_html(self.t.schedule()) + "<br>" + lineage_html(self.t.lineage())
+            self.lineage,
+            schedule_html(self.t.schedule())
+            + "<br>"
+            + lineage_html(self.t.lineage().to_dict("records")),
         )
 
     def _refresh_curves(self, min_interval: float = 2.0) -> None:

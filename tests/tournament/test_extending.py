@@ -83,8 +83,9 @@ def test_mutation_policy_decides_every_child(client, tmp_path):
     t.start()
     s = t.wait(timeout=180)
     assert s["status"] == "finished", s["error"]
-    lineage = t.lineage()
-    mutated = [e for e in lineage if e["mutation"]]
+    lineage = t.lineage()  # a DataFrame, like t.pods
+    assert list(lineage["pod"]) == list(t.pods["pod_id"])
+    mutated = [e for e in lineage.to_dict("records") if e["mutation"]]
     assert len(mutated) >= 3  # two fresh explorers + at least one child
     for e in mutated:
         old, new = e["mutation"]["lr"]

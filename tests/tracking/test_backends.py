@@ -67,7 +67,7 @@ def test_the_run_finishes_and_a_failing_logger_costs_a_warning(run):
 
 def _generation(t, pod) -> str:
     """A pod's depth in the lineage (0: a first pod), as the tag holds it."""
-    parents = {r["pod"]: r["parent"] for r in t.lineage()}
+    parents = dict(zip(t.lineage()["pod"], t.lineage()["parent"], strict=True))
     depth = 0
     while parents.get(pod):
         pod, depth = parents[pod], depth + 1
