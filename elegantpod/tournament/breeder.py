@@ -233,7 +233,10 @@ class Breeder:
             parent=parent.pod_id if parent else None,
             mutation=mutation,
             parent_checkpoint=parent.checkpoint if parent else None,
+            # both over the agent's whole training, its ancestors' segments included: a
+            # child goes on from its parent's networks (and step clocks)
             env_steps=parent.env_steps if parent else 0,
+            wall_seconds=parent.wall_seconds if parent else 0.0,
             origin=dict(origin or {"kind": "child" if parent else "start"}),
         )
 

@@ -31,7 +31,13 @@ LEADERBOARD_COLUMNS = [
 ]
 """The columns of ``Tournament.leaderboard``: one short, typed value each. The
 hyperparameters (whole dicts made a row some 600 characters wide) are in
-:func:`leaderboard_hparams`."""
+:func:`leaderboard_hparams`.
+
+``env_steps`` and ``wall_seconds`` cover the same span: the agent's whole training up to
+that checkpoint, its ancestors' segments included (a child goes on from its parent's
+networks, so its step count starts at its parent's, and so does its time).
+``steps_per_second`` is the throughput of the pod's latest segment alone (how fast it
+trains now), and ``segment`` counts the pod's own segments."""
 
 
 def _entry_row(rank: int, e) -> dict[str, Any]:

@@ -124,6 +124,8 @@ def test_exploit_replaces_the_bottom_of_the_live_pods_with_a_child_of_the_top():
     parent = p.records[child.parent]
     assert child.parent_checkpoint == parent.latest_checkpoint  # its latest networks
     assert child.env_steps == parent.env_steps and child.mutation
+    # the same span for both: the agent's training so far, its parent's included
+    assert child.wall_seconds == parent.wall_seconds > 0
     assert child.status == "queued" and child.segment == 0
     assert {e.pod_id for e in p.entries} >= {"p000", "p003"}  # the leaderboard keeps all
 
