@@ -44,8 +44,8 @@ def continue_command(stderr: str) -> str:
 
 def test_ctrl_c_in_train_keeps_the_run_and_says_how_to_continue(tmp_path):
     out = tmp_path / "run"
-    args = ["train", "--env", "Pendulum-v1", "--algo", "sac", "--max-steps", "12000"]
-    args += ["--out", str(out), "--set", "batch_size=64"]
+    args = ["train", "--env", "Pendulum-v1", "--algo", "sac", "--max-steps", "6000"]
+    args += ["--out", str(out), "--set", "batch_size=64", "--eval-every-steps", "2000"]
     p = start(*args, cwd=tmp_path)
     # the first evaluation writes checkpoint.pt and best.pt: interrupt after it
     wait_until(lambda: (out / "best.pt").is_file() or p.poll() is not None, timeout=120)
@@ -57,15 +57,15 @@ def test_ctrl_c_in_train_keeps_the_run_and_says_how_to_continue(tmp_path):
     last = stderr.strip().splitlines()[-1]
     assert last.startswith("elegantpod: interrupted at ") and "kept" in last
     saved = load_checkpoint(out / "checkpoint.pt")
-    assert 0 < saved["env_steps"] < 12_000
+    assert 0 < saved["env_steps"] < 6_000
     assert json.loads((out / "result.json").read_text())["env_steps"] == saved["env_steps"]
     command = continue_command(stderr)
-    assert command.endswith("--resume") and "--max-steps 12000" in command
+    assert command.endswith("--resume") and "--max-steps 6000" in command
     # the printed command continues the run to its budget
     done = run_printed(command, tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads((out / "result.json").read_text())
-    assert result["env_steps"] >= 12_000
+    assert result["env_steps"] >= 6_000
     best = load_checkpoint(out / "best.pt")
     scores = [p["eval_return_mean"] for p in result["curve"]]
     assert best["best_score"] == pytest.approx(max(scores))  # best.pt: the best evaluation
@@ -90,7 +90,7 @@ def test_ctrl_c_in_a_tournament_stops_cleanly_and_resumes(tmp_path):
     # PPO on CartPole: segments of a fraction of a second, so the interrupt lands mid-run
     # and the resumed run reaches the budget within seconds
     args = ["tournament", "--env", "CartPole-v1", "--algos", "ppo", "--pods", "2"]
-    args += ["--workers", "2", "--max-steps", "120000", "--segment-steps", "8192"]
+    args += ["--workers", "2", "--max-steps", "48000", "--segment-steps", "8192"]
     args += ["--store", str(store)]
     p = start(*args, cwd=tmp_path)
     checkpoints = lambda: list(store.glob("pods/*/*.pt"))  # noqa: E731
@@ -114,4 +114,4 @@ def test_ctrl_c_in_a_tournament_stops_cleanly_and_resumes(tmp_path):
     done = run_printed(command + " --quiet --json", tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout.strip().splitlines()[-1])
-    assert summary["status"] == "finished" and summary["env_steps_total"] >= 120_000
+    assert summary["status"] == "finished" and summary["env_steps_total"] >= 48_000

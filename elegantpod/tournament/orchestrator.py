@@ -427,7 +427,9 @@ class Tournament:
 
         with self._lock:
             rows = views.lineage(self.population)
-        return pd.DataFrame(rows, columns=views.LINEAGE_COLUMNS)
+        # object columns: a founder's parent stays None (pandas' string dtype would
+        # make it NaN, and ``row["parent"] is None`` false)
+        return pd.DataFrame(rows, columns=views.LINEAGE_COLUMNS, dtype=object)
 
     def history(self):
         """Every segment evaluation as a DataFrame, oldest first: ``pod``, ``parent``,
