@@ -43,6 +43,10 @@ TRANSIENT_ERRORS = (OSError, CommClosedError, TimeoutError)
 """Scheduler errors the loop rides out (up to :data:`MAX_TRANSIENT_FAILURES` in a row)."""
 
 
+class SchedulerLost(RuntimeError):
+    """The tournament's Dask scheduler is gone for good (its client closed)."""
+
+
 class Engine:
     """The background loop of a :class:`~elegantpod.tournament.Tournament`, and the run
     state it owns: the runner, the store's lease, the status and the saving.
@@ -232,7 +236,7 @@ class Engine:
                     if failures > MAX_TRANSIENT_FAILURES:
                         raise
                     time.sleep(min(5.0, 0.2 * failures))
-        except LeaseLost as exc:
+        except (LeaseLost, SchedulerLost) as exc:
             self.error, self.status = str(exc), TournamentStatus.FAILED
         except Exception:
             self.error, self.status = traceback.format_exc(), TournamentStatus.FAILED
@@ -243,6 +247,8 @@ class Engine:
     def _step(self) -> bool:
         """One round: submit what fits, handle what finished, submit again into the slots
         that freed (before saving: a pod waits for no fsync), save. True: time to end."""
+        if self._scheduler_lost():
+            raise SchedulerLost(self._scheduler_lost())
         if time.monotonic() - self._lease_checked_at >= LEASE_SECONDS:
             self._lease_checked_at = time.monotonic()
             self._keep_lease()
@@ -255,6 +261,19 @@ class Engine:
                 return True
         self.save()
         return False
+
+    def _scheduler_lost(self) -> str | None:
+        """Why the Dask scheduler is gone, where the client gave up reconnecting to it
+        (distributed closes a client that cannot reconnect within its timeout); ``None``
+        while it is there (or a reconnect is still being tried)."""
+        status = str(getattr(self.client, "status", "running"))
+        if status not in ("closing", "closed"):
+            return None
+        return (
+            "lost the Dask scheduler (the client could not reconnect to it, and closed): "
+            "the store holds the last saved state; once a scheduler runs again, resume "
+            "(Tournament.resume(store, client=...), or --resume)"
+        )
 
     def _submit_runnable(self) -> bool:
         """Submit queued pods into the free slots; True when the tournament should end."""
@@ -370,6 +389,9 @@ class Engine:
                     )
                 elif why is not None:
                     self.status, self.error = TournamentStatus.FAILED, why
+                elif self.status != TournamentStatus.FAILED and self._scheduler_lost():
+                    # the budget ended while the scheduler was gone: not "finished"
+                    self.status, self.error = TournamentStatus.FAILED, self._scheduler_lost()
                 elif self.status != TournamentStatus.FAILED:
                     early = self._stopped_by_user
                     self.status = TournamentStatus.STOPPED if early else TournamentStatus.FINISHED

@@ -196,3 +196,54 @@ def test_a_full_store_stops_the_tournament_as_failed_and_a_resume_continues(clie
     s2 = again.wait(60)
     assert s2["status"] == "stopped" and s2["saved"] is True  # stop() ended it
     check_store_intact(store)
+
+
+@pytest.mark.slow
+def test_a_killed_scheduler_fails_the_tournament(tmp_path):
+    """Found: a killed Dask scheduler ended a tournament as ``finished`` (exit 0) once its
+    budget ran out. A client that cannot reconnect closes; the tournament then ends
+    ``failed`` at once, saying so, and ``wait()`` raises."""
+    import socket
+    import subprocess
+    import sys
+
+    from distributed import Client
+
+    from tests.helpers import wait_until
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    scheduler = subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+         "--port", str(port), "--no-dashboard"], **quiet,
+    )  # fmt: skip
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
+         "--no-dashboard"], **quiet,
+    )  # fmt: skip
+    try:
+        assert wait_until(lambda: _listening(port), 60)
+        client = Client(address, timeout=3)  # also how long it tries to reconnect
+        client.wait_for_workers(1, timeout=60)
+        store = tmp_path / "s"
+        t = Tournament("CartPole-v1", pods=2, store=str(store), client=client,
+                       max_seconds=600, segment_steps=2_048)  # fmt: skip
+        t.start()
+        assert wait_until(lambda: list(store.glob("pods/*/*.pt")), 60)
+        scheduler.kill()
+        with pytest.raises(TournamentFailed, match="lost the Dask scheduler") as failed:
+            t.wait(timeout=120)
+        assert failed.value.summary["status"] == "failed"
+    finally:
+        scheduler.kill()
+        worker.kill()
+
+
+def _listening(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
