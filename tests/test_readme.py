@@ -92,7 +92,7 @@ RUNS = {
         blocks=(
             "import elegantpod\n",
             't.pause("p001"); t.unpause("p001"); t.stop("p002")',
-            "t.wait()                      # until the target or the time budget ends it",
+            "t.wait()                      # until the target or the budget ends it; raises",
         ),
         budgets={"max_seconds=600": "max_seconds=40"},
         glue={'t.pause("p001"); t.unpause("p001"); t.stop("p002")': WAIT_FOR_A_SCORE},
