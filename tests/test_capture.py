@@ -158,14 +158,14 @@ def test_two_set_hparams_between_fingerprints_change_it():
     the address of the one the fingerprint saw, and the graph's constants are stale."""
     pod = _static_pod()
     graphs, learner = pod.graphs, pod.learner
-    same_address = 0
     for i in range(20):
-        before, seen = graphs.fingerprint(), id(learner.config)
+        # CPython often gives the new config the freed one's address (the case that
+        # fooled id()s); whether it does depends on the allocator's state, so the test
+        # asks only that the fingerprint changes, address reused or not
+        before = graphs.fingerprint()
         learner.set_hparams(clip_coef=0.3)
         learner.set_hparams(clip_coef=0.21 + i / 1000)
-        same_address += id(learner.config) == seen
         assert graphs.fingerprint() != before
-    assert same_address > 0  # CPython reused the address: the case that fooled id()s
     before = graphs.fingerprint()
     learner.set_hparams(ent_coef=0.01)
     learner.set_hparams(ent_coef=0.0)  # the same values again: the same graph constants
