@@ -399,3 +399,9 @@ def json_safe(x: Any) -> Any:
     if x is None or isinstance(x, str | int | bool):
         return x
     return str(x)
+
+
+UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+"""Unicode categories a name read from a file may not hold: control characters, format
+characters (a right-to-left override would show ``KO`` as another name), surrogates,
+private-use, unassigned, and line or paragraph separators."""

@@ -21,6 +21,7 @@ from elegantpod.checkpoint import (
     origin_of,
     spec_from_payload,
 )
+from elegantpod.checks import UNPRINTABLE
 from elegantpod.config import PodSpec
 
 MAX_STEPS = 2**62
@@ -185,8 +186,5 @@ def _is_label(name: Any) -> bool:
         isinstance(name, str)
         and 0 < len(name) <= 64
         and name.strip() != ""
-        and all(unicodedata.category(c) not in _UNPRINTABLE for c in name)
+        and all(unicodedata.category(c) not in UNPRINTABLE for c in name)
     )
-
-
-_UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})

@@ -10,14 +10,12 @@ from __future__ import annotations
 import unicodedata
 from typing import Any
 
+from elegantpod.checks import UNPRINTABLE
+
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 """First characters that make a spreadsheet read a cell as a formula (CSV injection)."""
 MAX_NAME = 64
 """Longest ticker or index name."""
-UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
-"""Unicode categories a name may not hold: control characters, format characters (a
-right-to-left override would show ``KO`` as another name in a report), surrogates,
-private-use, unassigned, and line or paragraph separators."""
 
 
 def check_name(name: Any, what: str = "ticker", source: str = "") -> str:
@@ -26,9 +24,9 @@ def check_name(name: Any, what: str = "ticker", source: str = "") -> str:
     Tickers become column names of ``to_pyfolio()`` frames and of whatever CSV or sheet a
     user exports them to; a name like ``=HYPERLINK(...)`` runs as a formula when a
     spreadsheet opens that file. So a name may not start with ``= + - @``, a tab or a
-    carriage return, hold a control or format character (:data:`UNPRINTABLE`), be
-    empty, or run past :data:`MAX_NAME` characters. Index names such as ``^GSPC`` and
-    ``S&P 500`` are fine.
+    carriage return, hold a control or format character
+    (:data:`~elegantpod.checks.UNPRINTABLE`), be empty, or run past :data:`MAX_NAME`
+    characters. Index names such as ``^GSPC`` and ``S&P 500`` are fine.
     """
     text = str(name)
     bad = (

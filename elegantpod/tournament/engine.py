@@ -247,8 +247,9 @@ class Engine:
     def _step(self) -> bool:
         """One round: submit what fits, handle what finished, submit again into the slots
         that freed (before saving: a pod waits for no fsync), save. True: time to end."""
-        if self._scheduler_lost():
-            raise SchedulerLost(self._scheduler_lost())
+        lost = self._scheduler_lost()
+        if lost is not None:
+            raise SchedulerLost(lost)
         if time.monotonic() - self._lease_checked_at >= LEASE_SECONDS:
             self._lease_checked_at = time.monotonic()
             self._keep_lease()
@@ -389,9 +390,9 @@ class Engine:
                     )
                 elif why is not None:
                     self.status, self.error = TournamentStatus.FAILED, why
-                elif self.status != TournamentStatus.FAILED and self._scheduler_lost():
+                elif self.status != TournamentStatus.FAILED and (lost := self._scheduler_lost()):
                     # the budget ended while the scheduler was gone: not "finished"
-                    self.status, self.error = TournamentStatus.FAILED, self._scheduler_lost()
+                    self.status, self.error = TournamentStatus.FAILED, lost
                 elif self.status != TournamentStatus.FAILED:
                     early = self._stopped_by_user
                     self.status = TournamentStatus.STOPPED if early else TournamentStatus.FINISHED
