@@ -6,6 +6,8 @@ object is created per transition, and on a GPU nothing leaves the device.
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from elegantpod.types import Batch
@@ -59,6 +61,11 @@ class ReplayBuffer:
         Where storage lives (and where samples are returned).
     generator
         Torch generator for sampling indices (seeded by the pod).
+    action_dtype
+        How actions are stored (``int64`` for discrete ones).
+    obs_dtype
+        How observations are stored: ``uint8`` keeps images as the bytes they are, a
+        quarter of float32's memory. Samples hold float32 observations either way.
     """
 
     def __init__(
@@ -69,13 +76,14 @@ class ReplayBuffer:
         device,
         generator=None,
         action_dtype=torch.float32,
+        obs_dtype=torch.float32,
     ):
         if int(capacity) < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity!r}")
         C = int(capacity)
         self.capacity, self.device, self.generator = C, torch.device(device), generator
-        self.obs = _empty((C, *obs_shape), torch.float32, device)
-        self.next_obs = _empty((C, *obs_shape), torch.float32, device)
+        self.obs = _empty((C, *obs_shape), obs_dtype, device)
+        self.next_obs = _empty((C, *obs_shape), obs_dtype, device)
         self.action = _empty((C, *action_shape), action_dtype, device)
         self.reward = _empty((C,), torch.float32, device)
         self.terminated = _empty((C,), torch.bool, device)
@@ -127,7 +135,10 @@ class ReplayBuffer:
         idx = torch.randint(
             0, self.size, (int(batch_size),), device=self.device, generator=self.generator
         )
-        return Batch(*(getattr(self, k)[idx] for k in _FIELDS))
+        out = Batch(*(getattr(self, k)[idx] for k in _FIELDS))
+        if out.obs.dtype != torch.float32:
+            out = dataclasses.replace(out, obs=out.obs.float(), next_obs=out.next_obs.float())
+        return out
 
 
 _FIELDS = ("obs", "action", "reward", "next_obs", "terminated", "truncated")

@@ -16,9 +16,12 @@ from elegantpod.config import PodSpec
 from elegantpod.devices import available_bytes
 
 
-def estimate_pod_bytes(spec: PodSpec, obs_dim: int = 1, act_dim: int = 1) -> int:
+def estimate_pod_bytes(
+    spec: PodSpec, obs_dim: int = 1, act_dim: int = 1, *, pixels: bool = False
+) -> int:
     """About how many bytes a pod of ``spec`` allocates, for ``obs_dim`` observation
-    dimensions and ``act_dim`` action dimensions (or discrete choices).
+    dimensions and ``act_dim`` action dimensions (or discrete choices); ``pixels``:
+    the observations are images, which a replay keeps as one byte a value.
 
     Why: rollouts (``horizon * num_envs`` transitions), replays (``buffer_size``) and
     networks (``hidden``) are preallocated tensors; past the device's memory their
@@ -36,13 +39,14 @@ def estimate_pod_bytes(spec: PodSpec, obs_dim: int = 1, act_dim: int = 1) -> int
     hidden = tuple(int(h) for h in getattr(hp, "hidden", ()) or ())
     buffer_size = int(getattr(hp, "buffer_size", 0) or 0)
     transition = 4 * (2 * obs_dim + act_dim + 3)
+    stored = transition - (6 * obs_dim if pixels else 0)  # a replay's frames: uint8
     rollout = horizon * num_envs * transition
     envs = (num_envs + int(spec.eval_episodes)) * (16 * obs_dim + _world_bytes(spec))
     widths = (obs_dim, *hidden, act_dim)
     params = network_params(spec, obs_dim, act_dim)
     if buffer_size:  # off-policy: actor, twin critics and target copies
         rows = int(getattr(hp, "batch_size", 1))
-        learner = buffer_size * transition + 6 * (16 * params + 8 * rows * sum(widths))
+        learner = buffer_size * stored + 6 * (16 * params + 8 * rows * sum(widths))
     else:  # on-policy: actor and critic, and one pass over the whole rollout
         rows = min(int(getattr(hp, "minibatch_size", 1)), horizon * num_envs)
         whole = 8 * horizon * num_envs * max(widths)
@@ -90,10 +94,12 @@ def _world_bytes(spec: PodSpec) -> int:
     return max(bytes_per_world(spec.env_id, p) for p in PHYSICS)
 
 
-def check_memory(spec: PodSpec, obs_dim: int = 1, act_dim: int = 1) -> None:
+def check_memory(
+    spec: PodSpec, obs_dim: int = 1, act_dim: int = 1, *, pixels: bool = False
+) -> None:
     """Raise ``ValueError`` naming the sizes when a pod of ``spec`` would not fit the
     memory its device has free now (see :func:`estimate_pod_bytes`)."""
-    need = estimate_pod_bytes(spec, obs_dim, act_dim)
+    need = estimate_pod_bytes(spec, obs_dim, act_dim, pixels=pixels)
     have = available_bytes(spec.device)
     if have is None or need <= have:
         return

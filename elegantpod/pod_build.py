@@ -17,6 +17,7 @@ import torch
 
 from elegantpod.agents.base import Learner
 from elegantpod.agents.fusion import part_of
+from elegantpod.agents.nets import is_image
 from elegantpod.checkpoint import checked_rng_state
 from elegantpod.collector import Collector
 from elegantpod.config import PodSpec
@@ -59,7 +60,7 @@ def build_env(spec: PodSpec) -> VecEnv:
         seed=spec.seed,
         **spec.env_kwargs,
     )
-    check_memory(spec, *env_dims(env))
+    check_memory(spec, *env_dims(env), pixels=is_image(env.observation_space.shape))
     return env
 
 

@@ -14,6 +14,7 @@ stands where a recurrent policy returns its state), so code written for SB3 runs
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -21,7 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from elegantpod.agents.nets import RunningNorm, mlp
+from elegantpod.agents.ppo import actor_network, observation_norm
 from elegantpod.checkpoint import CheckpointError, resolve_checkpoint
 from elegantpod.config import PodSpec
 from elegantpod.devices import resolve_device
@@ -33,6 +34,11 @@ ALGOS = ("ppo", "sac", "td3", "ddpg", "dqn")
 """The algorithms whose actor a :class:`Policy` can hold."""
 MAX_ACTIONS = 1_000_000
 """Most discrete actions, or action dimensions, a saved action space may declare."""
+IMAGE_ALGOS = ("ppo", "dqn")
+"""The algorithms whose actor reads images (``takes_images``)."""
+MAX_PIXELS = 4096 * 4096 * 4
+"""Most values one saved image observation may hold (a 4K RGBA frame): an encoder for
+a larger one is refused before it is built."""
 
 
 def spaces_payload(observation_space, action_space) -> dict[str, Any]:
@@ -131,7 +137,7 @@ class Policy:
         self.action_shape: tuple[int, ...] = () if n is not None else tuple(low.shape)
         self.low = None if low is None else low.numpy()
         self.high = None if high is None else high.numpy()
-        body, norm, log_std = _actor(spec, modules, obs_shape[0], n or low.shape[0], where)
+        body, norm, log_std = _actor(spec, modules, obs_shape, n or low.shape[0], where)
         # two tensors, not one twice: a traced module refuses a shared buffer
         low_t, high_t = (torch.zeros(0), torch.zeros(0)) if low is None else (low, high)
         net = PolicyNet(algo, body, norm, low_t, high_t, log_std)
@@ -294,14 +300,17 @@ def _checked_spaces(spaces, algo: str, where: str):
             f"{where}: field 'spaces' must be a dict, got {type(spaces).__name__}"
         )
     shape = spaces.get("observation_shape")
+    image = isinstance(shape, list | tuple) and len(shape) == 3 and algo in IMAGE_ALGOS
     if (
         not isinstance(shape, list | tuple)
-        or len(shape) != 1
+        or len(shape) not in ((1, 3) if image else (1,))
         or not all(type(d) is int and 1 <= d <= MAX_ACTIONS for d in shape)
+        or (image and math.prod(shape) > MAX_PIXELS)
     ):
         raise CheckpointError(
             f"{where}: field 'spaces.observation_shape' must be [n] with 1 <= n <= "
-            f"{MAX_ACTIONS}, got {str(shape)[:200]}"
+            f"{MAX_ACTIONS} (or [height, width, channels] of at most {MAX_PIXELS:,} "
+            f"values for {', '.join(IMAGE_ALGOS)}), got {str(shape)[:200]}"
         )
     n = spaces.get("action_n")
     if n is not None:
@@ -338,15 +347,16 @@ def _checked_spaces(spaces, algo: str, where: str):
     return tuple(shape), None, low.clone(), high.clone()
 
 
-def _actor(spec: PodSpec, modules, obs_dim: int, act_dim: int, where: str):
+def _actor(spec: PodSpec, modules, obs_shape: tuple[int, ...], act_dim: int, where: str):
     """The actor module of ``spec.algo`` with the saved weights, its observation
     normaliser (PPO's, when enabled) and PPO's log-std, each checked."""
     if not isinstance(modules, dict):
         raise CheckpointError(f"{where}: field 'learner.modules' is missing or not a dict")
     c, algo = spec.hparams, spec.algo
+    obs_dim = obs_shape[0]
     rng = {"device": "cpu", "generator": torch.Generator().manual_seed(0)}  # overwritten
     if algo == "ppo":
-        body, name = mlp([obs_dim, *c.hidden, act_dim], out_gain=0.01, **rng), "actor"
+        body, name = actor_network(obs_shape, act_dim, c.hidden, **rng), "actor"
     elif algo == "sac":
         from elegantpod.agents.sac import SquashedGaussianActor
 
@@ -354,7 +364,7 @@ def _actor(spec: PodSpec, modules, obs_dim: int, act_dim: int, where: str):
     elif algo == "dqn":
         from elegantpod.agents.dqn import QNetwork
 
-        body, name = QNetwork(obs_dim, act_dim, c.hidden, c.dueling, **rng), "q"
+        body, name = QNetwork(obs_shape, act_dim, c.hidden, c.dueling, **rng), "q"
     else:
         from elegantpod.agents.ddpg import DeterministicActor
 
@@ -362,13 +372,13 @@ def _actor(spec: PodSpec, modules, obs_dim: int, act_dim: int, where: str):
     _load(body, modules.get(name), f"learner.modules.{name}", where)
     norm, log_std = None, torch.zeros(0)
     if algo == "ppo":
-        norm = RunningNorm((obs_dim,), enabled=c.normalize_obs)
+        norm = observation_norm(obs_shape, c.normalize_obs)
         _load(norm, modules.get("obs_norm"), "learner.modules.obs_norm", where)
         if (norm.var < 0).any() or not norm.count > 0:
             raise CheckpointError(
                 f"{where}: field 'learner.modules.obs_norm' has a negative variance or count"
             )
-        norm = norm if c.normalize_obs else None
+        norm = norm if norm.enabled else None
         if "log_std" in modules:
             holder = nn.Module()
             holder.param = nn.Parameter(torch.zeros(act_dim))

@@ -40,6 +40,10 @@ class Learner(ABC):
     """Env steps of ``train()`` when the caller gives no budget."""
     default_segment_steps: ClassVar[int] = 32_768
     """Env steps per tournament segment when the tournament gives no segment budget."""
+    takes_images: ClassVar[bool] = False
+    """Whether the learner's networks read image observations (three dimensions, pixel
+    values 0..255) through an :class:`~elegantpod.agents.nets.ImageEncoder`; a learner
+    that does not is refused such an env before any work."""
     search_space: ClassVar[dict[str, Domain]] = {}
     """``{hyperparameter: Bound | Choice}``: where a tournament's generator may move each one.
     Inherited like any class attribute; empty (nothing moves) for a new learner. Set it
@@ -70,12 +74,20 @@ class Learner(ABC):
     @classmethod
     def check_spaces(cls, observation_space, action_space) -> None:
         """Raise ``ValueError`` when this algorithm cannot handle the spaces."""
-        if (
-            not isinstance(observation_space, gymnasium.spaces.Box)
-            or len(observation_space.shape) != 1
-        ):
+        is_box = isinstance(observation_space, gymnasium.spaces.Box)
+        dims = len(observation_space.shape) if is_box else 0
+        if is_box and dims == 3 and not cls.takes_images:
+            takers = ", ".join(sorted({c.name for c in _learner_classes() if c.takes_images}))
             raise ValueError(
-                f"{cls.name} needs a flat Box observation space, got {observation_space!r}"
+                f"{cls.name} takes vector observations, not images "
+                f"{tuple(observation_space.shape)}: use an algorithm with an image encoder "
+                f"({takers}), or wrap the env to give features"
+            )
+        if not is_box or dims not in ((1, 3) if cls.takes_images else (1,)):
+            raise ValueError(
+                f"{cls.name} needs a flat Box observation space"
+                f"{' or images (height, width, channels)' if cls.takes_images else ''}, "
+                f"got {observation_space!r}"
             )
         if not isinstance(action_space, cls.supported_action_spaces()):
             kinds = " or ".join(t.__name__ for t in cls.supported_action_spaces())
@@ -209,6 +221,17 @@ class Learner(ABC):
         if "generator" in state:
             self.generator.set_state(state["generator"].cpu())
         self._apply_lr()
+
+
+def _learner_classes() -> list[type[Learner]]:
+    """Every concrete learner class defined so far (built-in and user subclasses)."""
+    found, todo = [], list(Learner.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        todo += cls.__subclasses__()
+        if isinstance(getattr(cls, "name", None), str):
+            found.append(cls)
+    return found
 
 
 def _never() -> bool:

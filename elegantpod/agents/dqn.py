@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from elegantpod.agents.nets import mlp
+from elegantpod.agents.nets import encoded, mlp
 from elegantpod.agents.offpolicy import OffPolicyConfig, OffPolicyLearner, polyak
 from elegantpod.agents.space import Bound
 from elegantpod.checks import MAX_GRAD_NORM, MAX_STEPS, Limit, in_range
@@ -107,11 +107,24 @@ def td_target(
 
 
 class QNetwork(nn.Module):
-    """``Q(s, .)`` for every action at once: a plain head, or a dueling ``V`` and ``A``."""
+    """``Q(s, .)`` for every action at once: a plain head, or a dueling ``V`` and ``A``.
 
-    def __init__(self, obs_dim: int, n_actions: int, hidden: tuple[int, ...], dueling: bool, **rng):
+    Observations of ``obs_shape`` are vectors, or images that an encoder reads first
+    (:func:`~elegantpod.agents.nets.encoded`)."""
+
+    def __init__(
+        self,
+        obs_shape: tuple[int, ...],
+        n_actions: int,
+        hidden: tuple[int, ...],
+        dueling: bool,
+        **rng,
+    ):
         super().__init__()
-        self.trunk = nn.Sequential(mlp([obs_dim, *hidden], activation=nn.ReLU, **rng), nn.ReLU())
+        sizes = [obs_shape[0], *hidden]
+        self.trunk = nn.Sequential(
+            encoded(tuple(obs_shape), sizes, activation=nn.ReLU, **rng), nn.ReLU()
+        )
         self.advantage = mlp([hidden[-1], n_actions], out_gain=0.01, **rng)
         self.value = mlp([hidden[-1], 1], **rng) if dueling else None
 
@@ -129,6 +142,7 @@ class DQN(OffPolicyLearner):
     name = "dqn"
     config_cls = DQNConfig
     structural_hparams = (*OffPolicyLearner.structural_hparams, "dueling")
+    takes_images = True
     search_space: ClassVar[dict[str, Bound]] = {
         "lr": Bound(1e-4, 3e-3, log=True),
         "gamma": Bound(0.95, 0.999),
@@ -150,7 +164,7 @@ class DQN(OffPolicyLearner):
         super().__init__(observation_space, action_space, config, device, seed)
         c = self.config
         rng = {"device": self.device, "generator": self.generator}  # see nets.py
-        self.q = QNetwork(self.obs_shape[0], self.act_dim, c.hidden, c.dueling, **rng)
+        self.q = QNetwork(self.obs_shape, self.act_dim, c.hidden, c.dueling, **rng)
         self.q_target = copy.deepcopy(self.q).requires_grad_(False)
         self.modules = {"q": self.q, "q_target": self.q_target}
         self.optimizers = {"q": torch.optim.Adam(self.q.parameters(), lr=c.lr, fused=True)}

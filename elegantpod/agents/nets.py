@@ -3,6 +3,13 @@
 Every block takes the ``device`` to build on and the ``generator`` to draw its initial
 weights from (a learner's own): initialising from torch's process-wide RNG would let
 pods that share a process (a Dask worker's threads) change each other's networks.
+
+Observations are vectors, or images: an observation of three dimensions is an image of
+pixel values 0..255 (height, width, channels, as gymnasium gives them; channels first
+where the first dimension has at most 4 and the last more). A learner that takes
+images (:attr:`~elegantpod.agents.base.Learner.takes_images`: PPO and DQN) puts an
+:class:`ImageEncoder` before its perceptron (:func:`encoded`), as SB3's ``CnnPolicy``
+does; its observation normaliser stays off for images, which the encoder scales.
 """
 
 from __future__ import annotations
@@ -38,6 +45,89 @@ def mlp(
         if not last:
             layers.append(activation())
     return nn.Sequential(*layers)
+
+
+def is_image(obs_shape: tuple[int, ...]) -> bool:
+    """Whether observations of ``obs_shape`` are images (see the module docstring)."""
+    return len(obs_shape) == 3
+
+
+IMAGE_FEATURES = 256
+"""Width of an :class:`ImageEncoder`'s output: the features its perceptron reads."""
+
+NATURE_MIN_SIDE = 36
+"""Smallest image side the Nature-DQN convolutions (8/4, 4/2, 3/1) fit; smaller images
+get two 3x3 convolutions instead."""
+
+
+class ImageEncoder(nn.Module):
+    """Pixels ``(..., H, W, C)`` (values 0..255) -> ``(..., IMAGE_FEATURES)`` features.
+
+    Why these layers: the convolutions of the Nature DQN paper (Mnih et al. 2015: 32
+    8x8 stride 4, 64 4x4 stride 2, 64 3x3 stride 1), which Atari-scale agents and SB3's
+    ``NatureCNN`` use, for images of :data:`NATURE_MIN_SIDE` pixels or more; smaller
+    images (grid worlds, 10x10 frames) would vanish under an 8x8 stride-4 kernel, so
+    they get two padded 3x3 convolutions (16 channels, then 32 at stride 2). A linear
+    layer and a ReLU make the features. Weights are orthogonal with gain sqrt(2), as
+    the perceptrons'. Pixels are divided by 255 inside, so an exported policy takes
+    raw frames.
+    """
+
+    def __init__(
+        self,
+        obs_shape: tuple[int, ...],
+        features: int = IMAGE_FEATURES,
+        *,
+        device: torch.device | str | None = None,
+        generator: torch.Generator | None = None,
+    ):
+        super().__init__()
+        if not is_image(obs_shape) or min(obs_shape) < 1:
+            raise ValueError(f"an image is (height, width, channels), got {obs_shape}")
+        self.obs_shape = tuple(int(d) for d in obs_shape)
+        a, b, c = self.obs_shape
+        self.channels_first = a <= 4 < c
+        channels, height, width = (a, b, c) if self.channels_first else (c, a, b)
+        if min(height, width) >= NATURE_MIN_SIDE:
+            plan = [(32, 8, 4, 0), (64, 4, 2, 0), (64, 3, 1, 0)]
+        else:
+            plan = [(16, 3, 1, 1), (32, 3, 2, 1)]
+        layers: list[nn.Module] = []
+        dev = device or "cpu"
+        for out, kernel, stride, pad in plan:
+            conv = nn.utils.skip_init(
+                nn.Conv2d, channels, out, kernel, stride=stride, padding=pad, device=dev
+            )
+            nn.init.orthogonal_(conv.weight, math.sqrt(2), generator=generator)
+            nn.init.zeros_(conv.bias)
+            layers += [conv, nn.ReLU()]
+            channels = out
+            height = (height + 2 * pad - kernel) // stride + 1
+            width = (width + 2 * pad - kernel) // stride + 1
+        linear = nn.utils.skip_init(nn.Linear, channels * height * width, features, device=dev)
+        nn.init.orthogonal_(linear.weight, math.sqrt(2), generator=generator)
+        nn.init.zeros_(linear.bias)
+        self.conv = nn.Sequential(*layers)
+        self.head = nn.Sequential(nn.Flatten(), linear, nn.ReLU())
+        self.features = features
+
+    def forward(self, x: Tensor) -> Tensor:
+        lead = x.shape[:-3]
+        x = x.reshape(-1, *self.obs_shape).to(torch.float32) * (1.0 / 255.0)
+        if not self.channels_first:
+            x = x.permute(0, 3, 1, 2)
+        return self.head(self.conv(x)).reshape(*lead, self.features)
+
+
+def encoded(obs_shape: tuple[int, ...], sizes: list[int], **mlp_kwargs) -> nn.Module:
+    """``mlp(sizes)`` reading observations of ``obs_shape``: the perceptron itself for
+    vectors (``sizes[0]`` their width), or ``Sequential(ImageEncoder, mlp)`` for images,
+    the perceptron then reading the encoder's features instead of ``sizes[0]``."""
+    if not is_image(obs_shape):
+        return mlp(sizes, **mlp_kwargs)
+    rng = {k: mlp_kwargs[k] for k in ("device", "generator") if k in mlp_kwargs}
+    encoder = ImageEncoder(obs_shape, **rng)
+    return nn.Sequential(encoder, mlp([encoder.features, *sizes[1:]], **mlp_kwargs))
 
 
 class RunningNorm(nn.Module):

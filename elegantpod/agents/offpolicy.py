@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import torch
 
 from elegantpod.agents.base import Learner
+from elegantpod.agents.nets import is_image
 from elegantpod.agents.noise import ExplorationNoise, NoiseConfig
 from elegantpod.buffers import ReplayBuffer
 from elegantpod.checks import (
@@ -119,6 +120,7 @@ class OffPolicyLearner(Learner):
             self.device,
             self.generator,
             self.action_dtype,
+            torch.uint8 if is_image(self.obs_shape) else torch.float32,  # images as bytes
         )
         self.seen = 0
         """Env steps the pod collected so far: the clock of warm-up and exploration

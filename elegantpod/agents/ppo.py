@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from elegantpod.agents.base import Learner
-from elegantpod.agents.nets import RunningNorm, mlp
+from elegantpod.agents.nets import RunningNorm, encoded, is_image
 from elegantpod.agents.space import Bound
 from elegantpod.checks import (
     LOG_STD_RANGE,
@@ -154,6 +154,22 @@ def make_adam(
     return torch.optim.Adam(params, lr=lr, eps=1e-5, **adam_options(device, capture))
 
 
+def actor_network(obs_shape: tuple[int, ...], act_dim: int, hidden: tuple[int, ...], **rng):
+    """PPO's actor: logits, or a Gaussian's mean, from (normalised) observations.
+
+    One definition for the learner and for a :class:`~elegantpod.policy.Policy` loading
+    its weights: an image encoder first where observations are images
+    (:func:`~elegantpod.agents.nets.encoded`), the last layer's gain 0.01 so that the
+    first policy is near uniform (Andrychowicz et al. 2021)."""
+    return encoded(obs_shape, [obs_shape[0], *hidden, act_dim], out_gain=0.01, **rng)
+
+
+def observation_norm(obs_shape: tuple[int, ...], normalize_obs: bool) -> RunningNorm:
+    """PPO's running observation normaliser: on where ``normalize_obs`` asks, except for
+    images, which the image encoder scales (per-pixel statistics would only add noise)."""
+    return RunningNorm(obs_shape, enabled=normalize_obs and not is_image(obs_shape))
+
+
 class PPO(Learner):
     """PPO for discrete (categorical) and continuous (diagonal Gaussian) actions."""
 
@@ -161,6 +177,7 @@ class PPO(Learner):
     config_cls = PPOConfig
     is_on_policy = True
     structural_hparams = ("num_envs", "horizon", "hidden", "normalize_obs")
+    takes_images = True
     default_max_steps: ClassVar[int] = 2_000_000
     default_segment_steps: ClassVar[int] = 32_768
     """Env steps per tournament segment: a few seconds of training on one CPU core."""
@@ -186,9 +203,9 @@ class PPO(Learner):
             self.low = torch.as_tensor(action_space.low, device=dev)
             self.high = torch.as_tensor(action_space.high, device=dev)
         rng = {"device": dev, "generator": self.generator}
-        self.actor = mlp([obs_dim, *c.hidden, self.act_dim], out_gain=0.01, **rng)
-        self.critic = mlp([obs_dim, *c.hidden, 1], out_gain=1.0, **rng)
-        self.obs_norm = RunningNorm(self.obs_shape, enabled=c.normalize_obs).to(dev)
+        self.actor = actor_network(self.obs_shape, self.act_dim, c.hidden, **rng)
+        self.critic = encoded(self.obs_shape, [obs_dim, *c.hidden, 1], out_gain=1.0, **rng)
+        self.obs_norm = observation_norm(self.obs_shape, c.normalize_obs).to(dev)
         self.log_std = nn.Parameter(torch.full((max(self.act_dim, 1),), c.init_log_std, device=dev))
         self.modules = {"actor": self.actor, "critic": self.critic, "obs_norm": self.obs_norm}
         params = [*self.actor.parameters(), *self.critic.parameters()]
@@ -353,8 +370,8 @@ class PPO(Learner):
         with torch.no_grad():
             # Normalize with the statistics the rollout was collected under, so that
             # old_logp is the behaviour policy's; the statistics move after the epochs.
-            obs = self.obs_norm(batch.obs.reshape(T * N, -1))
-            next_obs = self.obs_norm(batch.next_obs.reshape(T * N, -1))
+            obs = self.obs_norm(batch.obs.reshape(T * N, *self.obs_shape))
+            next_obs = self.obs_norm(batch.next_obs.reshape(T * N, *self.obs_shape))
             value = self.critic(obs).view(T, N)
             next_value = self.critic(next_obs).view(T, N)
             action = batch.action.reshape(T * N, *self.action_shape)

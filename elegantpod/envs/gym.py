@@ -16,8 +16,10 @@ becomes its one-hot vector, ``MultiDiscrete`` one one-hot per part, ``MultiBinar
 a Box of any shape their numbers, and ``Tuple`` and ``Dict`` (Blackjack's
 ``(sum, dealer card, usable ace)``) the concatenation of their parts.
 ``observation_space`` is then the flat Box (:data:`FLATTENED`). Images (a Box of
-``uint8`` with 3 dimensions) are the exception: a policy over their flattened pixels
-learns little, so they are refused with what to do instead (:func:`flattened_space`).
+``uint8`` with 3 dimensions: CarRacing's frames) are the exception: a policy over their
+flattened pixels learns little, so they keep their shape, as float32 pixel values
+0..255 in a Box of that shape, for the learners with an image encoder (PPO and DQN,
+see :mod:`elegantpod.agents.nets`).
 Actions are passed on as they come (learners already send them within the Box bounds),
 cast to the action space's dtype.
 """
@@ -246,18 +248,11 @@ FLATTENED = (
 
 def flattened_space(space: gymnasium.spaces.Space, env_id: str):
     """``space`` where its observations are to be flattened, ``None`` where they are a
-    flat Box already; a ``ValueError`` saying what to do for images and for spaces
-    that have no fixed-size flat form (``Text``, ``Graph``, ``Sequence``)."""
+    flat Box or images already; a ``ValueError`` for spaces that have no fixed-size flat
+    form (``Text``, ``Graph``, ``Sequence``)."""
     if isinstance(space, gymnasium.spaces.Box):
-        if len(space.shape) == 1:
+        if len(space.shape) == 1 or is_image_space(space):
             return None
-        if len(space.shape) == 3 and space.dtype == np.uint8:
-            raise ValueError(
-                f"{env_id!r} observes images {space.shape}: elegantpod's learners take "
-                "vectors, and a policy over flattened pixels learns little. Wrap the env "
-                "to give features (a state vector, or gymnasium's ResizeObservation and "
-                "GrayscaleObservation then FlattenObservation for small frames)"
-            )
         return space
     if isinstance(space, FLATTENED) and _has_flat_form(space):
         return space
@@ -265,6 +260,15 @@ def flattened_space(space: gymnasium.spaces.Space, env_id: str):
         f"{env_id!r} observes {type(space).__name__} spaces, which have no fixed-size "
         "vector form; elegantpod takes Box, Discrete, MultiDiscrete, MultiBinary and "
         "Tuple or Dict of those"
+    )
+
+
+def is_image_space(space: gymnasium.spaces.Space) -> bool:
+    """A Box of ``uint8`` with 3 dimensions: frames, kept in their shape (module docstring)."""
+    return (
+        isinstance(space, gymnasium.spaces.Box)
+        and len(space.shape) == 3
+        and space.dtype == np.uint8
     )
 
 
@@ -277,7 +281,9 @@ def _has_flat_form(space: gymnasium.spaces.Space) -> bool:
 
 
 def _float32_box(space: gymnasium.spaces.Space) -> gymnasium.spaces.Space:
-    """A float Box as the float32 Box our tensors fill (other spaces unchanged)."""
+    """A float Box, or images, as the float32 Box our tensors fill (others unchanged)."""
+    if is_image_space(space):
+        return gymnasium.spaces.Box(0.0, 255.0, space.shape, np.float32)
     if not isinstance(space, gymnasium.spaces.Box) or space.dtype == np.float32:
         return space
     if not np.issubdtype(space.dtype, np.floating):

@@ -42,14 +42,14 @@ def test_double_dqn_target_values_the_online_argmax_with_the_target_net():
 
 
 def test_dueling_head_is_value_plus_advantage_minus_its_mean():
-    net = QNetwork(4, 3, (16,), dueling=True)
+    net = QNetwork((4,), 3, (16,), dueling=True)
     obs = torch.randn(32, 4)
     h = net.trunk(obs)
     v, a = net.value(h), net.advantage(h)
     torch.testing.assert_close(net(obs), v + a - a.mean(-1, keepdim=True))
     # the mean over actions of Q is V: the split is identifiable
     torch.testing.assert_close(net(obs).mean(-1, keepdim=True), v)
-    plain = QNetwork(4, 3, (16,), dueling=False)
+    plain = QNetwork((4,), 3, (16,), dueling=False)
     assert plain.value is None
     torch.testing.assert_close(plain(obs), plain.advantage(plain.trunk(obs)))
 

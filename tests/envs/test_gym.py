@@ -1,6 +1,7 @@
 """The gymnasium adapter: any id, sync/async, and next-step auto-reset converted."""
 
 import gymnasium as gym
+import numpy as np
 import pytest
 import torch
 from gymnasium.vector import AutoresetMode
@@ -128,12 +129,23 @@ def test_tuple_and_dict_observations_are_concatenated_one_hots():
     assert gym.spaces.flatten_space(space).shape == (5,)
 
 
-def test_images_and_formless_spaces_say_what_to_do():
+def test_images_keep_their_shape_and_formless_spaces_say_what_to_do():
+    """Frames (a uint8 Box of 3 dimensions) are not flattened: the learners with an
+    image encoder read them as float32 pixel values 0..255 in their own shape."""
     from elegantpod.envs.gym import flattened_space
 
     image = gym.spaces.Box(0, 255, (96, 96, 3), "uint8")
-    with pytest.raises(ValueError, match=r"observes images \(96, 96, 3\).*ResizeObservation"):
-        flattened_space(image, "CarRacing-v3")
+    assert flattened_space(image, "CarRacing-v3") is None
+    env = make_env("CarRacing-v3", num_envs=2, seed=0)
+    try:
+        space = env.observation_space
+        assert space.shape == (96, 96, 3) and space.dtype == np.float32 and space.high.max() == 255
+        obs = env.reset()
+        assert obs.shape == (2, 96, 96, 3) and obs.dtype == torch.float32 and obs.max() <= 255
+        obs, *_ = env.step(torch.zeros(2, 3))
+        assert obs.shape == (2, 96, 96, 3)
+    finally:
+        env.close()
     with pytest.raises(ValueError, match="Text spaces, which have no fixed-size vector form"):
         flattened_space(gym.spaces.Text(8), "Words-v0")
     assert flattened_space(gym.spaces.Box(-1, 1, (4,)), "x") is None
