@@ -105,6 +105,9 @@ class Engine:
         self.error: str | None = None
         """Why the tournament failed, or ``None``."""
         self.warning: str | None = None
+        self.workers_warning: str | None = None
+        """Which pods wait on (or, at the end, were given up with) a worker whose
+        heartbeat stopped; apart from :attr:`warning`, which a landed save clears."""
         """What goes wrong now while training goes on (a failing store...), or None."""
         self.saver = Saver(store, self.lock)
         """Writes the snapshots (``saver.saved``, ``saver.store_bytes``: see the Saver)."""
@@ -130,6 +133,7 @@ class Engine:
                 self.client, self.own_client = client, bool(close_client)
             elif close_client is not None:
                 self.own_client = close_client
+            self.workers_warning = None  # a resume starts on whatever workers answer now
         self.store.ensure()
         lease = Lease(self.store).acquire(force=self._force)
         lease.keep_alive()  # until release: a writer waiting at its end is not stale
@@ -253,6 +257,10 @@ class Engine:
         if time.monotonic() - self._lease_checked_at >= LEASE_SECONDS:
             self._lease_checked_at = time.monotonic()
             self._keep_lease()
+        if self.runner.watch_heartbeats():
+            self._warn_stalled(self.runner.held_by_stalled())
+        elif self.workers_warning is not None and not self._stop_requested:
+            self.workers_warning = None  # every worker answers again
         if self._submit_runnable():
             return True
         done = self.runner.take_done(LOOP_SECONDS)
@@ -364,7 +372,7 @@ class Engine:
                 messages = [(p, control_message(self.population.records[p], True)) for p in flying]
             with contextlib.suppress(Exception):
                 runner.publish(messages)
-            runner.wait_all(FINISH_SECONDS)
+            self._warn_stalled(runner.wait_all(FINISH_SECONDS), ending=True)
             while True:
                 done = runner.take_done(0.01)
                 if not done:
@@ -425,6 +433,28 @@ class Engine:
                 self.drain_events()
                 tables = tracking_tables(self.population) if self.tracker.is_active else None
             self.tracker.close(tables)
+
+    def _warn_stalled(self, held: dict[str, str], ending: bool = False) -> None:
+        """Say which pods wait on a worker whose heartbeat stopped (a SIGSTOPped or
+        frozen process): while running, they wait for it to answer or for Dask to
+        remove it; at the end they are given up (their last checkpoints stand)."""
+        if not held:
+            return
+        silent = self.runner.stalled
+        workers = ", ".join(
+            f"{w} (silent {silent.get(w, 0.0):.0f} s)" for w in sorted(set(held.values()))
+        )
+        pods = ", ".join(sorted(held))
+        if ending:
+            self.workers_warning = (
+                f"worker {workers} stopped answering: pod {pods} ended without its last "
+                "segment (its last saved checkpoint stands; a resume continues from it)"
+            )
+        else:
+            self.workers_warning = (
+                f"worker {workers} stopped answering: pod {pods} waits for it (Dask "
+                "removes a silent worker after its worker-ttl, and the pod moves on)"
+            )
 
     # ------------------------------------------------------------------ the store
     def save(self, force: bool = False) -> None:

@@ -318,8 +318,10 @@ class Tournament:
     @property
     def warning(self) -> str | None:
         """What goes wrong right now while training goes on (a failing store, a scheduler
-        hiccup, an unusable leaderboard entry, a failing tracking logger), or ``None``."""
-        return self.engine.warning or self.engine.tracker.warning
+        hiccup, a worker that stopped answering, an unusable leaderboard entry, a failing
+        tracking logger), or ``None``."""
+        engine = self.engine
+        return engine.warning or engine.workers_warning or engine.tracker.warning
 
     @property
     def saved(self) -> bool:

@@ -42,6 +42,13 @@ from elegantpod.tournament.segment import (
 
 CAPACITY_SECONDS = 1.0
 """How long a capacity reading is reused (one ``scheduler_info`` call a second at most)."""
+STALL_SECONDS = 30.0
+"""A worker whose heartbeat has not moved for this long is taken as stopped (SIGSTOP, a
+frozen machine): an ending tournament stops waiting for its segments and asks nothing
+more of it. Dask itself removes such a worker only after ``worker-ttl`` (5 minutes);
+a live worker, however loaded, beats every second or so."""
+HEARTBEAT_SECONDS = 2.0
+"""How often the runner reads the workers' heartbeats (one ``scheduler_info`` call)."""
 PROBE_SECONDS = 300.0
 """How long :meth:`Runner.probe` waits for its one task (a worker still starting, a
 slow import of the user's env)."""
@@ -120,6 +127,14 @@ class Runner:
         """Whether CUDA MPS runs on the GPU workers' machines (``None``: not asked)."""
         self._gpu_bytes: int | None = None
         self._lock = threading.Lock()  # futures and flying: the loop and the done callbacks
+        self._heartbeats: dict[str, tuple[Any, float]] = {}
+        """Worker address -> (its ``last_seen`` as the scheduler reported it, our
+        monotonic time when that value was first read): a heartbeat that stopped moving
+        is measured on this process's clock, whatever the scheduler's clock says."""
+        self._heartbeats_read = -float("inf")
+        self.stalled: dict[str, float] = {}
+        """Workers whose heartbeat stopped (address -> seconds since it last moved), as
+        of the last :meth:`watch_heartbeats`."""
 
     # ------------------------------------------------------------------ lifecycle
     def open(self) -> None:
@@ -131,8 +146,11 @@ class Runner:
         SCHEDULER_EVENTS.add(self.client, self._on_scheduler_event)
 
     def close(self) -> None:
-        """Unsubscribe, free the tournament's resident pods on every worker, and forget
-        the control Variables (the cluster stays)."""
+        """Unsubscribe, free the tournament's resident pods on every worker that still
+        answers, and forget the control Variables (the cluster stays).
+
+        A stopped worker is not asked: ``Client.run`` waits for every worker it asks, so
+        one frozen process would hold the close until Dask removes it (minutes)."""
         from elegantpod.tournament.resident import drop
 
         with contextlib.suppress(Exception):
@@ -140,8 +158,49 @@ class Runner:
         with contextlib.suppress(Exception):
             SCHEDULER_EVENTS.remove(self.client, self._on_scheduler_event)
         with contextlib.suppress(Exception):
-            self.client.run(drop, self.id)
+            self.watch_heartbeats(force=True)
+            workers = None
+            if self.stalled:
+                known = self.client.scheduler_info(n_workers=-1)["workers"]
+                workers = [w for w in known if w not in self.stalled]
+            if workers != []:
+                self.client.run(drop, self.id, workers=workers, on_error="ignore")
         self._variables.clear()
+
+    def watch_heartbeats(self, force: bool = False) -> dict[str, float]:
+        """Read the workers' heartbeats (at most every :data:`HEARTBEAT_SECONDS` unless
+        ``force``) and return :attr:`stalled`: the workers silent for
+        :data:`STALL_SECONDS` or more."""
+        now = time.monotonic()
+        if not force and now - self._heartbeats_read < HEARTBEAT_SECONDS:
+            return self.stalled
+        self._heartbeats_read = now
+        workers = self.client.scheduler_info(n_workers=-1)["workers"]
+        stalled = {}
+        for address, info in workers.items():
+            seen = info.get("last_seen")
+            before = self._heartbeats.get(address)
+            if before is None or before[0] != seen:
+                self._heartbeats[address] = (seen, now)
+            elif now - before[1] >= STALL_SECONDS:
+                stalled[address] = now - before[1]
+        for gone in set(self._heartbeats) - set(workers):
+            del self._heartbeats[gone]
+        self.stalled = stalled
+        return stalled
+
+    def held_by_stalled(self) -> dict[str, str]:
+        """Pods in flight whose segment runs on a stalled worker: ``{pod: worker}``."""
+        if not self.stalled:
+            return {}
+        with self._lock:
+            by_key = {f.key: pod for f, pod in self.futures.items() if not f.done()}
+        held = {}
+        for worker, keys in self.client.processing(workers=list(self.stalled)).items():
+            for key in keys:
+                if key in by_key:
+                    held[by_key[key]] = worker
+        return held
 
     def _on_scheduler_event(self, event) -> None:
         # On the client's event-loop thread: only a counter moves (atomic under the GIL).
@@ -335,15 +394,26 @@ class Runner:
                 fut.cancel()
         return pods
 
-    def wait_all(self, timeout: float, every: float = 0.05) -> None:
-        """Wait until every future in flight is done, or ``timeout`` passes."""
+    def wait_all(self, timeout: float, every: float = 0.05) -> dict[str, str]:
+        """Wait until every future in flight is done, or ``timeout`` passes, or every
+        one not done runs on a stalled worker (see :meth:`watch_heartbeats`).
+
+        Returns the pods left waiting on a stalled worker, ``{pod: worker}``: no use
+        waiting for those, their worker is not running."""
         deadline = time.monotonic() + timeout
+        held: dict[str, str] = {}
         while time.monotonic() < deadline:
             with self._lock:
-                futures = list(self.futures)
-            if all(f.done() for f in futures):
-                return
+                waiting = [f for f in self.futures if not f.done()]
+            if not waiting:
+                return {}
+            with contextlib.suppress(Exception):  # a scheduler gone: wait out the timeout
+                if self.watch_heartbeats():
+                    held = self.held_by_stalled()
+                    if len(held) >= len(waiting):
+                        return held
             time.sleep(every)
+        return held
 
     # ------------------------------------------------------------------ control
     def publish(self, messages: list[tuple[str, ControlMessage]]) -> None:

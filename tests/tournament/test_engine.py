@@ -1,6 +1,7 @@
 """The engine under faults, on a real LocalCluster: a failing store, cancelled futures, a
 second writer, and a store that stays bounded over many segments."""
 
+import contextlib
 import os
 import shutil
 
@@ -247,3 +248,47 @@ def _listening(port: int) -> bool:
 
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.mark.slow
+def test_a_stopped_worker_is_given_up_when_the_tournament_ends(tmp_path, monkeypatch):
+    """Found: a worker stopped with SIGSTOP made a 40 s CLI tournament take 608 s (and
+    report 160 s): the end waited 120 s for its segment, then ``Client.run`` waited for
+    the frozen worker until Dask removed it. Now a worker whose heartbeat stops moving
+    is given up (here after 8 s instead of 30, to keep the test short): the end asks
+    nothing more of it, says which pod lost its last segment, and the run ends in
+    about the stall time, not in minutes."""
+    import signal
+    import time
+
+    from elegantpod import cluster
+    from elegantpod.tournament import runner
+
+    monkeypatch.setattr(runner, "STALL_SECONDS", 8.0)
+    c = cluster(n_workers=2, dashboard_address=None)
+    pid = None
+    try:
+        t = Tournament("CartPole-v1", pods=2, store=str(tmp_path / "s"), client=c,
+                       max_seconds=600, segment_steps=1_000_000, hparams=TINY_PPO)  # fmt: skip
+        t.start()
+        assert wait_until(lambda: all(c.processing().values()) and len(c.processing()) == 2, 60)
+        victim = sorted(c.processing())[0]
+        pid = c.run(os.getpid, workers=[victim])[victim]
+        os.kill(pid, signal.SIGSTOP)
+        assert wait_until(lambda: t.warning and "stopped answering" in t.warning, 60)
+        assert "waits for it" in t.warning and victim in t.warning  # while running
+        began = time.monotonic()
+        t.stop()
+        summary = t.wait(timeout=100)  # before: 120 s of waiting, then minutes in close
+        assert summary["status"] == "stopped", summary
+        assert time.monotonic() - began < 90
+        assert "ended without its last segment" in summary["warning"]
+        check_store_intact(tmp_path / "s")
+    finally:
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+                os.kill(pid, signal.SIGKILL)
+        cl = c.cluster
+        c.close()
+        cl.close()
