@@ -8,6 +8,7 @@ and what Ctrl-C leaves behind. The arguments are parsed and checked in
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shlex
@@ -111,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt as exc:
         _quiet_dask()
+        _close_clusters_quietly()
         print(f"elegantpod: {_interrupted(args, argv, exc)}", file=sys.stderr, flush=True)
         return 130
     finally:  # in-process callers (tests, notebooks) get their logging back as it was
@@ -189,6 +191,25 @@ def _quiet_dask() -> None:
     errors of a loop that is gone); after Ctrl-C the user's terminal gets one line."""
     for name in ("distributed", "tornado", "asyncio"):
         logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+
+
+def _close_clusters_quietly() -> None:
+    """At exit, close the clusters still open as distributed does, without its
+    traceback. Why: a second Ctrl-C lands while the first one's close is under way;
+    distributed cancels that close, and its own exit hook (``close_clusters``) then
+    awaits the cancelled close and prints a 15-line ``UnboundLocalError`` traceback
+    from ``distributed.utils.sync``. The worker processes end either way: they are
+    daemonic children, which multiprocessing ends at exit."""
+    import atexit
+
+    from distributed.deploy import spec
+
+    def close() -> None:
+        with contextlib.suppress(BaseException):
+            spec.close_clusters()
+
+    atexit.unregister(spec.close_clusters)
+    atexit.register(close)
 
 
 if __name__ == "__main__":

@@ -115,3 +115,32 @@ def test_ctrl_c_in_a_tournament_stops_cleanly_and_resumes(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert summary["status"] == "finished" and summary["env_steps_total"] >= 48_000
+
+
+def test_a_second_ctrl_c_quits_at_once_in_one_line_and_the_resume_works(tmp_path):
+    """Found: after a double Ctrl-C distributed's own exit hook printed a 15-line
+    ``UnboundLocalError`` traceback (it awaited the close the second Ctrl-C had
+    cancelled). Now the second Ctrl-C quits with the one line and the command to
+    continue, no worker process is left behind, and the printed command resumes (the
+    lease of the dead process is taken without ``--force``)."""
+    import psutil
+
+    store = tmp_path / "store"
+    args = ["tournament", "--env", "CartPole-v1", "--pods", "2", "--workers", "2"]
+    args += ["--max-steps", "40000", "--segment-steps", "8192", "--store", str(store)]
+    p = start(*args, cwd=tmp_path)
+    wait_until(lambda: list(store.glob("pods/*/*.pt")) or p.poll() is not None, timeout=180)
+    assert p.poll() is None, "the tournament ended before it could be interrupted"
+    children = psutil.Process(p.pid).children(recursive=True)
+    p.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=120)
+    assert p.returncode == 130, stderr[-3000:]
+    assert "Traceback" not in stderr and "Exception ignored" not in stderr, stderr[-3000:]
+    assert wait_until(lambda: not any(c.is_running() and c.status() != "zombie"
+                                      for c in children), 60)  # fmt: skip
+    done = run_printed(continue_command(stderr) + " --quiet --json", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["status"] == "finished" and summary["env_steps_total"] >= 40_000
