@@ -117,12 +117,13 @@ def test_ctrl_c_in_a_tournament_stops_cleanly_and_resumes(tmp_path):
     assert summary["status"] == "finished" and summary["env_steps_total"] >= 48_000
 
 
-def test_a_second_ctrl_c_quits_at_once_in_one_line_and_the_resume_works(tmp_path):
+def test_a_second_ctrl_c_quits_at_once_in_one_line(tmp_path):
     """Found: after a double Ctrl-C distributed's own exit hook printed a 15-line
     ``UnboundLocalError`` traceback (it awaited the close the second Ctrl-C had
     cancelled). Now the second Ctrl-C quits with the one line and the command to
-    continue, no worker process is left behind, and the printed command resumes (the
-    lease of the dead process is taken without ``--force``)."""
+    continue, and no worker process is left behind. (That the printed command resumes
+    is the single Ctrl-C test's; that a dead process's lease is taken without
+    ``--force``, test_lease's.)"""
     import psutil
 
     store = tmp_path / "store"
@@ -140,7 +141,5 @@ def test_a_second_ctrl_c_quits_at_once_in_one_line_and_the_resume_works(tmp_path
     assert "Traceback" not in stderr and "Exception ignored" not in stderr, stderr[-3000:]
     assert wait_until(lambda: not any(c.is_running() and c.status() != "zombie"
                                       for c in children), 60)  # fmt: skip
-    done = run_printed(continue_command(stderr) + " --quiet --json", tmp_path)
-    assert done.returncode == 0, done.stderr[-3000:]
-    summary = json.loads(done.stdout.strip().splitlines()[-1])
-    assert summary["status"] == "finished" and summary["env_steps_total"] >= 40_000
+    command = continue_command(stderr)
+    assert command == f"elegantpod tournament --store {shlex.quote(str(store))} --resume"
