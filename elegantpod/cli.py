@@ -8,7 +8,6 @@ and what Ctrl-C leaves behind. The arguments are parsed and checked in
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import shlex
@@ -111,8 +110,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"elegantpod: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
+        global _QUIT_NOW
         _quiet_dask()
-        _close_clusters_quietly()
+        # a tournament raises only at its second Ctrl-C (the first stops it cleanly)
+        _QUIT_NOW = args.command == "tournament"
         print(f"elegantpod: {_interrupted(args, argv, exc)}", file=sys.stderr, flush=True)
         return 130
     finally:  # in-process callers (tests, notebooks) get their logging back as it was
@@ -193,24 +194,29 @@ def _quiet_dask() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
-def _close_clusters_quietly() -> None:
-    """At exit, close the clusters still open as distributed does, without its
-    traceback. Why: a second Ctrl-C lands while the first one's close is under way;
-    distributed cancels that close, and its own exit hook (``close_clusters``) then
-    awaits the cancelled close and prints a 15-line ``UnboundLocalError`` traceback
-    from ``distributed.utils.sync``. The worker processes end either way: they are
-    daemonic children, which multiprocessing ends at exit."""
-    import atexit
+_QUIT_NOW = False
+"""Set when a second Ctrl-C ended a tournament: :func:`entry` then exits at once."""
 
-    from distributed.deploy import spec
 
-    def close() -> None:
-        with contextlib.suppress(BaseException):
-            spec.close_clusters()
+def entry() -> None:
+    """The ``elegantpod`` command (its console script, and ``python -m elegantpod.cli``):
+    :func:`main`, then exit with its status.
 
-    atexit.unregister(spec.close_clusters)
-    atexit.register(close)
+    After a tournament's second Ctrl-C, the one line is printed and the process ends at
+    once (``os._exit``), as the user asked: a normal exit would run distributed's exit
+    hooks, which await the close the interrupt cancelled and print tracebacks, while the
+    closing cluster's callbacks fail against a shutting-down interpreter. Nothing is lost:
+    the store keeps its last snapshot (files are written atomically), the lease of a
+    process that is gone is taken back without ``--force``, and the worker processes end
+    with their parent (distributed's workers watch it).
+    """
+    code = main()
+    if _QUIT_NOW:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -84,9 +84,16 @@ def start_deadline(seconds: float):
     since = time.time()
 
     def watch() -> None:
-        if not done.wait(seconds):
-            expired.append(True)
+        if done.wait(seconds):
+            return
+        expired.append(True)
+        # and every worker process spawned later, until the start gives up: on a loaded
+        # machine the nanny may spawn its process only after the deadline, and that one
+        # would then keep LocalCluster() waiting with no deadline left (seen in CI)
+        while True:
             kill_spawned_children(since)
+            if done.wait(0.5):
+                return
 
     watcher = threading.Thread(target=watch, name="elegantpod-worker-start-deadline", daemon=True)
     watcher.start()

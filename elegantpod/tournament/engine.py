@@ -257,10 +257,7 @@ class Engine:
         if time.monotonic() - self._lease_checked_at >= LEASE_SECONDS:
             self._lease_checked_at = time.monotonic()
             self._keep_lease()
-        if self.runner.watch_heartbeats():
-            self._warn_stalled(self.runner.held_by_stalled())
-        elif self.workers_warning is not None and not self._stop_requested:
-            self.workers_warning = None  # every worker answers again
+        self._watch_workers()
         if self._submit_runnable():
             return True
         done = self.runner.take_done(LOOP_SECONDS)
@@ -433,6 +430,20 @@ class Engine:
                 self.drain_events()
                 tables = tracking_tables(self.population) if self.tracker.is_active else None
             self.tracker.close(tables)
+
+    def _watch_workers(self) -> None:
+        """Read the workers' heartbeats and say which pods wait on a silent one. Advisory:
+        a scheduler that does not answer now is the loop's own concern (a transient
+        error, or :class:`SchedulerLost`), never this watch's."""
+        try:
+            stalled = self.runner.watch_heartbeats()
+            held = self.runner.held_by_stalled() if stalled else {}
+        except Exception:
+            return
+        if held:
+            self._warn_stalled(held)
+        elif self.workers_warning is not None and not self._stop_requested:
+            self.workers_warning = None  # every worker answers again
 
     def _warn_stalled(self, held: dict[str, str], ending: bool = False) -> None:
         """Say which pods wait on a worker whose heartbeat stopped (a SIGSTOPped or

@@ -161,7 +161,7 @@ class Runner:
             self.watch_heartbeats(force=True)
             workers = None
             if self.stalled:
-                known = self.client.scheduler_info(n_workers=-1)["workers"]
+                known = self.client.scheduler_info(n_workers=-1).get("workers") or {}
                 workers = [w for w in known if w not in self.stalled]
             if workers != []:
                 self.client.run(drop, self.id, workers=workers, on_error="ignore")
@@ -175,7 +175,8 @@ class Runner:
         if not force and now - self._heartbeats_read < HEARTBEAT_SECONDS:
             return self.stalled
         self._heartbeats_read = now
-        workers = self.client.scheduler_info(n_workers=-1)["workers"]
+        # empty while the client has no scheduler (reconnecting, or gone for good)
+        workers = self.client.scheduler_info(n_workers=-1).get("workers") or {}
         stalled = {}
         for address, info in workers.items():
             seen = info.get("last_seen")
