@@ -55,7 +55,7 @@ from elegantpod import Tournament, cluster
 from elegantpod.agents import PPOConfig
 from elegantpod.config import PodSpec
 from elegantpod.tournament import GeneratorConfig
-from elegantpod.tournament.segment import SegmentTask, run_segment
+from elegantpod.tournament.worker.segment import SegmentTask, run_segment
 
 NAME = "dask_overhead"
 ENV = "CartPole-v1"

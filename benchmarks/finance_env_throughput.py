@@ -1,7 +1,7 @@
 """Env steps per second of our vectorized StockTradingEnv vs a FinRL-style pandas env.
 
 Measures raw simulation throughput (sub-env steps per second, random actions, no policy)
-of ``elegantpod.finance.trading_env.StockTradingEnv(num_envs=N)`` at several ``N``
+of ``elegantpod.finance.trading.env.StockTradingEnv(num_envs=N)`` at several ``N``
 against :class:`finrl_reference.FinRLStyleStockTradingEnv`, our re-implementation of
 FinRL's single-env ``StockTradingEnv`` semantics (a pandas ``df.loc`` lookup, Python lists
 and per-stock Python loops every step; see ``benchmarks/finrl_reference.py``). Why: the
@@ -76,8 +76,8 @@ from finrl_reference import (
     sanity_check,
 )
 
-from elegantpod.finance.data import sp500_sample
-from elegantpod.finance.trading_env import StockTradingEnv
+from elegantpod.finance.market.prices import sp500_sample
+from elegantpod.finance.trading.env import StockTradingEnv
 
 NAME = "finance_env_throughput"
 SIZES = (1, 64, 1024, 4096)
@@ -438,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
         "quick": args.quick,
         "unit": "sub-env steps per second (num_envs * vector steps / wall seconds)",
         "torch_threads": {"requested": args.threads, "in_effect": threads},
-        "ours": "elegantpod.finance.trading_env.StockTradingEnv(N, device, seed, data='sp500', "
+        "ours": "elegantpod.finance.trading.env.StockTradingEnv(N, device, seed, data='sp500', "
         f"start, end, episode_days={EPISODE_DAYS}, hmax={HMAX}, cost={COST}), auto-reset, "
         "torch.inference_mode(), pre-generated uniform [-1, 1] float32 torch actions",
         "references_description": {

@@ -4,7 +4,7 @@
 of FinRL's single-env ``finrl.meta.env_stock_trading.env_stocktrading.StockTradingEnv``
 (FinRL 0.3.x), so that ``benchmarks/finance_env_throughput.py`` can measure what a
 pandas-per-step trading env costs next to our vectorized torch
-:class:`~elegantpod.finance.trading_env.StockTradingEnv`, side by side, in the same run,
+:class:`~elegantpod.finance.trading.env.StockTradingEnv`, side by side, in the same run,
 without installing FinRL (and its dependency tree) into our environment. Nothing in
 ``elegantpod`` imports this module.
 
@@ -48,8 +48,8 @@ import numpy as np
 import pandas as pd
 from gymnasium import spaces
 
-from elegantpod.finance.data import MarketData, sp500_sample
-from elegantpod.finance.indicators import Features, compute_features
+from elegantpod.finance.market.indicators import Features, compute_features
+from elegantpod.finance.market.prices import MarketData, sp500_sample
 
 FINRL_VERSION_STUDIED = "0.3.7"
 """The FinRL release whose ``env_stocktrading.py`` these semantics follow."""
@@ -352,7 +352,7 @@ def make_reference_env(
     cache_unique_counts: bool = False,
 ) -> FinRLStyleStockTradingEnv:
     """The reference env on ``data`` (default: the shipped S&P 500 sample), with our
-    indicators (:func:`~elegantpod.finance.indicators.compute_features`) as columns.
+    indicators (:func:`~elegantpod.finance.market.indicators.compute_features`) as columns.
 
     ``start=None`` is the first day with every indicator defined, as in our env; the
     defaults of ``initial_amount``, ``cost`` and ``reward_scaling`` (= our

@@ -35,7 +35,7 @@ from _common import (
 )
 
 from elegantpod.config import PodSpec
-from elegantpod.pod import Pod
+from elegantpod.pod.pod import Pod
 
 NAME = "fusion"
 ENV, TARGET = "Pendulum-v1", -200.0

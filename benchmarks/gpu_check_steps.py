@@ -73,7 +73,7 @@ def ppo_pod(n: int, horizon: int, device: str, capture: bool | None, epochs: int
     """A CartPole PPO pod of ``n`` sub-envs (no evaluations in the timed loops)."""
     from elegantpod.agents import PPOConfig
     from elegantpod.config import PodSpec
-    from elegantpod.pod import Pod
+    from elegantpod.pod.pod import Pod
 
     hp = PPOConfig(
         num_envs=n, horizon=horizon, epochs=epochs, minibatch_size=max(n * horizon // 4, 2)
@@ -161,7 +161,7 @@ def step_versions(args, record) -> dict[str, Any]:
     )
     out["nvidia_smi"] = smi
     try:
-        from elegantpod.gpu_layout import mps_running
+        from elegantpod.clusters.gpu import mps_running
 
         out["mps"] = bool(mps_running())
     except ImportError:
@@ -263,7 +263,7 @@ def step_probe(args, record) -> dict[str, Any]:
             torch.cuda.reset_peak_memory_stats()
         pod = ppo_pod(n, horizon, device, capture=None if on_gpu else False)
         if not on_gpu:  # the static path that graphs record, run eagerly
-            from elegantpod.capture import IterationGraphs
+            from elegantpod.pod.capture import IterationGraphs
 
             pod.graphs = IterationGraphs(pod.collector, pod.learner, capture=False)
         t = time.perf_counter()
@@ -523,10 +523,10 @@ def lone_pod(hparams: dict[str, Any], device: str, seconds: float) -> float:
     """Env steps per second of one pod trained alone in this process with a tournament
     pod's settings (evaluations included), after a warm-up that compiles and captures."""
     from elegantpod.agents import PPOConfig
-    from elegantpod.budget import Budget
     from elegantpod.config import PodSpec
-    from elegantpod.hooks import PodHooks
-    from elegantpod.pod import Pod
+    from elegantpod.pod.budget import Budget
+    from elegantpod.pod.hooks import PodHooks
+    from elegantpod.pod.pod import Pod
 
     spec = PodSpec(
         env_id="CartPole-v1", algo="ppo", hparams=PPOConfig(**hparams), device=device,
@@ -675,8 +675,8 @@ def step_tournament(args, record) -> dict[str, Any]:
 def step_mjx(args, record) -> dict[str, Any]:
     from elegantpod.agents import PPOConfig
     from elegantpod.config import PodSpec
-    from elegantpod.envs.mjx_memory import bytes_per_world
-    from elegantpod.memory import estimate_pod_bytes
+    from elegantpod.envs.mjx.memory import bytes_per_world
+    from elegantpod.pod.memory import estimate_pod_bytes
 
     n = 4096
     spec = PodSpec(

@@ -3,7 +3,7 @@
 Why: on one accelerator the fastest known way to train small RL agents is to compile the
 whole loop, env included, into one XLA program (PureJaxRL on gymnax). Our pods stay
 Python between iterations, which is what lets a pod be paused, steered and checkpointed
-between updates, and replay each iteration as CUDA graphs (``elegantpod.capture``) over
+between updates, and replay each iteration as CUDA graphs (``elegantpod.pod.capture``) over
 an env whose whole step is one compiled kernel; this script says in one number per
 measure what that costs, side by side with the peer, in one process on one device. The
 PPO rows also time the same pod with ``capture=False`` (``eager`` in the JSON), so the
@@ -94,9 +94,9 @@ from _common import (
 
 from elegantpod import Pod, PodSpec
 from elegantpod.agents import PPOConfig
-from elegantpod.budget import Budget
 from elegantpod.envs import make_env
-from elegantpod.hooks import PodHooks
+from elegantpod.pod.budget import Budget
+from elegantpod.pod.hooks import PodHooks
 
 NAME = "gpu_frontier"
 ENV_ID = "CartPole-v1"

@@ -55,8 +55,8 @@ from _common import (
 )
 
 from elegantpod.agents import PPO, PPOConfig
-from elegantpod.collector import Collector
 from elegantpod.envs import make_env
+from elegantpod.pod.collector import Collector
 
 NAME = "gpu_throughput"
 ENVS = ("CartPole-v1", "Pendulum-v1")

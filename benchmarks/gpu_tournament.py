@@ -125,7 +125,7 @@ def gpu_client():
     if torch.cuda.is_available():
         from distributed import Client, LocalCluster
 
-        from elegantpod.gpu_layout import GPU_THREADS
+        from elegantpod.clusters.gpu import GPU_THREADS
 
         lc = LocalCluster(
             n_workers=1,

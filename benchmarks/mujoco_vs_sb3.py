@@ -47,7 +47,7 @@ from _common import (
 
 from elegantpod.agents import get_algo
 from elegantpod.config import PodSpec
-from elegantpod.pod import Pod
+from elegantpod.pod.pod import Pod
 
 NAME = "mujoco_vs_sb3"
 MUJOCO_HPARAMS = {

@@ -55,9 +55,9 @@ from distributed import Client, as_completed
 
 from elegantpod import Tournament
 from elegantpod.agents import PPOConfig
+from elegantpod.clusters.local import TRIM_THRESHOLD
 from elegantpod.config import PodSpec
-from elegantpod.local_workers import TRIM_THRESHOLD
-from elegantpod.tournament.segment import SegmentTask, run_segment
+from elegantpod.tournament.worker.segment import SegmentTask, run_segment
 
 NAME = "orchestrator_throughput"
 TINY = {"num_envs": 4, "horizon": 8, "epochs": 1, "minibatch_size": 32, "hidden": [16]}
@@ -94,7 +94,7 @@ class Cluster:
         ]
         self.client = Client(scheduler_file=sfile)
         self.client.wait_for_workers(workers, timeout=120)
-        self.client.run(lambda: __import__("elegantpod.tournament.segment"))  # warm imports
+        self.client.run(lambda: __import__("elegantpod.tournament.worker.segment"))  # warm imports
 
     def cpu(self) -> dict[str, float]:
         def t(p):

@@ -96,7 +96,7 @@ def dashboard(pods: int) -> dict:
 
 def tracker(repeats: int) -> dict:
     """The feed's and close's time with a logger that takes 0.3 s a call."""
-    from elegantpod.tournament.record import PodRecord
+    from elegantpod.tournament.core.record import PodRecord
     from elegantpod.tracking import Logger, Tracker
 
     class Slow(Logger):
@@ -129,7 +129,7 @@ def tracker(repeats: int) -> dict:
 def report(repeats: int) -> dict:
     """``render_html`` of a 1,008-day backtest, every chart."""
     from elegantpod.finance import EQUAL_WEIGHT, BacktestResult
-    from elegantpod.finance.report import render_html
+    from elegantpod.finance.report.report import render_html
 
     rng = np.random.default_rng(1)
     market = rng.normal(0.0004, 0.012, 1008)

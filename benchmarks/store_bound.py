@@ -31,7 +31,7 @@ from pathlib import Path
 from _common import default_out, log, machine_info, now_iso, safe_ratio, write_json_atomic
 
 from elegantpod import Tournament, cluster
-from elegantpod.tournament.store import KEEP_SNAPSHOTS
+from elegantpod.tournament.store.snapshots import KEEP_SNAPSHOTS
 
 NAME = "store_bound"
 

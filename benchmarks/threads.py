@@ -65,7 +65,7 @@ def run_once(variant: str, seed: int, target: float, timeout: float) -> dict:
     cmd = [
         sys.executable,
         "-m",
-        "elegantpod.cli",
+        "elegantpod.cli.main",
         "train",
         "--env",
         "CartPole-v1",

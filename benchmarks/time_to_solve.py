@@ -7,7 +7,7 @@ means something for an RL toolkit as time to a given solution quality, measured 
 side with a well-known baseline on the same machine in the same run; steps per second
 alone would reward a fast but sample-hungry or unstable learner.
 
-* Ours: ``elegantpod.pod.Pod(PodSpec(..., target_reward=T)).run()`` with the library's
+* Ours: ``elegantpod.pod.pod.Pod(PodSpec(..., target_reward=T)).run()`` with the library's
   default hyperparameters; ``TrainResult.wall_seconds`` is timed the same way.
 * Peer: Stable-Baselines3 with rl-zoo3's tuned hyperparameters, timed from right before
   ``model.learn`` to the end of the evaluation that first reaches the threshold. A
@@ -53,7 +53,7 @@ from _common import (
     write_json_atomic,
 )
 
-import elegantpod.pod as P
+import elegantpod.pod.pod as P
 from elegantpod.config import PodSpec
 
 NAME = "time_to_solve"

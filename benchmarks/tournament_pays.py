@@ -76,7 +76,7 @@ from _common import (
 
 from elegantpod import Tournament, cluster
 from elegantpod.tournament import GeneratorConfig
-from elegantpod.tournament.generator import search_space
+from elegantpod.tournament.core.generator import search_space
 
 METHODS = ("tournament", "sweep", "random")
 
@@ -216,8 +216,8 @@ def run(
         from elegantpod.finance import backtest
 
         start, end = task.options["_backtest"]
-        from elegantpod.finance import metrics as fm
-        from elegantpod.finance.selection import bootstrap_sharpe_ci
+        from elegantpod.finance.stats import metrics as fm
+        from elegantpod.finance.stats.selection import bootstrap_sharpe_ci
 
         res = backtest(t, start=start, end=end, index="sp500")
         table = res.metrics()["sharpe"]

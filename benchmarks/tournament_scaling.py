@@ -42,7 +42,7 @@ NAME = "tournament_scaling"
 def one_run(k: int, pods: int, warmup: float, seconds: float, seed: int) -> float:
     client = cluster(n_workers=k, dashboard_address=None)
     try:
-        client.run(lambda: __import__("elegantpod.tournament.segment"))
+        client.run(lambda: __import__("elegantpod.tournament.worker.segment"))
         t = Tournament(
             "CartPole-v1",
             ["ppo"],

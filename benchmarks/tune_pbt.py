@@ -80,11 +80,11 @@ def main() -> None:
     )
     from tournament_pays import get_task
 
-    from elegantpod.agents.space import Choice
+    from elegantpod.search.space import Choice
     from elegantpod.tournament import GeneratorConfig
-    from elegantpod.tournament.generator import search_space
-    from elegantpod.tournament.population import Population
-    from elegantpod.tournament.spec import make_spec
+    from elegantpod.tournament.core.generator import search_space
+    from elegantpod.tournament.core.population import Population
+    from elegantpod.tournament.core.spec import make_spec
 
     task = get_task(a.task)
     budget = 20.0 if a.quick else (a.budget or task.budget)
@@ -135,9 +135,9 @@ def main() -> None:
                 import torch
 
                 from elegantpod.agents import get_algo
-                from elegantpod.budget import Budget
                 from elegantpod.config import PodSpec
-                from elegantpod.pod import Pod
+                from elegantpod.pod.budget import Budget
+                from elegantpod.pod.pod import Pod
 
                 torch.set_num_threads(1)
                 pod_seed, start = starts[config["start"]]

@@ -35,7 +35,7 @@ from _common import (
 )
 
 from elegantpod import cluster
-from elegantpod.finance.walkforward import rolling_splits, walk_forward
+from elegantpod.finance.backtests.walkforward import rolling_splits, walk_forward
 
 NAME = "walk_forward"
 TICKERS = ["AAPL", "BAC", "CVX", "HD", "JNJ", "JPM", "KO", "MSFT", "WMT", "XOM"]

@@ -52,7 +52,7 @@ from _common import (
 from elegantpod.agents import SACConfig
 from elegantpod.config import PodSpec
 from elegantpod.envs import make_env
-from elegantpod.pod import Pod
+from elegantpod.pod.pod import Pod
 
 NAME = "worker_parallelism"
 ENV_ID = "Hopper-v5"

@@ -32,10 +32,11 @@ TEMPLATES = Path(__file__).resolve().parent / "pdoc"
 
 
 def module_names(package: str = "elegantpod") -> list[str]:
-    """``package`` and every module under it, in import order (parents first)."""
+    """``package`` and every module under it, in import order (parents first); not a
+    ``__main__`` (``python -m elegantpod.cli``), which runs the command when imported."""
     root = __import__(package)
     found = pkgutil.walk_packages(root.__path__, f"{package}.")
-    return [package, *sorted(info.name for info in found)]
+    return [package, *sorted(i.name for i in found if not i.name.endswith(".__main__"))]
 
 
 def _resolve_lazy_names(module) -> None:

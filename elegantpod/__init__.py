@@ -5,6 +5,30 @@ evaluator) that train, evaluate and checkpoint themselves.
 
 >>> import elegantpod
 >>> result = elegantpod.train("CartPole-v1", "ppo", target_reward=475)  # doctest: +SKIP
+
+The map. Each folder is one part, its ``__init__`` docstring the part's own map; arrows
+point down this list, and finance is a client of the rest:
+
+- ``checks/``: checks of values from users and files (overrides, limits, text, JSON).
+- ``envs/``: batched torch envs (same-step auto-reset), gymnasium, MJX, Isaac Gym.
+- ``agents/``: one file per algorithm, the learner protocol, networks, fusion, noise.
+- ``search/``: search spaces (Tune's names), their plain-JSON form.
+- ``pod/``: the pod (collector, learner(s), evaluator), its checkpoints and memory.
+- ``policy/``: a trained actor to deploy: ``Policy``, export, videos.
+- ``clusters/``: where pods run: ``cluster()`` on a LocalCluster, GPUs, a gateway.
+- ``tournament/``: the asynchronous population of pods on Dask (core, store, worker,
+  client, the ``Tournament`` facade).
+- ``tracking/``, ``widgets/``: experiment tracking; the live dashboard.
+- ``finance/``: market data, the trading env, statistics, backtests, reports.
+- ``cli/``: the ``elegantpod`` command.
+
+The shared modules at the root belong to no one part: ``types`` (``Batch``, the one data
+contract, and the results), ``config`` (``PodSpec``), ``devices`` and ``threads`` (where
+and on how many threads torch runs), ``buffers`` (rollout and replay storage),
+``training`` (``train()``, one pod start to finish, its progress bar and callback),
+``safe_files`` and ``provenance`` (local files read safely, and whose they are),
+``workspace`` (``workdir()``), ``number_text`` and ``html_table`` (how every view writes numbers and
+tables).
 """
 
 import importlib as _importlib
@@ -20,10 +44,10 @@ _WHERE = {
         "elegantpod.agents",
     ),
     **dict.fromkeys(
-        ["CheckpointError", "load_checkpoint", "save_checkpoint"], "elegantpod.checkpoint"
+        ["CheckpointError", "load_checkpoint", "save_checkpoint"], "elegantpod.pod.checkpoint"
     ),
-    **dict.fromkeys(["cluster", "shutdown"], "elegantpod.dask_cluster"),
-    "gateway_cluster": "elegantpod.gateway",
+    **dict.fromkeys(["cluster", "shutdown"], "elegantpod.clusters.cluster"),
+    "gateway_cluster": "elegantpod.clusters.gateway",
     "PodSpec": "elegantpod.config",
     **dict.fromkeys(
         ["choice", "from_tune", "lograndint", "loguniform", "qlograndint", "qloguniform"]
@@ -31,13 +55,13 @@ _WHERE = {
         "elegantpod.search",
     ),
     **dict.fromkeys(["available_envs", "make_env", "register_env"], "elegantpod.envs"),
-    "Budget": "elegantpod.budget",
-    "Collector": "elegantpod.collector",
-    "Evaluator": "elegantpod.evaluator",
-    "PodHooks": "elegantpod.hooks",
-    "Pod": "elegantpod.pod",
-    "Policy": "elegantpod.policy",
-    "record": "elegantpod.recording",
+    "Budget": "elegantpod.pod.budget",
+    "Collector": "elegantpod.pod.collector",
+    "Evaluator": "elegantpod.pod.evaluator",
+    "PodHooks": "elegantpod.pod.hooks",
+    "Pod": "elegantpod.pod.pod",
+    "Policy": "elegantpod.policy.policy",
+    "record": "elegantpod.policy.recording",
     **dict.fromkeys(["Tournament", "TournamentFailed", "TournamentSpec"], "elegantpod.tournament"),
     "train": "elegantpod.training",
     **dict.fromkeys(["Batch", "EvalResult", "Progress", "TrainResult"], "elegantpod.types"),

@@ -3,7 +3,7 @@
 With the same spec (seeds included) a pod repeats itself, and a tournament records specs
 as lineage. Mutating a spec is ``dataclasses.replace``; every spec round-trips through
 JSON. The checks its fields pass are in :mod:`elegantpod.checks` and
-:mod:`elegantpod.devices`; its memory estimate is in :mod:`elegantpod.memory`.
+:mod:`elegantpod.devices`; its memory estimate is in :mod:`elegantpod.pod.memory`.
 """
 
 from __future__ import annotations
@@ -13,17 +13,17 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from elegantpod.checks import (
+from elegantpod.checks.fitness import check_fitness
+from elegantpod.checks.json_values import check_json
+from elegantpod.checks.limits import (
     MAX_EVAL_EPISODES,
     MAX_LEARNERS,
     bounded,
     check_finite,
-    check_fitness,
-    check_json,
     check_learners,
-    config_values,
     positive,
 )
+from elegantpod.checks.overrides import config_values
 from elegantpod.devices import check_device_name
 
 
@@ -63,7 +63,7 @@ class PodSpec:
     """Overrides of ``env_kwargs`` for the evaluator's env, e.g. validation dates."""
     fitness: str = "return"
     """What ranks and stops the pod: ``"return"`` (mean evaluation return) or a metric
-    the env reports (see :data:`~elegantpod.checks.FITNESSES`)."""
+    the env reports (see :data:`~elegantpod.checks.fitness.FITNESSES`)."""
     learners: int = 1
     """Learners that train on shards of the pod's data and fuse their parameters after
     every update epoch (paper 4.3); 1: a single learner."""
@@ -72,7 +72,7 @@ class PodSpec:
     ``device``."""
     capture: bool | None = None
     """Replay each PPO iteration (rollout and update) as CUDA graphs
-    (:mod:`elegantpod.capture`). ``None``: wherever the pod supports it (one PPO
+    (:mod:`elegantpod.pod.capture`). ``None``: wherever the pod supports it (one PPO
     learner, a native env, a CUDA device), else eagerly; ``True``: refuse a pod that
     does not; ``False``: always eager (for debugging or profiling kernel by kernel)."""
 

@@ -10,25 +10,28 @@ import math
 import os
 import re
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from elegantpod.agents import get_algo
-from elegantpod.checkpoint import atomic_write_bytes
-from elegantpod.checks import check_fitness, check_json, json_safe, replace_checked
+from elegantpod.checks.fitness import check_fitness
+from elegantpod.checks.json_values import check_json, json_safe
+from elegantpod.checks.overrides import replace_checked
 from elegantpod.config import PodSpec
 from elegantpod.devices import resolve_device
-from elegantpod.envs import check_env_id, check_eval_env
-from elegantpod.hooks import PodHooks
-from elegantpod.memory import check_memory
+from elegantpod.envs.registry import check_env_id, check_eval_env
+from elegantpod.pod.hooks import PodHooks
+from elegantpod.pod.memory import check_memory
+from elegantpod.safe_files import atomic_write_bytes
 from elegantpod.threads import check_threads, torch_threads
 from elegantpod.tracking.train_run import TrainTracking
-from elegantpod.train_hooks import TrainHooks, watching
 from elegantpod.types import Progress, TrainResult
 
-logger = logging.getLogger(__name__)  # under logging.getLogger("elegantpod")
+logger = logging.getLogger(__name__)
+"""Library messages (``elegantpod.training``, under ``logging.getLogger("elegantpod")``)."""
 
 OUTPUT_FILES = ("checkpoint.pt", "best.pt", "result.json", "spec.json")
 
@@ -217,7 +220,7 @@ def train(
     out
         Directory for ``checkpoint.pt`` (the latest state, written at each evaluation
         and at the end), ``best.pt`` (the best evaluation so far: the agent to use;
-        :meth:`Pod.from_checkpoint(out) <elegantpod.pod.Pod.from_checkpoint>` loads it),
+        :meth:`Pod.from_checkpoint(out) <elegantpod.pod.pod.Pod.from_checkpoint>` loads it),
         ``spec.json`` and ``result.json``.
     overwrite, resume
         When ``out`` holds a run: replace it, or continue it (none if it spent ``max_steps``).
@@ -225,7 +228,7 @@ def train(
         Show a progress bar (tqdm: on stderr, or a widget in Jupyter): env steps, the
         latest evaluation, under a time budget the time left. ``None`` (the default):
         when someone is watching (Jupyter, IPython, stderr a terminal;
-        :func:`~elegantpod.train_hooks.watching`).
+        :func:`~elegantpod.training.watching`).
     env_kwargs, eval_env_kwargs
         Keyword arguments of the env (a trading env's ``data``, ``start``, ``end``...),
         and their overrides for the evaluator's env (validation dates).
@@ -257,7 +260,7 @@ def train(
         On Ctrl-C (in the main thread): the pod stops within one gradient step, and
         ``out`` holds its checkpoint and result, so ``resume=True`` continues it.
     """
-    from elegantpod.pod import Pod
+    from elegantpod.pod.pod import Pod
 
     check_threads(threads)
     spec = build_spec(
@@ -406,3 +409,80 @@ def with_best(result: TrainResult, pod) -> TrainResult:
         checkpoint=use,
         last_checkpoint=result.checkpoint,
     )
+
+
+# ----------------------------------------------------------------------
+# What ``train()`` shows and calls while a pod trains: the progress bar (when someone
+# is watching) and the user's callback, as one :class:`~elegantpod.pod.hooks.PodHooks`.
+#
+# Apart from :mod:`elegantpod.training`, which checks the inputs and runs the pod: this
+# is only the view of a run in progress.
+
+
+def watching() -> bool:
+    """Whether someone is likely watching this run: an IPython shell or Jupyter kernel,
+    or a terminal on stderr. A script run from a terminal shows a bar; the same script
+    in a batch job, a pipe or a test (stderr to a file) stays quiet."""
+    shell = sys.modules.get("IPython")
+    if shell is not None and getattr(shell, "get_ipython", lambda: None)() is not None:
+        return True
+    try:
+        return sys.stderr is not None and sys.stderr.isatty()
+    except (AttributeError, ValueError):  # a closed or replaced stream
+        return False
+
+
+def progress_bar(pod):
+    """A tqdm bar for ``pod``: counting env steps under a step budget (or none), and
+    seconds under a time budget alone, so that its elapsed and remaining times are the
+    budget's."""
+    from tqdm.auto import tqdm
+
+    spec = pod.spec
+    by_time = spec.max_steps is None and spec.max_seconds is not None
+    common = dict(desc=f"{spec.algo} {spec.env_id}", file=sys.stderr, dynamic_ncols=True)
+    if by_time:
+        fmt = "{desc}: {percentage:3.0f}%|{bar}| {elapsed} of " + _clock(spec.max_seconds)
+        fmt += ", {remaining} left{postfix}"
+        return tqdm(total=float(spec.max_seconds), unit="s", bar_format=fmt, **common)
+    total = spec.max_steps or pod.learner.default_max_steps
+    return tqdm(total=total, unit="step", unit_scale=True, initial=pod.env_steps, **common)
+
+
+def _clock(seconds: float) -> str:
+    """``seconds`` as tqdm writes times (``01:30``, ``1:02:03``)."""
+    m, s = divmod(int(round(seconds)), 60)
+    h, m = divmod(m, 60)
+    return f"{h:d}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
+
+
+class TrainHooks(PodHooks):
+    """What ``train()`` does at each evaluation: the progress bar (when shown) and the
+    user's ``callback``; Ctrl-C stops through :meth:`request_stop`."""
+
+    def __init__(self, pod, progress: bool, callback) -> None:
+        super().__init__()
+        self.spec, self.callback = pod.spec, callback
+        self.bar = progress_bar(pod) if progress else None
+        self.by_time = self.bar is not None and self.bar.unit == "s"
+
+    def on_evaluation(self, pod, p: Progress) -> bool | None:
+        bar = self.bar
+        if bar is not None:
+            # The postfix first: ``update`` redraws, and the line then shows this
+            # evaluation rather than the one before.
+            shown = {"steps": f"{p.env_steps:,}"} if self.by_time else {}
+            if p.score is None:  # the fitness is the evaluation return
+                shown["eval_return"] = f"{p.eval_return_mean:.4g}"
+            else:
+                shown[self.spec.fitness] = f"{p.score:.4g}"
+            bar.set_postfix(shown, refresh=False)
+            done = min(p.wall_seconds, bar.total) if self.by_time else p.env_steps
+            bar.update(done - bar.n)
+            bar.refresh()
+        return self.callback(p) if self.callback is not None else None
+
+    def close(self) -> None:
+        """Close the progress bar (its last line stays on the terminal)."""
+        if self.bar is not None:
+            self.bar.close()

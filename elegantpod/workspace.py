@@ -16,7 +16,7 @@ Why the root is checked (:func:`private_folder`): on a shared machine another us
 create ``/tmp/elegantpod-1000`` before you do, world-writable or as a symlink to a
 folder of theirs, and read (or swap) everything your runs write there. The root must be
 yours, writable by nobody else, not a symlink, and reached only through folders that no
-other user can change; the JAX compilation cache (:mod:`elegantpod.envs.mjx`) is checked
+other user can change; the JAX compilation cache (:mod:`elegantpod.envs.mjx.env`) is checked
 the same way.
 """
 

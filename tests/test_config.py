@@ -1,7 +1,12 @@
 import pytest
 
-from elegantpod.agents import DDPGConfig, DQNConfig, PPOConfig, SACConfig, TD3Config
-from elegantpod.checks import MAX_EVAL_EPISODES, parse_assignments, replace_checked
+from elegantpod.agents.ddpg import DDPGConfig
+from elegantpod.agents.dqn import DQNConfig
+from elegantpod.agents.ppo import PPOConfig
+from elegantpod.agents.sac import SACConfig
+from elegantpod.agents.td3 import TD3Config
+from elegantpod.checks.limits import MAX_EVAL_EPISODES
+from elegantpod.checks.overrides import parse_assignments, replace_checked
 from elegantpod.config import PodSpec
 
 
@@ -116,16 +121,15 @@ def test_sizes_and_counts_past_their_limits_are_named(config_cls, key, value, me
 
 
 def test_defaults_limits_and_search_spaces_stay_valid():
-    from elegantpod.agents import get_algo
-    from elegantpod.tournament.generator import SEARCH_SPACES
+    from elegantpod.agents import ALGOS, get_algo
 
     for config_cls in ALL_CONFIGS:
         config_cls().validate()
     replace_checked(PPOConfig(), {"epochs": 1000, "lr": 1.0, "num_envs": 2**22})
     replace_checked(SACConfig(), {"hidden": (65_536,), "batch_size": 2**24})
-    from elegantpod.agents.space import Choice
+    from elegantpod.search.space import Choice
 
-    for algo, space in SEARCH_SPACES.items():
+    for algo, space in {a: cls.search_space for a, cls in ALGOS.items()}.items():
         for key, bound in space.items():
             if isinstance(bound, Choice):  # every option of a categorical one
                 values = bound.options

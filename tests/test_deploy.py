@@ -22,8 +22,8 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
-from elegantpod.gateway import GATEWAY_OPTIONS
-from elegantpod.local_workers import MMAP_THRESHOLD, TRIM_THRESHOLD
+from elegantpod.clusters.gateway import GATEWAY_OPTIONS
+from elegantpod.clusters.local import MMAP_THRESHOLD, TRIM_THRESHOLD
 
 yaml = pytest.importorskip("yaml")
 if sys.version_info >= (3, 11):

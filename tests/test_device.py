@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from elegantpod import train
-from elegantpod.agents import PPOConfig
+from elegantpod.agents.ppo import PPOConfig
 from elegantpod.config import PodSpec
 from elegantpod.devices import available_bytes, resolve_device
-from elegantpod.memory import check_memory
-from elegantpod.pod import Pod
+from elegantpod.pod.memory import check_memory
+from elegantpod.pod.pod import Pod
 from elegantpod.threads import default_threads, torch_threads
 
 HERE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -145,10 +145,10 @@ def test_threads_given_are_used_and_bad_ones_refused():
 LIMITED = """
 import resource, sys
 import psutil
-from elegantpod.agents import SACConfig
+from elegantpod.agents.sac import SACConfig
 from elegantpod.config import PodSpec
 from elegantpod.devices import host_available_bytes
-from elegantpod.memory import check_memory, estimate_pod_bytes
+from elegantpod.pod.memory import check_memory, estimate_pod_bytes
 
 spec = PodSpec(env_id="Pendulum-v1", algo="sac", device="cpu",
                hparams=SACConfig(buffer_size=20_000_000))  # about 800 MB of replay

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from elegantpod.gateway import close_gateway
+from elegantpod.clusters.gateway import close_gateway
 from tests.browser import FLAGS, click_pause, run_cell
 from tests.helpers import need_chromium, wait_until
 from tests.servers import daskhub

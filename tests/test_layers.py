@@ -117,8 +117,8 @@ def test_the_graph_sees_imports_inside_functions():
     assert "elegantpod.envs.registry" in graph["elegantpod.envs"]
     # and a planted import closes a cycle through the agents (config -> agents -> checks)
     planted = {m: set(e) for m, e in graph.items()}
-    planted["elegantpod.checks"].add("elegantpod.config")
-    (group,) = [g for g in import_cycles(planted) if "elegantpod.checks" in g]
+    planted["elegantpod.checks.limits"].add("elegantpod.config")
+    (group,) = [g for g in import_cycles(planted) if "elegantpod.checks.limits" in g]
     assert {"elegantpod.config", "elegantpod.agents"} <= group
     assert not any(group <= known for known in KNOWN)
     assert _one_cycle(planted, group).startswith("elegantpod.agents -> ")
@@ -130,10 +130,12 @@ def test_no_import_cycle_but_the_known_ones():
     assert not new, "import cycles: " + "; ".join(_one_cycle(graph, g) for g in new)
 
 
-GENERIC = ("elegantpod.tournament", "elegantpod.envs", "elegantpod.cli")
-"""The generic layers: they serve every env, so they import nothing from a domain
-package such as finance; an env class adds its own through the hooks of
-:class:`elegantpod.envs.hooks.EnvHooks`."""
+CLIENTS_OF_FINANCE = ("elegantpod.finance", "elegantpod.cli.demo")
+"""Finance, and the demo that shows it off: the only modules that may import finance.
+Every other module is generic: it serves every env, so it imports nothing from a domain
+package; an env class adds its own through the hooks of
+:class:`elegantpod.envs.hooks.EnvHooks` (the CLI reaches ``elegantpod backtest`` by its
+module's name, imported only when that command runs)."""
 
 
 def _is_in(module: str, packages) -> bool:
@@ -142,9 +144,10 @@ def _is_in(module: str, packages) -> bool:
 
 def test_the_generic_layers_import_nothing_from_finance():
     graph = import_graph()
-    generic = [m for m in graph if _is_in(m, GENERIC)]
-    assert "elegantpod.tournament.orchestrator" in generic and "elegantpod.cli" in generic
-    assert "elegantpod.envs.registry" in generic
+    generic = [m for m in graph if not _is_in(m, CLIENTS_OF_FINANCE)]
+    for part in ("config", "agents", "pod", "policy", "cli", "widgets", "search", "clusters"):
+        assert any(_is_in(m, [f"elegantpod.{part}"]) for m in generic), part
+    assert "elegantpod.tournament.orchestrator" in generic and "elegantpod.cli.main" in generic
     found = {m: sorted(t for t in graph[m] if _is_in(t, ["elegantpod.finance"])) for m in generic}
     found = {m: t for m, t in found.items() if t}
     assert not found, f"generic modules importing finance: {found}"
@@ -153,7 +156,9 @@ def test_the_generic_layers_import_nothing_from_finance():
 def test_the_finance_check_sees_an_import_inside_a_function():
     # the trading env imports its baselines inside a classmethod: the graph sees it,
     # so a generic module that did the same would be caught
-    assert "elegantpod.finance.baselines" in import_graph()["elegantpod.finance.trading_env"]
+    assert (
+        "elegantpod.finance.trading.baselines" in import_graph()["elegantpod.finance.trading.env"]
+    )
 
 
 def test_checks_import_nothing_from_elegantpod():
@@ -192,7 +197,7 @@ def test_a_segment_steers_its_pod_through_public_methods(tmp_path):
     """Issue 33: segments set ``pod.spec``, decremented ``pod.evaluator.count`` and called
     the learner past the pod; now nothing in them reaches a private attribute of a pod,
     learner, env or evaluator (nor of anything else)."""
-    path = PACKAGE / "tournament" / "segment.py"
+    path = PACKAGE / "tournament" / "worker" / "segment.py"
     assert _private_reaches(path) == []
     # and the check can fail
     probe = tmp_path / "probe.py"
@@ -200,15 +205,103 @@ def test_a_segment_steers_its_pod_through_public_methods(tmp_path):
     assert _private_reaches(probe) == ["line 2: pod._restore"]
 
 
-def test_the_readme_architecture_names_every_module_and_only_real_ones():
-    """The README's layout is the map a newcomer reads first: every module is on it
-    (by file name), and every file name on it exists."""
+def test_the_readme_architecture_names_every_folder_and_only_real_ones():
+    """The README's layout is the map a newcomer reads first: every folder of the package
+    is on it, and every folder on it exists (the modules are each folder's own map, in
+    its ``__init__`` docstring)."""
     import re
 
     readme = (PACKAGE.parent / "README.md").read_text()
     start = readme.index("### Architecture")
     block = readme[start : readme.index("\n## ", start)]
-    named = set(re.findall(r"\b([a-z_0-9]+\.py)\b", block))
-    files = {p.name for p in PACKAGE.rglob("*.py") if p.name != "__init__.py"}
-    assert not files - named, f"modules missing from the README's architecture: {files - named}"
-    assert not named - files, f"the README's architecture names no such file: {named - files}"
+    named = set(re.findall(r"^  ([a-z_]+)/ ", block, re.M))
+    top = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    assert top <= named, f"folders missing from the README's architecture: {top - named}"
+    assert named <= top, f"the README's architecture names no such folder: {named - top}"
+
+
+def test_every_folder_has_a_map():
+    """Each folder's ``__init__`` docstring names its modules: the map a reader opens."""
+    import ast
+
+    for init in PACKAGE.rglob("__init__.py"):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        modules = [
+            p.stem for p in init.parent.glob("*.py") if p.stem not in ("__init__", "__main__")
+        ]
+        missing = [m for m in modules if m not in doc]
+        assert not missing, f"{init.relative_to(PACKAGE.parent)} does not name {missing}"
+
+
+PUBLIC_FACES = {
+    "elegantpod",
+    "elegantpod.agents",
+    "elegantpod.envs",
+    "elegantpod.finance",
+    "elegantpod.search",
+    "elegantpod.tournament",
+    "elegantpod.tracking",
+    "elegantpod.widgets",
+}
+"""The packages whose ``__init__`` is a public face: the names users import
+(``from elegantpod.tournament import Store``), each defined in one module of the part.
+No other module passes a name on."""
+
+
+def _top_level(path: Path) -> tuple[dict[str, str], set[str], list[str]]:
+    """A module's imported elegantpod names (local name -> module), the names it
+    defines (or statements it runs, as ``__main__``), and its ``__all__``."""
+    imported, defined, exported = {}, set(), []
+    for node in _parse(path).body:
+        if isinstance(node, ast.Expr) and not isinstance(node.value, ast.Constant):
+            defined.add(f"<line {node.lineno}>")
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("elegantpod"):
+            for a in node.names:
+                imported[a.asname or a.name] = node.module
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            defined.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Name) and target.id == "__all__":
+                    exported = [ast.literal_eval(e) for e in node.value.elts]
+                elif isinstance(target, ast.Name):
+                    defined.add(target.id)
+    return imported, defined, exported
+
+
+def test_no_module_passes_on_a_name_it_does_not_define():
+    """No shims, no re-exports (issue 43): a name has one home. Outside the public faces,
+    no module lists in ``__all__`` a name it imports, no module is only imports, and no
+    package ``__init__`` imports a name at all."""
+    found = []
+    for module, path in _modules().items():
+        if module in PUBLIC_FACES:
+            continue
+        imported, defined, exported = _top_level(path)
+        if path.name == "__init__.py" and not defined:
+            found += [f"{module}: imports {n}" for n in imported]
+            continue
+        found += [f"{module}: re-exports {n}" for n in exported if n not in defined]
+        if imported and not defined:
+            found.append(f"{module}: only imports")
+    assert not found, found
+
+
+def test_tests_import_each_name_from_its_home():
+    """Tests import a name from the module that defines it, not through another module
+    that imports it (the public faces are tested as users import them: through
+    ``elegantpod`` itself, in test_package and the README's and tutorials' code)."""
+    mods = _modules()
+    found = []
+    for path in sorted((PACKAGE.parent / "tests").rglob("*.py")):
+        for node in ast.walk(_parse(path)):
+            if not isinstance(node, ast.ImportFrom) or node.module not in mods:
+                continue
+            if node.module == "elegantpod":
+                continue
+            imported, _, _ = _top_level(mods[node.module])
+            for a in node.names:
+                if a.name in imported and f"{node.module}.{a.name}" not in mods:
+                    found.append(f"{path.name}:{node.lineno} {a.name} from {node.module}")
+    assert not found, found

@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from elegantpod.agents import PPOConfig
-from elegantpod.checkpoint import CheckpointError
+from elegantpod.agents.ppo import PPOConfig
 from elegantpod.config import PodSpec
-from elegantpod.finance import backtest
-from elegantpod.pod import Pod
-from tests.finance.test_backtest import write_market
+from elegantpod.finance.backtests.backtest import backtest
+from elegantpod.pod.checkpoint import CheckpointError
+from elegantpod.pod.pod import Pod
+from tests.finance.backtests.test_backtest import write_market
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +157,7 @@ def test_shipped_sample_data_needs_nothing_from_the_user(tmp_path):
 
 # -- budgets and sizes: hard limits and a memory estimate, before any allocation ------
 def test_a_tournament_mutation_cannot_set_absurd_budgets(tmp_path):
-    from elegantpod.tournament import Tournament
+    from elegantpod.tournament.orchestrator import Tournament
 
     t = Tournament("CartPole-v1", "ppo", 2, store=str(tmp_path / "store"), max_steps=10_000)
     pod = t.add_pod("ppo")
@@ -200,7 +200,7 @@ def test_memory_estimate_names_the_sizes_before_allocating():
     with pytest.raises(ValueError, match=r"num_envs=4194304, horizon=100000.*GiB"):
         Pod(PodSpec(env_id="CartPole-v1", algo="ppo", hparams=huge))
     spec = PodSpec(env_id="CartPole-v1", algo="ppo", hparams=PPOConfig())
-    from elegantpod.memory import estimate_pod_bytes
+    from elegantpod.pod.memory import estimate_pod_bytes
 
     small = estimate_pod_bytes(spec, obs_dim=4, act_dim=2)
     assert 100_000 < small < 50 * 2**20  # defaults: a few MiB

@@ -6,7 +6,7 @@ import math
 import pytest
 
 import elegantpod
-from elegantpod.checkpoint import load_checkpoint
+from elegantpod.pod.checkpoint import load_checkpoint
 from elegantpod.training import best_evaluation
 from elegantpod.types import Progress, TrainResult
 

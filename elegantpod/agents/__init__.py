@@ -1,12 +1,24 @@
-"""Learners, one algorithm per module, all on the ``Learner`` protocol."""
+"""Learners, one algorithm per module, all on the ``Learner`` protocol.
+
+- ``base``: the ``Learner`` protocol every algorithm follows.
+- ``ppo``, ``sac``, ``td3``, ``ddpg``, ``dqn``: one file per algorithm, its config, its
+  losses in the paper's notation, its networks.
+- ``offpolicy``: what replay-based learners share (the replay ring, warm-up, ratio).
+- ``nets``: network blocks: perceptrons, the image encoder, running normalisation.
+- ``noise``: exploration noise correlated in time (Ornstein-Uhlenbeck, pink).
+- ``fusion``: several learners of one pod, their parameters fused.
+
+The names below are the part's public face, and ``register_algo`` the registry users
+add their own learner to.
+"""
 
 from elegantpod.agents.base import Learner
 from elegantpod.agents.ddpg import DDPG, DDPGConfig
 from elegantpod.agents.dqn import DQN, DQNConfig
 from elegantpod.agents.ppo import PPO, PPOConfig
 from elegantpod.agents.sac import SAC, SACConfig
-from elegantpod.agents.space import Bound, Choice, check_search_space
 from elegantpod.agents.td3 import TD3, TD3Config
+from elegantpod.search.space import Bound, Choice, check_search_space
 
 ALGOS: dict[str, type[Learner]] = {"ppo": PPO, "sac": SAC, "td3": TD3, "ddpg": DDPG, "dqn": DQN}
 BUILTIN = frozenset(ALGOS)

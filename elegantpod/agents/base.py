@@ -10,11 +10,66 @@ from typing import Any, ClassVar
 import gymnasium
 import torch
 
-from elegantpod.agents.space import Domain
-from elegantpod.checks import replace_checked
+from elegantpod.checks.overrides import replace_checked
+from elegantpod.search.space import Domain
 from elegantpod.types import Batch
 
 Tensor = torch.Tensor
+
+
+class DeployedActor(torch.nn.Module):
+    """A learner's policy as deployment takes it: raw float32 observations
+    ``(batch, *obs_shape)`` in, env-ready actions out (``(batch,)`` int64 for a discrete
+    space, ``(batch, act_dim)`` float32 within the Box's bounds).
+
+    Why one per algorithm, in the algorithm's own module: what the actor is (a
+    normaliser, a squashed Gaussian, a Q-network's argmax) and how it explores is the
+    algorithm's knowledge, so :class:`~elegantpod.policy.policy.Policy`, its exports and
+    its videos need no switch on algorithm names, and a learner a user registers is
+    deployed the same way (its ``deployed`` classmethod returns one of these).
+
+    A subclass names its children after the entries of the learner's ``modules`` that it
+    reads (PPO's ``actor``, ``obs_norm`` and ``log_std``) and lists them in
+    :attr:`reads`: a checkpoint's weights load into it by those names, each checked.
+    The action bounds are buffers that no checkpoint carries (``persistent=False``): they
+    come from the action space.
+    """
+
+    reads: tuple[str, ...] = ()
+    """The learner's ``modules`` entries this actor loads, each into its child of that
+    name."""
+
+    def __init__(self, action_space):
+        super().__init__()
+        self.is_discrete = isinstance(action_space, gymnasium.spaces.Discrete)
+        # two tensors, not one twice: a traced module refuses a shared buffer
+        for name in ("low", "high"):
+            bound = torch.zeros(0)
+            if not self.is_discrete:
+                bound = torch.tensor(getattr(action_space, name), dtype=torch.float32)
+            self.register_buffer(name, bound, persistent=False)
+
+    def scale(self, a: Tensor) -> Tensor:
+        """A point of ``[-1, 1]^d`` in the Box's bounds (as off-policy learners store
+        actions)."""
+        return self.low + (a + 1.0) * 0.5 * (self.high - self.low)
+
+    def clip(self, a: Tensor) -> Tensor:
+        """``a`` clipped to the Box's bounds."""
+        return torch.maximum(torch.minimum(a, self.high), self.low)
+
+    def forward(self, obs: Tensor) -> Tensor:
+        """The deterministic action: what evaluation, exports and videos use."""
+        raise NotImplementedError
+
+    def sample(self, obs: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        """An action drawn as the learner explores (``Policy.predict(deterministic=False)``);
+        the deterministic one for a learner that does not say how it explores."""
+        return self(obs)
+
+    def check(self) -> None:
+        """Raise ``ValueError`` for loaded weights that are unusable beyond their shapes
+        (PPO: a negative variance in its normaliser); nothing by default."""
 
 
 class Learner(ABC):
@@ -67,7 +122,7 @@ class Learner(ABC):
         self.modules: dict[str, torch.nn.Module] = {}
         self.should_stop: Callable[[], bool] = _never
         """Polled between gradient steps (PPO: minibatches): ``True`` ends the update
-        early, with the statistics so far. A running :class:`~elegantpod.pod.Pod` sets
+        early, with the statistics so far. A running :class:`~elegantpod.pod.pod.Pod` sets
         it, so that a stop request reaches a long update; it must be cheap."""
 
     # -- action spaces ----------------------------------------------------------------
@@ -102,13 +157,25 @@ class Learner(ABC):
         Cheap: it builds a single sub-env on the CPU to read the spaces (which also checks
         ``env_kwargs``, e.g. a trading env's data and dates).
         """
-        from elegantpod.envs import make_env
+        from elegantpod.envs.registry import make_env
 
         probe = make_env(env_id, num_envs=1, device="cpu", seed=0, **(env_kwargs or {}))
         try:
             cls.check_spaces(probe.observation_space, probe.action_space)
         finally:
             probe.close()
+
+    @classmethod
+    def deployed(cls, observation_space, action_space, config) -> DeployedActor:
+        """The policy to deploy, built from the spaces and config alone (its weights are
+        loaded by :attr:`DeployedActor.reads`): what ``Policy``, exports and videos run.
+
+        A learner without one trains and runs in tournaments, but is not deployable; a
+        ``Policy`` of it says so."""
+        raise NotImplementedError(
+            f"{cls.name} has no actor to deploy: give the learner a 'deployed' classmethod "
+            "that returns an elegantpod.agents.base.DeployedActor"
+        )
 
     @classmethod
     def supported_action_spaces(cls) -> tuple[type, ...]:

@@ -27,11 +27,12 @@ import gymnasium
 import torch
 from torch import nn
 
+from elegantpod.agents.base import DeployedActor
 from elegantpod.agents.nets import EnsembleQ, mlp
 from elegantpod.agents.noise import NoiseConfig
 from elegantpod.agents.offpolicy import OffPolicyConfig, OffPolicyLearner, polyak
-from elegantpod.agents.space import Bound, Choice, Domain
-from elegantpod.checks import MAX_NOISE, Limit
+from elegantpod.checks.limits import MAX_NOISE, Limit
+from elegantpod.search.space import Bound, Choice, Domain
 from elegantpod.types import Batch
 
 Tensor = torch.Tensor
@@ -62,6 +63,28 @@ class DeterministicActor(nn.Module):
 
     def forward(self, obs: Tensor) -> Tensor:
         return torch.tanh(self.net(obs))
+
+
+class DDPGActor(DeployedActor):
+    """DDPG's (and TD3's) policy to deploy: ``tanh(f(s))`` scaled to the Box; samples add
+    Gaussian ``exploration_noise`` before the scaling, clipped to ``[-1, 1]``."""
+
+    reads = ("actor",)
+
+    def __init__(self, observation_space, action_space, config: DDPGConfig):
+        super().__init__(action_space)
+        rng = {"device": "cpu", "generator": torch.Generator().manual_seed(0)}  # overwritten
+        obs_dim, act_dim = int(observation_space.shape[0]), int(action_space.shape[0])
+        self.actor = DeterministicActor(obs_dim, act_dim, config.hidden, **rng)
+        self.noise = float(config.exploration_noise)
+
+    def forward(self, obs: Tensor) -> Tensor:
+        return self.scale(self.actor(obs))
+
+    def sample(self, obs: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        a = self.actor(obs)
+        eps = torch.randn(a.shape, device=a.device, generator=generator)
+        return self.scale((a + self.noise * eps).clamp(-1.0, 1.0))
 
 
 class DDPG(OffPolicyLearner):
@@ -106,6 +129,11 @@ class DDPG(OffPolicyLearner):
             "actor": torch.optim.Adam(self.actor.parameters(), lr=c.lr, fused=True),
             "critic": torch.optim.Adam(self.critic.parameters(), lr=c.lr, fused=True),
         }
+
+    @classmethod
+    def deployed(cls, observation_space, action_space, config) -> DDPGActor:
+        """See :class:`DDPGActor`."""
+        return DDPGActor(observation_space, action_space, config)
 
     def default_eval_every(self) -> int:
         """Env steps between evaluations when the caller sets none."""

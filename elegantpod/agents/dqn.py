@@ -28,10 +28,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from elegantpod.agents.base import DeployedActor
 from elegantpod.agents.nets import encoded, mlp
 from elegantpod.agents.offpolicy import OffPolicyConfig, OffPolicyLearner, polyak
-from elegantpod.agents.space import Bound
-from elegantpod.checks import MAX_GRAD_NORM, MAX_STEPS, Limit, in_range
+from elegantpod.checks.limits import MAX_GRAD_NORM, MAX_STEPS, Limit, in_range
+from elegantpod.search.space import Bound
 from elegantpod.types import Batch
 
 Tensor = torch.Tensor
@@ -136,6 +137,30 @@ class QNetwork(nn.Module):
         return self.value(h) + a - a.mean(-1, keepdim=True)
 
 
+class DQNActor(DeployedActor):
+    """DQN's policy to deploy: the Q-network's argmax; samples are
+    ``epsilon_end``-greedy, as the learner acts once its exploration has decayed."""
+
+    reads = ("q",)
+
+    def __init__(self, observation_space, action_space, config: DQNConfig):
+        super().__init__(action_space)
+        rng = {"device": "cpu", "generator": torch.Generator().manual_seed(0)}  # overwritten
+        shape, n = tuple(observation_space.shape), int(action_space.n)
+        self.q = QNetwork(shape, n, config.hidden, config.dueling, **rng)
+        self.epsilon = float(config.epsilon_end)
+
+    def forward(self, obs: Tensor) -> Tensor:
+        return self.q(obs).argmax(-1)
+
+    def sample(self, obs: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        values = self.q(obs)
+        kw = {"device": obs.device, "generator": generator}
+        is_random = torch.rand(obs.shape[0], **kw) < self.epsilon
+        uniform = torch.randint(0, values.shape[-1], (obs.shape[0],), **kw)
+        return torch.where(is_random, uniform, values.argmax(-1))
+
+
 class DQN(OffPolicyLearner):
     """DQN (optionally Double and/or Dueling) for discrete actions."""
 
@@ -168,6 +193,11 @@ class DQN(OffPolicyLearner):
         self.q_target = copy.deepcopy(self.q).requires_grad_(False)
         self.modules = {"q": self.q, "q_target": self.q_target}
         self.optimizers = {"q": torch.optim.Adam(self.q.parameters(), lr=c.lr, fused=True)}
+
+    @classmethod
+    def deployed(cls, observation_space, action_space, config) -> DQNActor:
+        """See :class:`DQNActor`."""
+        return DQNActor(observation_space, action_space, config)
 
     def default_eval_every(self) -> int:
         """Env steps between evaluations when the caller sets none."""

@@ -36,7 +36,8 @@ from typing import Any, ClassVar
 
 import torch
 
-from elegantpod.checks import Limit, short
+from elegantpod.checks.limits import Limit
+from elegantpod.checks.text import short
 
 Tensor = torch.Tensor
 

@@ -13,13 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import gymnasium
+import numpy as np
 import torch
 
 from elegantpod.agents.base import Learner
 from elegantpod.agents.nets import is_image
 from elegantpod.agents.noise import ExplorationNoise, NoiseConfig
 from elegantpod.buffers import ReplayBuffer
-from elegantpod.checks import (
+from elegantpod.checks.limits import (
     MAX_BATCH,
     MAX_BUFFER,
     MAX_HORIZON,
@@ -71,7 +73,7 @@ class OffPolicyConfig:
         "learning_starts": Limit(0, MAX_BUFFER, integer=True),
         "replay_ratio": Limit(0.0, MAX_REPLAY_RATIO, open_low=True),
     }
-    """Hard range of every numeric hyperparameter (see :class:`~elegantpod.checks.Limit`);
+    """Hard range of every numeric hyperparameter (see :class:`~elegantpod.checks.limits.Limit`);
     each algorithm adds its own."""
 
     def validate(self) -> None:
@@ -138,6 +140,19 @@ class OffPolicyLearner(Learner):
         )
         """The exploration noise process of a config with ``noise`` hyperparameters
         (DDPG, TD3, SAC); ``None`` otherwise (DQN)."""
+
+    @classmethod
+    def check_spaces(cls, observation_space, action_space) -> None:
+        """As :meth:`Learner.check_spaces`; a Box of actions must also have finite bounds:
+        actions are stored in ``[-1, 1]`` and scaled into the Box (:meth:`to_env`)."""
+        super().check_spaces(observation_space, action_space)
+        if isinstance(action_space, gymnasium.spaces.Box) and not (
+            np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()
+        ):
+            raise ValueError(
+                f"{cls.name} scales its actions into the Box, so its bounds must be finite, "
+                f"got {action_space!r}"
+            )
 
     def to_env(self, action: Tensor) -> Tensor:
         """Stored actions as the env takes them: ``[-1, 1]`` scaled to the Box bounds."""
@@ -211,7 +226,7 @@ class OffPolicyLearner(Learner):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Load what :meth:`state_dict` produced; a state without a replay (see
-        :func:`~elegantpod.checkpoint.strip_replay_from_file`) leaves the replay empty,
+        :func:`~elegantpod.pod.checkpoint.strip_replay_from_file`) leaves the replay empty,
         one without noise (an older checkpoint's) starts a fresh noise process."""
         # checked first: a malformed noise state leaves the learner as it was
         noise = None if self.noise is None else self.noise.checked(state.get("noise"), self.act_dim)

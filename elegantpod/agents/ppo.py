@@ -17,10 +17,9 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from elegantpod.agents.base import Learner
+from elegantpod.agents.base import DeployedActor, Learner
 from elegantpod.agents.nets import RunningNorm, encoded, is_image
-from elegantpod.agents.space import Bound
-from elegantpod.checks import (
+from elegantpod.checks.limits import (
     LOG_STD_RANGE,
     MAX_BATCH,
     MAX_ENT_COEF,
@@ -34,6 +33,7 @@ from elegantpod.checks import (
     check_hidden,
     check_limits,
 )
+from elegantpod.search.space import Bound
 from elegantpod.types import Batch
 
 Tensor = torch.Tensor
@@ -88,7 +88,7 @@ class PPOConfig:
         "max_grad_norm": Limit(0.0, MAX_GRAD_NORM, open_low=True),
         "init_log_std": Limit(*LOG_STD_RANGE),
     }
-    """Hard range of every numeric hyperparameter (see :class:`~elegantpod.checks.Limit`)."""
+    """Hard range of every numeric hyperparameter (see :class:`~elegantpod.checks.limits.Limit`)."""
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first hyperparameter out of range.
@@ -157,7 +157,7 @@ def make_adam(
 def actor_network(obs_shape: tuple[int, ...], act_dim: int, hidden: tuple[int, ...], **rng):
     """PPO's actor: logits, or a Gaussian's mean, from (normalised) observations.
 
-    One definition for the learner and for a :class:`~elegantpod.policy.Policy` loading
+    One definition for the learner and for a :class:`~elegantpod.policy.policy.Policy` loading
     its weights: an image encoder first where observations are images
     (:func:`~elegantpod.agents.nets.encoded`), the last layer's gain 0.01 so that the
     first policy is near uniform (Andrychowicz et al. 2021)."""
@@ -168,6 +168,37 @@ def observation_norm(obs_shape: tuple[int, ...], normalize_obs: bool) -> Running
     """PPO's running observation normaliser: on where ``normalize_obs`` asks, except for
     images, which the image encoder scales (per-pixel statistics would only add noise)."""
     return RunningNorm(obs_shape, enabled=normalize_obs and not is_image(obs_shape))
+
+
+class PPOActor(DeployedActor):
+    """PPO's policy to deploy: the actor after the observation normaliser; the logits'
+    argmax or the Gaussian's mean clipped to the Box, and samples from the categorical
+    or from the Gaussian with the learned ``log_std``."""
+
+    def __init__(self, observation_space, action_space, config: PPOConfig):
+        super().__init__(action_space)
+        shape = tuple(observation_space.shape)
+        act_dim = int(action_space.n) if self.is_discrete else int(action_space.shape[0])
+        rng = {"device": "cpu", "generator": torch.Generator().manual_seed(0)}  # overwritten
+        self.actor = actor_network(shape, act_dim, config.hidden, **rng)
+        self.obs_norm = observation_norm(shape, config.normalize_obs)
+        self.log_std = _ParamHolder(nn.Parameter(torch.zeros(act_dim)))
+        self.reads = ("actor", "obs_norm") if self.is_discrete else ("actor", "obs_norm", "log_std")
+
+    def forward(self, obs: Tensor) -> Tensor:
+        out = self.actor(self.obs_norm(obs))
+        return out.argmax(-1) if self.is_discrete else self.clip(out)
+
+    def sample(self, obs: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        out = self.actor(self.obs_norm(obs))
+        if self.is_discrete:
+            return torch.multinomial(torch.softmax(out, -1), 1, generator=generator).squeeze(-1)
+        noise = torch.randn(out.shape, device=out.device, generator=generator)
+        return self.clip(out + noise * self.log_std.param.exp())
+
+    def check(self) -> None:
+        if (self.obs_norm.var < 0).any() or not self.obs_norm.count > 0:
+            raise ValueError("field 'learner.modules.obs_norm' has a negative variance or count")
 
 
 class PPO(Learner):
@@ -218,9 +249,14 @@ class PPO(Learner):
         """The learning rate as a device tensor that Adam reads, once
         :meth:`use_static_update` made one (``None``: a float, as in any optimizer)."""
 
+    @classmethod
+    def deployed(cls, observation_space, action_space, config) -> PPOActor:
+        """See :class:`PPOActor`."""
+        return PPOActor(observation_space, action_space, config)
+
     def use_static_update(self, capture: bool) -> None:
         """Prepare the optimizer for :meth:`update_static` (called by
-        :class:`~elegantpod.capture.IterationGraphs`), keeping its state.
+        :class:`~elegantpod.pod.capture.IterationGraphs`), keeping its state.
 
         The learning rate becomes :attr:`lr_tensor`, a device tensor that Adam reads and
         that :meth:`set_hparams` changes in place, so a captured update follows a new
@@ -345,7 +381,7 @@ class PPO(Learner):
 
     def update_static(self, batch: Batch, sums: Tensor) -> int:
         """The whole update with no host synchronisation and no branch on data: what a
-        CUDA graph captures (:mod:`elegantpod.capture`).
+        CUDA graph captures (:mod:`elegantpod.pod.capture`).
 
         The same kernels in the same order as :meth:`update`, so the same numbers, but
         it neither polls :attr:`should_stop` (a captured update is replayed whole, in

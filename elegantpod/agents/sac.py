@@ -24,11 +24,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from elegantpod.agents.base import DeployedActor
 from elegantpod.agents.nets import EnsembleQ, mlp
 from elegantpod.agents.noise import NoiseConfig
 from elegantpod.agents.offpolicy import OffPolicyConfig, OffPolicyLearner
-from elegantpod.agents.space import Bound, Choice, Domain
-from elegantpod.checks import MAX_ENTROPY, MAX_TEMPERATURE, Limit
+from elegantpod.checks.limits import MAX_ENTROPY, MAX_TEMPERATURE, Limit
+from elegantpod.search.space import Bound, Choice, Domain
 from elegantpod.types import Batch
 
 Tensor = torch.Tensor
@@ -80,6 +81,26 @@ class SquashedGaussianActor(nn.Module):
         return torch.tanh(u), logp
 
 
+class SACActor(DeployedActor):
+    """SAC's policy to deploy: the squashed Gaussian's mean, ``tanh(mu(s))``, scaled to
+    the Box; samples from the squashed Gaussian."""
+
+    reads = ("actor",)
+
+    def __init__(self, observation_space, action_space, config: SACConfig):
+        super().__init__(action_space)
+        rng = {"device": "cpu", "generator": torch.Generator().manual_seed(0)}  # overwritten
+        obs_dim, act_dim = int(observation_space.shape[0]), int(action_space.shape[0])
+        self.actor = SquashedGaussianActor(obs_dim, act_dim, config.hidden, **rng)
+
+    def forward(self, obs: Tensor) -> Tensor:
+        mean = self.actor.net(obs).chunk(2, -1)[0]
+        return self.scale(torch.tanh(mean))
+
+    def sample(self, obs: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        return self.scale(self.actor(obs, generator)[0])
+
+
 class SAC(OffPolicyLearner):
     """SAC for continuous (Box) actions."""
 
@@ -122,6 +143,11 @@ class SAC(OffPolicyLearner):
             "critic": torch.optim.Adam(self.critic.parameters(), lr=c.lr, fused=True),
             "alpha": torch.optim.Adam([self.log_alpha], lr=c.lr, fused=True),
         }
+
+    @classmethod
+    def deployed(cls, observation_space, action_space, config) -> SACActor:
+        """See :class:`SACActor`."""
+        return SACActor(observation_space, action_space, config)
 
     def default_eval_every(self) -> int:
         """Env steps between evaluations when the caller sets none."""

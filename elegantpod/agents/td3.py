@@ -22,8 +22,8 @@ from typing import ClassVar
 import torch
 
 from elegantpod.agents.ddpg import DDPG, DDPGConfig
-from elegantpod.agents.space import Bound, Domain
-from elegantpod.checks import MAX_DELAY, MAX_NOISE, Limit
+from elegantpod.checks.limits import MAX_DELAY, MAX_NOISE, Limit
+from elegantpod.search.space import Bound, Domain
 
 Tensor = torch.Tensor
 

@@ -34,7 +34,8 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode, VectorEnv
 
-from elegantpod.envs.base import StepResult, Tensor, check_num_envs, check_seed
+from elegantpod.envs.base import StepResult, Tensor
+from elegantpod.envs.limits import check_num_envs, check_seed
 
 FILE_KWARGS = ("xml_file",)
 """gymnasium keywords whose values name a file the env reads (every MuJoCo env's model).

@@ -8,7 +8,7 @@ leaderboard) says so through these classmethods. Generic code finds the class by
 (:func:`~elegantpod.envs.registry.env_hooks`) and calls them; the defaults here add
 nothing, so an env that overrides none behaves as if the hooks did not exist.
 :class:`~elegantpod.envs.base.TorchVecEnv` and
-:class:`~elegantpod.finance.trading_env.StockTradingEnv` inherit them; a gymnasium,
+:class:`~elegantpod.finance.trading.env.StockTradingEnv` inherit them; a gymnasium,
 MJX or Isaac env id gets the defaults.
 """
 
@@ -39,7 +39,7 @@ class EnvHooks:
         the env so that new data meets an agent in that layout (or why it cannot).
         Why: a policy's inputs and outputs are matched by position, so an agent loaded
         beside data in another column order would trade one stock by another's slot,
-        with no error anywhere (:mod:`elegantpod.restore` applies both).
+        with no error anywhere (:mod:`elegantpod.pod.restore` applies both).
     """
 
     def layout(self) -> dict[str, list[str]] | None:

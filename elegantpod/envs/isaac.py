@@ -54,7 +54,8 @@ import gymnasium
 import numpy as np
 import torch
 
-from elegantpod.envs.base import StepResult, Tensor, check_num_envs, check_seed
+from elegantpod.envs.base import StepResult, Tensor
+from elegantpod.envs.limits import check_num_envs, check_seed
 
 ISAAC_GYM_HELP = (
     "Isaac Gym is not on PyPI: download Isaac Gym Preview 4 from NVIDIA "

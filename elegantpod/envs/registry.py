@@ -9,12 +9,13 @@ import gymnasium
 import torch
 
 from elegantpod.devices import resolve_device
-from elegantpod.envs.base import VecEnv, check_max_episode_steps, check_num_envs, check_seed
+from elegantpod.envs.base import VecEnv
 from elegantpod.envs.classic import NATIVE_ENVS
 from elegantpod.envs.gym import FILE_KWARGS, GymVecEnv, withheld
 from elegantpod.envs.hooks import EnvHooks
+from elegantpod.envs.limits import check_max_episode_steps, check_num_envs, check_seed
 
-KWARG_ENVS = {"StockTrading-v0": ("elegantpod.finance.trading_env", "StockTradingEnv")}
+KWARG_ENVS = {"StockTrading-v0": ("elegantpod.finance.trading.env", "StockTradingEnv")}
 """Native envs configured by keyword arguments (data, dates...), imported when used."""
 
 
@@ -205,12 +206,12 @@ def make_env(
     backend
         ``"mjx"``: MuJoCo's JAX backend for ``Ant-v5``, ``Humanoid-v5``, ``Hopper-v5`` and
         ``HalfCheetah-v5``, thousands of worlds per GPU
-        (:class:`~elegantpod.envs.mjx.MjxVecEnv`; keywords ``physics="exact"|"fast"``
+        (:class:`~elegantpod.envs.mjx.env.MjxVecEnv`; keywords ``physics="exact"|"fast"``
         and gymnasium's reward terms). ``None`` or ``"gymnasium"``: as ``native`` says.
     **kwargs
         Forwarded to the env class (native: ``max_episode_steps``; ``StockTrading-v0``:
         ``data``, ``start``, ``end`` and the other
-        :class:`~elegantpod.finance.trading_env.StockTradingEnv` options; adapter:
+        :class:`~elegantpod.finance.trading.env.StockTradingEnv` options; adapter:
         ``vectorization_mode`` and ``gymnasium.make_vec`` keywords).
     """
     check_env_id(env_id)
@@ -226,7 +227,7 @@ def make_env(
     if backend == "mjx":
         if native:
             raise ValueError("native=True and backend='mjx' exclude each other")
-        from elegantpod.envs.mjx import MjxVecEnv
+        from elegantpod.envs.mjx.env import MjxVecEnv
 
         return MjxVecEnv(env_id, num_envs=num_envs, device=device, seed=seed, **kwargs)
     if env_id in KWARG_ENVS:

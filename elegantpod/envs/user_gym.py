@@ -47,7 +47,8 @@ def as_env_id(env: Any) -> str:
     if isinstance(env, str):
         return env
     from elegantpod.envs.base import TorchVecEnv
-    from elegantpod.envs.registry import NATIVE_ENVS, register_env
+    from elegantpod.envs.classic import NATIVE_ENVS
+    from elegantpod.envs.registry import register_env
 
     name = getattr(env, "__name__", None)
     if not callable(env) or not isinstance(name, str) or not name.isidentifier():

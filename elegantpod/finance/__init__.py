@@ -5,15 +5,27 @@ checked: load prices (:func:`load`, or the shipped :func:`sp500_sample`), train 
 on ``StockTrading-v0`` (one pod, or a tournament ranked by validation Sharpe), then
 :func:`backtest` the best one on held-out dates and write its HTML report.
 
+Finance is a client of the generic parts (envs, pods, tournaments), never imported by
+them. Its folders:
+
+- ``market/``: prices read and checked, date splits, indicators, the shipped sample.
+- ``trading/``: ``StockTradingEnv`` and its buy-and-hold baselines.
+- ``stats/``: metrics, bootstrap intervals, deflated Sharpe ratios, the verdict.
+- ``backtests/``: backtests, walk-forward windows, their results and benchmarks.
+- ``report/``: the self-contained HTML report and pyfolio's formats.
+- ``command``: ``elegantpod backtest`` on the command line.
+
 >>> from elegantpod import finance
 >>> splits = finance.DateSplits(train=("1990-01-01", "2015-12-31"),
 ...                             validation=("2016-01-01", "2018-12-31"),
 ...                             backtest=("2019-01-01", "2022-12-31"))
 """
 
-from elegantpod.finance.backtest import backtest
-from elegantpod.finance.benchmarks import EQUAL_WEIGHT
-from elegantpod.finance.data import (
+from elegantpod.finance.backtests.backtest import backtest
+from elegantpod.finance.backtests.benchmarks import EQUAL_WEIGHT
+from elegantpod.finance.backtests.result import BacktestResult
+from elegantpod.finance.market.indicators import DEFAULT_INDICATORS, compute_features
+from elegantpod.finance.market.prices import (
     MarketData,
     load,
     load_long,
@@ -21,12 +33,10 @@ from elegantpod.finance.data import (
     sp500_index,
     sp500_sample,
 )
-from elegantpod.finance.indicators import DEFAULT_INDICATORS, compute_features
-from elegantpod.finance.metrics import METRICS
-from elegantpod.finance.result import BacktestResult
-from elegantpod.finance.splits import DateSplits
-from elegantpod.finance.trading_env import ENV_ID, StockTradingEnv
-from elegantpod.finance.verdict import verdict
+from elegantpod.finance.market.splits import DateSplits
+from elegantpod.finance.stats.metrics import METRICS
+from elegantpod.finance.stats.verdict import verdict
+from elegantpod.finance.trading.env import ENV_ID, StockTradingEnv
 
 __all__ = [
     "DEFAULT_INDICATORS",

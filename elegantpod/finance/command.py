@@ -1,6 +1,6 @@
 """``elegantpod backtest``: what the command runs, once its arguments are parsed.
 
-The command line (:mod:`elegantpod.cli`) declares the arguments and imports this module
+The command line (:mod:`elegantpod.cli.main`) declares the arguments and imports this module
 only when the command runs, so that the generic command line imports nothing of the
 finance package.
 """
@@ -24,10 +24,10 @@ def run(args) -> int:
         index that is neither built in nor a local CSV of levels, or anything the
         backtest refuses.
     """
-    from elegantpod.cli_args import env_kwargs
-    from elegantpod.finance.backtest import backtest
-    from elegantpod.finance.report import check_report_path
-    from elegantpod.finance.verdict import verdict
+    from elegantpod.cli.args import env_kwargs
+    from elegantpod.finance.backtests.backtest import backtest
+    from elegantpod.finance.report.report import check_report_path
+    from elegantpod.finance.stats.verdict import verdict
 
     if args.html is not None:
         check_report_path(args.html)  # before the backtest runs
@@ -87,6 +87,6 @@ def read_index(index: str | None):
     if frame.shape[1] < 1 or not isinstance(frame.index, pd.DatetimeIndex):
         raise ValueError(f"--index {index!r} must be a CSV of dates and index levels")
     series = frame.iloc[:, 0]
-    from elegantpod.finance.names import check_name
+    from elegantpod.finance.market.names import check_name
 
     return series.rename(check_name(series.name, "index name", index))

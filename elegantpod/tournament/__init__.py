@@ -1,15 +1,30 @@
-"""The tournament-based ensemble: population (pure), runner (Dask), store, and the facade."""
+"""The tournament: an asynchronous population of pods on Dask, and its facade.
 
-from elegantpod.tournament.generator import SEARCH_SPACES, Bound, GeneratorConfig
-from elegantpod.tournament.leaderboard import Entry
-from elegantpod.tournament.lease import Lease, LeaseError, LeaseLost
+Arrows point one way, down this list:
+
+- ``core/``: the pure state machine (population, leaderboard, selection rules, spec,
+  protocol, views): no Dask, no I/O.
+- ``store/``: the store's files, snapshots, lease and saver.
+- ``worker/``: what runs on a Dask worker (a segment, resident pods, their channels).
+- ``client/``: the engine's loop and the runner, the only Dask glue.
+- ``assembly``: a tournament put together from its spec or its store.
+- ``orchestrator``: :class:`Tournament`, the facade users and the dashboard call, and
+  how it shows itself (an escaped HTML table, a one-line repr).
+- ``best_agent``: the best agent of a tournament, as a pod or a policy.
+
+The names below are the part's public face (``from elegantpod.tournament import Store``).
+"""
+
+from elegantpod.search.space import Bound
+from elegantpod.tournament.core.generator import GeneratorConfig, mutate, search_space
+from elegantpod.tournament.core.leaderboard import Entry
+from elegantpod.tournament.core.record import PodRecord
+from elegantpod.tournament.core.spec import TournamentSpec
 from elegantpod.tournament.orchestrator import Tournament, TournamentFailed
-from elegantpod.tournament.record import PodRecord
-from elegantpod.tournament.spec import TournamentSpec
-from elegantpod.tournament.store import Store
+from elegantpod.tournament.store.lease import Lease, LeaseError, LeaseLost
+from elegantpod.tournament.store.store import Store
 
 __all__ = [
-    "SEARCH_SPACES",
     "Bound",
     "Entry",
     "GeneratorConfig",
@@ -21,4 +36,6 @@ __all__ = [
     "Tournament",
     "TournamentFailed",
     "TournamentSpec",
+    "mutate",
+    "search_space",
 ]

@@ -2,24 +2,24 @@
 one continued from its store.
 
 A :class:`~elegantpod.tournament.Tournament` is a facade over one
-:class:`~elegantpod.tournament.engine.Engine`, which owns the pure
-:class:`~elegantpod.tournament.population.Population` and the run's state. Both ways of
+:class:`~elegantpod.tournament.client.engine.Engine`, which owns the pure
+:class:`~elegantpod.tournament.core.population.Population` and the run's state. Both ways of
 making one end here, so a resumed tournament is built exactly as a new one is, with the
 saved state loaded into its population before anything runs.
 """
 
 from __future__ import annotations
 
-from elegantpod.tournament.engine import Engine
-from elegantpod.tournament.population import Population
-from elegantpod.tournament.saved_tournament import SavedTournament
-from elegantpod.tournament.spec import TournamentSpec
-from elegantpod.tournament.store import Store
+from elegantpod.tournament.client.engine import Engine
+from elegantpod.tournament.core.population import Population
+from elegantpod.tournament.core.spec import TournamentSpec
+from elegantpod.tournament.store.saved import SavedTournament
+from elegantpod.tournament.store.store import Store
 from elegantpod.tracking.tracker import Tracker
 
 
 def empty_store(store, env: str) -> Store:
-    """``store`` as a :class:`~elegantpod.tournament.store.Store`; ``ValueError`` if it
+    """``store`` as a :class:`~elegantpod.tournament.store.store.Store`; ``ValueError`` if it
     already holds a tournament (saying how to continue that one instead)."""
     s = Store(store)
     existing = s.read_json("tournament.json")

@@ -9,18 +9,18 @@ whose checkpoint fails is marked unusable (never best, never a parent again).
 
 from __future__ import annotations
 
-from elegantpod.checkpoint import CheckpointError, check_origin, load_checkpoint
 from elegantpod.envs.registry import external_sources
+from elegantpod.pod.checkpoint import CheckpointError, check_origin, load_checkpoint
 
 
 def load_best(engine, device: str | None = None):
     """The best usable leaderboard entry of ``engine``'s tournament as a
-    :class:`~elegantpod.pod.Pod`; ``ValueError`` when no entry is left.
+    :class:`~elegantpod.pod.pod.Pod`; ``ValueError`` when no entry is left.
 
     Entries that fail their checks are marked unusable on the way, and the engine's
     ``warning`` says which and why.
     """
-    from elegantpod.pod import Pod
+    from elegantpod.pod.pod import Pod
 
     spec, refused = engine.spec, []
     while True:

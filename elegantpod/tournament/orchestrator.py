@@ -1,6 +1,6 @@
 """``Tournament``: the notebook-facing facade over one engine.
 
-The :class:`~elegantpod.tournament.engine.Engine` (held, not inherited) drives the
+The :class:`~elegantpod.tournament.client.engine.Engine` (held, not inherited) drives the
 tournament on a background thread, segments in flight on every worker slot, and owns
 the parts: the population (every decision, pure), the runner (every Dask call), the
 saver (snapshots through the store's lease). One lock guards the population, and
@@ -18,16 +18,16 @@ from typing import Any
 
 from elegantpod.agents import get_algo
 from elegantpod.envs.registry import env_hooks
-from elegantpod.tournament import views
+from elegantpod.number_text import number
 from elegantpod.tournament.assembly import assemble, empty_store
 from elegantpod.tournament.best_agent import load_best
-from elegantpod.tournament.cluster_view import scale_cluster, tournament_cluster_info
-from elegantpod.tournament.display import tournament_html, tournament_text
-from elegantpod.tournament.engine import Engine
-from elegantpod.tournament.protocol import ACTIVE, TournamentStatus
-from elegantpod.tournament.saved_tournament import SavedTournament
-from elegantpod.tournament.spec import lone_pods_warning, make_spec
-from elegantpod.tournament.store import Store
+from elegantpod.tournament.client.engine import Engine
+from elegantpod.tournament.client.runner import scale_cluster, tournament_cluster_info
+from elegantpod.tournament.core import views
+from elegantpod.tournament.core.protocol import TournamentStatus
+from elegantpod.tournament.core.spec import lone_pods_warning, make_spec
+from elegantpod.tournament.store.saved import SavedTournament
+from elegantpod.tournament.store.store import Store
 
 PROGRESS_SECONDS = 10.0
 """How often :meth:`Tournament.wait` prints a progress line (when something changed)."""
@@ -67,7 +67,7 @@ class Tournament:
         A ``distributed.Client``; ``None``: :func:`elegantpod.cluster` on ``start()``.
     mutation_policy
         How the generator mutates hyperparameters: ``(hparams, space, rng, config) ->
-        (new_hparams, mutation)`` like :func:`elegantpod.tournament.generator.mutate`
+        (new_hparams, mutation)`` like :func:`elegantpod.tournament.core.generator.mutate`
         (the default); its results are checked like any hyperparameters. Not saved in
         the store: pass it again to :meth:`resume`.
     loggers
@@ -156,7 +156,7 @@ class Tournament:
 
         Returns a tournament that has not started yet: call :meth:`start`. ``overrides``
         may change the budgets and the fields in
-        :data:`~elegantpod.tournament.spec.RESUME_CHANGEABLE` (listed in
+        :data:`~elegantpod.tournament.core.spec.RESUME_CHANGEABLE` (listed in
         ``resume_changes``); any other field given must equal the store's. ``force``
         takes over the store's lease from a writer that is gone. Everything read from
         the store is checked like user input first, and data files or URLs that its
@@ -246,7 +246,7 @@ class Tournament:
 
         ``client`` replaces the one given at construction; ``close_client=True`` closes
         it (and its cluster) when the tournament ends, as for the embedded default.
-        Raises :class:`~elegantpod.tournament.lease.LeaseError` if another tournament
+        Raises :class:`~elegantpod.tournament.store.lease.LeaseError` if another tournament
         writes this store.
 
         What the baselines and the env's leaderboard columns read from files (a trading
@@ -293,8 +293,8 @@ class Tournament:
             cluster gave out): a script that only calls ``t.start().wait()`` must not
             carry on (or exit 0) as if it trained. The summary is its ``summary``.
         """
-        from elegantpod.progress import follow
-        from elegantpod.train_hooks import watching
+        from elegantpod.cli.progress import follow
+        from elegantpod.training import watching
 
         if progress is None:
             progress = watching() and "IPython" not in sys.modules
@@ -352,7 +352,7 @@ class Tournament:
 
         The env class may add columns after these (its ``leaderboard_columns``, see
         :class:`~elegantpod.envs.hooks.EnvHooks`): a trading tournament ranked by Sharpe
-        ratio has ``validation_dsr`` (:mod:`elegantpod.finance.leaderboard`). Cheap to
+        ratio has ``validation_dsr`` (:mod:`elegantpod.finance.backtests.leaderboard`). Cheap to
         read: what those columns need from files is read once (at :meth:`start`).
         """
         with self._lock:
@@ -388,7 +388,7 @@ class Tournament:
         The env class's ``baselines`` (:class:`~elegantpod.envs.hooks.EnvHooks`), asked
         once and kept: for a trading tournament, equal-weight buy-and-hold of the same
         stocks (and the S&P 500 index for the shipped sample) over the validation range
-        with the tournament's fitness (:mod:`elegantpod.finance.baselines`); else empty.
+        with the tournament's fitness (:mod:`elegantpod.finance.trading.baselines`); else empty.
         """
         if self._baselines is None:
             spec = self.spec
@@ -450,7 +450,7 @@ class Tournament:
         oldest first. Empty before any segment finished. Raises ``ValueError`` for an
         unknown pod.
 
-        Each phase is a dict (its keys: :func:`~elegantpod.tournament.views.schedule`).
+        Each phase is a dict (its keys: :func:`~elegantpod.tournament.core.views.schedule`).
         Its ``score`` is the fitness of the phase's *last* segment, not the best: the
         leaderboard keeps each pod's best evaluation ever, so a phase may end at 93.3
         while the leaderboard shows the same pod at 500.0 (scored mid-phase).
@@ -476,7 +476,7 @@ class Tournament:
             )
 
     def best(self, device: str | None = None):
-        """The best agent, loaded from its checkpoint, as a :class:`~elegantpod.pod.Pod`.
+        """The best agent, loaded from its checkpoint, as a :class:`~elegantpod.pod.pod.Pod`.
 
         The checkpoint is checked against its leaderboard entry first (env, algorithm,
         this tournament, the entry's pod): one that fails is marked unusable (never best,
@@ -528,4 +528,40 @@ class Tournament:
         return tournament_text(self)
 
 
-__all__ = ["ACTIVE", "Tournament"]
+__all__ = ["Tournament"]
+
+
+# ----------------------------------------------------------------------
+# How a tournament shows itself: the static HTML table a notebook falls back to, and the
+# one-line ``repr`` a terminal prints. Both read only the tournament's public views, and
+# every value in the HTML is escaped (:mod:`elegantpod.widgets.html`).
+
+
+def tournament_html(t) -> str:
+    """The leaderboard with its baselines, as escaped static HTML (no ipywidgets needed)."""
+    from elegantpod.widgets.html import baselines_html, leaderboard_html
+
+    s, spec = t.summary(), t.spec
+    title = f"Tournament on {spec.env_id}: {s['status']}, {s['pods_total']} pods"
+    board = t.leaderboard
+    footer = baselines_html(
+        t.baselines(),
+        s["best_score"],
+        spec.fitness,
+        board.attrs.get("trials"),
+        board.attrs.get("validation_days"),
+    )
+    return leaderboard_html(board, title, footer, hparams=t.leaderboard_hparams())
+
+
+def tournament_text(t) -> str:
+    """One line: env, algorithms, status, pods made, env steps, time, best and store."""
+    s, spec = t.summary(), t.spec
+    best = "no score yet"
+    if s["best_pod"] is not None:
+        best = f"best {spec.fitness} {number(s['best_score'])} by {s['best_pod']}"
+    return (
+        f"Tournament({spec.env_id}, {'+'.join(spec.algos)}, {spec.pods} pods: "
+        f"{s['status']}, {s['pods_total']} made, {s['env_steps_total']:,} env steps in "
+        f"{s['wall_seconds']:,.0f} s, {best}; store {s['store']!r})"
+    )

@@ -4,6 +4,12 @@
 logger=MLflowLogger())``: the process that runs the tournament logs (see
 :mod:`~elegantpod.tracking.tracker`); each backend's library is imported only when
 its logger is made, with an error naming the extra to install.
+
+- ``base``: the ``Logger`` protocol and the escaping every text summary goes through.
+- ``tracker``: one thread and a bounded queue feeding the loggers; a failing one costs
+  a warning, never the run.
+- ``train_run``: what ``train()`` logs.
+- ``tensorboard_logger``, ``mlflow_logger``, ``wandb_logger``: one backend each.
 """
 
 from __future__ import annotations

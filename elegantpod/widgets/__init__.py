@@ -1,4 +1,9 @@
-"""The live notebook dashboard: a thin view over public ``Tournament`` methods."""
+"""The live notebook dashboard: a thin view over public ``Tournament`` methods.
+
+- ``dashboard``: the ipywidgets dashboard (leaderboard, curves, buttons), refreshed
+  from a thread; every button calls one public method.
+- ``html``: the static, escaped HTML tables a notebook shows without widgets.
+"""
 
 from elegantpod.widgets.html import leaderboard_html
 

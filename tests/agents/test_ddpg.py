@@ -3,9 +3,10 @@ import numpy as np
 import pytest
 import torch
 
-from elegantpod.agents import DDPG, DDPGConfig, get_algo
+from elegantpod.agents import get_algo
+from elegantpod.agents.ddpg import DDPG, DDPGConfig
 from elegantpod.config import PodSpec
-from elegantpod.pod import Pod
+from elegantpod.pod.pod import Pod
 from elegantpod.types import Batch
 
 OBS = gym.spaces.Box(-1, 1, (3,), np.float32)

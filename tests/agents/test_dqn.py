@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 import torch
 
-from elegantpod.agents import DQN, DQNConfig, get_algo
-from elegantpod.agents.dqn import QNetwork, td_target
+from elegantpod.agents import get_algo
+from elegantpod.agents.dqn import DQN, DQNConfig, QNetwork, td_target
 from elegantpod.config import PodSpec
-from elegantpod.pod import Pod
+from elegantpod.pod.pod import Pod
 from elegantpod.types import Batch
 
 OBS = gym.spaces.Box(-1, 1, (4,), np.float32)

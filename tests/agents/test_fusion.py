@@ -7,12 +7,15 @@ import dataclasses
 import pytest
 import torch
 
-from elegantpod.agents import DQN, PPO, SAC, TD3, DQNConfig, PPOConfig, SACConfig, TD3Config
+from elegantpod.agents.dqn import DQN, DQNConfig
 from elegantpod.agents.fusion import FusedLearners
-from elegantpod.collector import Collector
+from elegantpod.agents.ppo import PPO, PPOConfig
+from elegantpod.agents.sac import SAC, SACConfig
+from elegantpod.agents.td3 import TD3, TD3Config
 from elegantpod.config import PodSpec
-from elegantpod.envs import make_env
-from elegantpod.pod import Pod
+from elegantpod.envs.registry import make_env
+from elegantpod.pod.collector import Collector
+from elegantpod.pod.pod import Pod
 from elegantpod.types import Batch
 
 

@@ -8,10 +8,12 @@ import typing
 import pytest
 
 from elegantpod.agents import ALGOS, BUILTIN, get_algo
-from elegantpod.checks import MAX_LEARNERS, replace_checked
+from elegantpod.checks.limits import MAX_LEARNERS
+from elegantpod.checks.overrides import replace_checked
 from elegantpod.config import PodSpec
-from elegantpod.tournament import state
-from elegantpod.tournament.spec import TournamentSpec
+from elegantpod.tournament.core import field_checks, hparam_checks
+from elegantpod.tournament.core.spec import TournamentSpec
+from elegantpod.tournament.store import state as stored_state
 
 LEARNERS = sorted(BUILTIN)
 
@@ -44,8 +46,8 @@ def test_every_numeric_hyperparameter_has_a_finite_enforced_range(algo):
     default = config_cls()
     names = numeric_fields(config_cls)
     assert names  # the walk found the fields
-    with pytest.raises(state.StateError, match="hidden layer size <an integer of about 401"):
-        state.hparams(algo, {"hidden": [10**400]}, "state.json: pods[0].hparams")
+    with pytest.raises(field_checks.StateError, match="hidden layer size <an integer of about 401"):
+        hparam_checks.hparams(algo, {"hidden": [10**400]}, "state.json: pods[0].hparams")
     for name in names:
         limit = config_cls.limits.get(name)
         assert limit is not None, f"{algo}.{name} declares no hard limit"
@@ -56,8 +58,8 @@ def test_every_numeric_hyperparameter_has_a_finite_enforced_range(algo):
             # a user's value (as from --set) and a store's value take the same check
             with pytest.raises(ValueError, match=rf"{name} must") as user:
                 replace_checked(default, {name: bad})
-            with pytest.raises(state.StateError, match=rf"hparams: {name} must") as store:
-                state.hparams(algo, {name: bad}, "state.json: pods[0].hparams")
+            with pytest.raises(field_checks.StateError, match=rf"hparams: {name} must") as store:
+                hparam_checks.hparams(algo, {name: bad}, "state.json: pods[0].hparams")
             for info in (user, store):
                 message = str(info.value)  # names the value, shortly
                 assert "got " in message and len(message) < 400, message
@@ -86,8 +88,8 @@ def test_the_values_the_review_stored_are_refused(tmp_path, algo, name, value, m
     with pytest.raises(ValueError, match=message):
         replace_checked(get_algo(algo).config_cls(), {name: value})
     record = {"pod_id": "p000", "algo": algo, "hparams": {name: value}, "seed": 1}
-    with pytest.raises(state.StateError, match=rf"pods\[0\] \(p000\)\.hparams: {message}"):
-        state.load({"pods": [record]}, "state/00000001.json")
+    with pytest.raises(field_checks.StateError, match=rf"pods\[0\] \(p000\)\.hparams: {message}"):
+        stored_state.load({"pods": [record]}, "state/00000001.json")
 
 
 def test_sensible_values_stay_allowed():

@@ -135,7 +135,7 @@ def test_ppo_and_dqn_learn_from_pixels_and_the_policy_reads_frames(algo, tmp_pat
     policy takes a raw uint8 frame and its ONNX export agrees with torch. Measured on a
     2-vCPU Xeon: PPO 6.6 s, DQN 2.9 s."""
     import elegantpod
-    from elegantpod.policy import Policy
+    from elegantpod.policy.policy import Policy
 
     hparams = (
         {"num_envs": 8, "horizon": 64, "minibatch_size": 128}
@@ -170,7 +170,7 @@ def test_ppo_trains_on_car_racing_frames(tmp_path):
     few rollouts through the Nature-DQN encoder, saves, and its policy acts on a frame
     within the action bounds. Not a learning test: CarRacing needs hours."""
     import elegantpod
-    from elegantpod.policy import Policy
+    from elegantpod.policy.policy import Policy
 
     result = elegantpod.train(
         "CarRacing-v3", "ppo", seed=0, max_steps=256, eval_episodes=1,
@@ -188,9 +188,9 @@ def test_memory_estimate_counts_a_replay_of_frames_as_bytes():
     """A DQN replay of 84x84x3 frames: 100k transitions hold 4.2 GB as float32 but 1.1 GB
     as the bytes the replay keeps; the estimate, which refuses pods too big for their
     device, counts the bytes (so an image DQN that fits is not refused)."""
-    from elegantpod.agents import DQNConfig
+    from elegantpod.agents.dqn import DQNConfig
     from elegantpod.config import PodSpec
-    from elegantpod.memory import estimate_pod_bytes
+    from elegantpod.pod.memory import estimate_pod_bytes
 
     spec = PodSpec(env_id="X-v0", algo="dqn", device="cpu",
                    hparams=DQNConfig(buffer_size=100_000))  # fmt: skip

@@ -12,14 +12,16 @@ import numpy as np
 import pytest
 import torch
 
-from elegantpod.agents import DDPG, SAC, TD3, DDPGConfig, SACConfig, TD3Config
+from elegantpod.agents.ddpg import DDPG, DDPGConfig
 from elegantpod.agents.noise import NOISE_KINDS, ExplorationNoise, NoiseConfig, powerlaw_noise
-from elegantpod.agents.space import Bound, Choice, check_search_space
-from elegantpod.collector import Collector
+from elegantpod.agents.sac import SAC, SACConfig
+from elegantpod.agents.td3 import TD3, TD3Config
 from elegantpod.config import PodSpec
-from elegantpod.envs import make_env
-from elegantpod.hooks import PodHooks
-from elegantpod.pod import Pod
+from elegantpod.envs.registry import make_env
+from elegantpod.pod.collector import Collector
+from elegantpod.pod.hooks import PodHooks
+from elegantpod.pod.pod import Pod
+from elegantpod.search.space import Bound, Choice, check_search_space
 
 OBS = gym.spaces.Box(-1, 1, (3,), np.float32)
 ACT = gym.spaces.Box(-2.0, 2.0, (2,), np.float32)

@@ -13,7 +13,7 @@ import torch
 import elegantpod
 from elegantpod.agents import get_algo
 from elegantpod.config import PodSpec
-from elegantpod.pod import Pod
+from elegantpod.pod.pod import Pod
 from elegantpod.types import Batch
 
 OFF_POLICY = [("td3", "Pendulum-v1"), ("ddpg", "Pendulum-v1"), ("dqn", "CartPole-v1")]

@@ -3,10 +3,9 @@ import numpy as np
 import pytest
 import torch
 
-from elegantpod.agents import PPO, PPOConfig
-from elegantpod.agents.ppo import gae
+from elegantpod.agents.ppo import PPO, PPOConfig, gae
 from elegantpod.config import PodSpec
-from elegantpod.pod import Pod
+from elegantpod.pod.pod import Pod
 
 
 def reference_gae(rewards, values, next_values, terminated, truncated, gamma, lam):

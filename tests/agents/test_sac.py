@@ -3,9 +3,10 @@ import numpy as np
 import pytest
 import torch
 
-from elegantpod.agents import SAC, SACConfig, get_algo
+from elegantpod.agents import get_algo
+from elegantpod.agents.sac import SAC, SACConfig
 from elegantpod.config import PodSpec
-from elegantpod.pod import Pod
+from elegantpod.pod.pod import Pod
 from elegantpod.types import Batch
 
 OBS = gym.spaces.Box(-1, 1, (3,), np.float32)

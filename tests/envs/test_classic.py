@@ -5,15 +5,16 @@ import numpy as np
 import pytest
 import torch
 
-from elegantpod.envs import Acrobot, CartPole, MountainCarContinuous, Pendulum, make_env
+from elegantpod.envs.classic import Acrobot, CartPole, MountainCarContinuous, Pendulum
 from elegantpod.envs.fused_step import (
     CPU_COMPILE_MIN_ENVS,
     ENTRIES_PER_SIZE,
     compiled_step,
     step_function,
-    uniform_noise,
     whole_step,
 )
+from elegantpod.envs.noise import uniform_noise
+from elegantpod.envs.registry import make_env
 
 N = 64
 

@@ -6,7 +6,8 @@ import pytest
 import torch
 from gymnasium.vector import AutoresetMode
 
-from elegantpod.envs import GymVecEnv, make_env
+from elegantpod.envs.gym import GymVecEnv
+from elegantpod.envs.registry import make_env
 
 
 def _run(env, steps, seed=0):

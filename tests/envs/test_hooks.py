@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from elegantpod.envs import CartPole, register_env
-from elegantpod.envs.classic import NATIVE_ENVS
+from elegantpod.envs.classic import NATIVE_ENVS, CartPole
 from elegantpod.envs.hooks import EnvHooks
-from elegantpod.envs.registry import CUSTOM_ENVS, CUSTOM_PATH_KWARGS, env_hooks, external_sources
+from elegantpod.envs.registry import (
+    CUSTOM_ENVS,
+    CUSTOM_PATH_KWARGS,
+    env_hooks,
+    external_sources,
+    register_env,
+)
 
 
 class Scored(CartPole):

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from elegantpod.envs import CartPole, IsaacVecEnv, Pendulum, make_isaac_env
+from elegantpod.envs.classic import CartPole, Pendulum
+from elegantpod.envs.isaac import IsaacVecEnv, make_isaac_env
 
 N = 6
 STEPS = 300

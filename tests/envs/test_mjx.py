@@ -1,4 +1,4 @@
-"""MJX locomotion (elegantpod.envs.mjx): gymnasium parity, the fast physics' drift, the
+"""MJX locomotion (elegantpod.envs.mjx.env): gymnasium parity, the fast physics' drift, the
 protocol, DLPack sharing, and errors. Everything runs on the CPU at 8 worlds.
 
 Compiling an MJX step takes 10-40 s on a CPU, so every test here uses the same sizes and
@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 import torch
 
-from elegantpod.envs import make_env
-from elegantpod.envs.mjx import MjxVecEnv, cache_dir
+from elegantpod.envs.mjx.env import MjxVecEnv
+from elegantpod.envs.mjx.setup import cache_dir
+from elegantpod.envs.registry import make_env
 
 N = 8
 LOCOMOTION = ["HalfCheetah-v5", "Hopper-v5", "Ant-v5", "Humanoid-v5"]
@@ -247,7 +248,7 @@ def test_a_missing_mjx_names_the_extra_to_install():
 
 
 def test_the_compilation_cache_is_private(tmp_path, monkeypatch):
-    from elegantpod.envs.mjx_setup import _private_dir
+    from elegantpod.envs.mjx.setup import _private_dir
 
     monkeypatch.setenv("ELEGANTPOD_JAX_CACHE", str(tmp_path / "cache"))
     assert cache_dir() == tmp_path / "cache"
@@ -277,7 +278,7 @@ def test_the_compilation_cache_is_refused_where_others_could_swap_it(tmp_path, m
     write (no sticky bit) the cache could be replaced by a symlink to theirs later."""
     import os
 
-    from elegantpod.envs.mjx_setup import _use_compilation_cache
+    from elegantpod.envs.mjx.setup import _use_compilation_cache
 
     shared = tmp_path / "shared"
     shared.mkdir()
@@ -357,7 +358,7 @@ def test_a_tournament_of_mjx_pods_runs_on_dask_workers(client, tmp_path):
     and each worker process compiles its programs once; the physics of every env is
     the parity test's.)"""
     import elegantpod
-    from elegantpod.pod import Pod
+    from elegantpod.pod.pod import Pod
 
     t = elegantpod.Tournament(
         "HalfCheetah-v5",
@@ -401,7 +402,7 @@ def test_a_tournament_of_mjx_pods_runs_on_dask_workers(client, tmp_path):
 def test_bad_numbers_fail_before_anything_compiles(kwargs, message, monkeypatch):
     """Issue 29, item 10: NaN or inverted ranges and absurd noise were taken, and
     num_envs=10**9 aborted the process (std::bad_alloc) at the first reset."""
-    import elegantpod.envs.mjx as mjx_module
+    import elegantpod.envs.mjx.env as mjx_module
 
     def no_jax():
         raise AssertionError("JAX was set up for an env with bad settings")
@@ -445,13 +446,14 @@ def test_jax_settings_hold_when_jax_was_imported_first_and_preallocation_is_refu
     """Preallocation off and (on CUDA) command buffers off are set before JAX starts its
     backend even when jax was imported first; a GPU backend started with preallocation
     on is refused by name; the command-buffer compile option is one XLA accepts."""
-    from elegantpod.envs.mjx import NO_COMMAND_BUFFERS, PREALLOCATE, preallocation_problem
+    from elegantpod.envs.mjx.setup import NO_COMMAND_BUFFERS, PREALLOCATE, preallocation_problem
 
     code = (
         "import os, sys, torch\n"
         "os.environ.pop('XLA_PYTHON_CLIENT_PREALLOCATE', None)\n"
         "import jax\n"
-        "from elegantpod.envs.mjx import _setup_jax, backend_started\n"
+        "from elegantpod.envs.mjx.env import _setup_jax\n"
+        "from elegantpod.envs.mjx.setup import backend_started\n"
         "assert not backend_started()\n"
         "jax_, _ = _setup_jax(torch.device('cpu'))\n"
         "print(os.environ['XLA_PYTHON_CLIENT_PREALLOCATE'], os.environ.get('XLA_FLAGS'))\n"
@@ -477,10 +479,10 @@ def test_jax_settings_hold_when_jax_was_imported_first_and_preallocation_is_refu
 
 def test_the_pod_size_estimate_counts_mjx_worlds():
     """Packing pods on a GPU counts MJX's worlds, which grow with ``num_envs``."""
-    from elegantpod.agents import PPOConfig
+    from elegantpod.agents.ppo import PPOConfig
     from elegantpod.config import PodSpec
-    from elegantpod.envs.mjx_memory import bytes_per_world
-    from elegantpod.memory import estimate_pod_bytes
+    from elegantpod.envs.mjx.memory import bytes_per_world
+    from elegantpod.pod.memory import estimate_pod_bytes
 
     def size(num_envs: int, **env_kwargs) -> int:
         hp = PPOConfig(num_envs=num_envs, horizon=8, minibatch_size=64)
@@ -496,7 +498,7 @@ def test_the_pod_size_estimate_counts_mjx_worlds():
     )
     assert large - small >= (4096 - 64) * world  # every world counted
     # behind the gymnasium adapter, one env object per sub-env (no worlds of MJX's)
-    from elegantpod.memory import GYM_SUB_ENV_BYTES
+    from elegantpod.pod.memory import GYM_SUB_ENV_BYTES
 
     assert size(4096) - size(64) >= (4096 - 64) * GYM_SUB_ENV_BYTES
     assert size(4096, backend="mjx") >= size(4096, backend="mjx", physics="exact")

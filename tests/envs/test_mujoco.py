@@ -12,8 +12,9 @@ pytest.importorskip("mujoco", reason="needs the mujoco extra: pip install -e '.[
 
 from elegantpod.agents import ALGOS  # noqa: E402
 from elegantpod.config import PodSpec  # noqa: E402
-from elegantpod.envs import GymVecEnv, make_env  # noqa: E402
-from elegantpod.pod import Pod  # noqa: E402
+from elegantpod.envs.gym import GymVecEnv
+from elegantpod.envs.registry import make_env  # noqa: E402
+from elegantpod.pod.pod import Pod  # noqa: E402
 
 LOCOMOTION = ["Hopper-v5", "HalfCheetah-v5", "Ant-v5", "Humanoid-v5"]
 CONTINUOUS_ALGOS = [
@@ -98,7 +99,7 @@ def test_truncation_at_1000_steps_keeps_the_true_final_obs():
 
 def test_learner_actions_reach_mujoco_within_the_box():
     """Humanoid's Box is [-0.4, 0.4]: the learner scales into it, the adapter passes it on."""
-    from elegantpod.agents import SAC
+    from elegantpod.agents.sac import SAC
 
     env = make_env("Humanoid-v5", num_envs=2, seed=0)
     try:

@@ -4,13 +4,16 @@ import gymnasium
 import pytest
 import torch
 
-from elegantpod.envs import CartPole, GymVecEnv, available_envs, make_env
-from elegantpod.envs.base import MAX_SEED, TorchVecEnv
-from elegantpod.envs.classic import NATIVE_ENVS
+from elegantpod.envs.base import TorchVecEnv
+from elegantpod.envs.classic import NATIVE_ENVS, CartPole
+from elegantpod.envs.gym import GymVecEnv
+from elegantpod.envs.limits import MAX_SEED
 from elegantpod.envs.registry import (
     CUSTOM_ENVS,
     CUSTOM_PATH_KWARGS,
+    available_envs,
     external_sources,
+    make_env,
     path_kwargs,
 )
 
@@ -72,7 +75,7 @@ class _MapEnv(TorchVecEnv):
 
 
 def test_custom_envs_declare_their_path_keywords(tmp_path):
-    from elegantpod.envs import register_env
+    from elegantpod.envs.registry import register_env
 
     register_env("MapFile-v0", _MapEnv)
     register_env("MapLevel-v0", _MapEnv, path_kwargs=["level"])
@@ -99,7 +102,7 @@ def test_custom_envs_declare_their_path_keywords(tmp_path):
 
 
 def test_a_store_naming_a_model_file_is_refused_unless_the_user_passes_it():
-    from elegantpod.tournament.spec import TournamentSpec, check_sources
+    from elegantpod.tournament.core.spec import TournamentSpec, check_sources
 
     spec = TournamentSpec(env_id="Hopper-v5", algos=("sac",), env_kwargs={"xml_file": "/m.xml"})
     with pytest.raises(ValueError, match="names data to read in env_kwargs.*xml_file"):

@@ -17,7 +17,7 @@ import textwrap
 import gymnasium
 import pytest
 
-from elegantpod.envs import register_env
+from elegantpod.envs.registry import register_env
 from elegantpod.envs.user_gym import as_env_id, shipped_registration
 
 REACH = textwrap.dedent(

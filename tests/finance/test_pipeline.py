@@ -14,8 +14,10 @@ import sys
 import pytest
 
 import elegantpod
-from elegantpod.finance import DateSplits, backtest, metrics
-from elegantpod.finance.trading_env import StockTradingEnv
+from elegantpod.finance.backtests.backtest import backtest
+from elegantpod.finance.market.splits import DateSplits
+from elegantpod.finance.stats import metrics
+from elegantpod.finance.trading.env import StockTradingEnv
 from tests.helpers import need_chromium, open_report
 
 SPLITS = DateSplits(
@@ -73,7 +75,7 @@ def test_tournament_ranks_by_validation_sharpe(tournament):
     assert board["score_mean"].iloc[0] == pytest.approx(sharpe, rel=1e-6)
     # the finance view deflates each Sharpe by every evaluation scored (not the pods),
     # over the validation days
-    from elegantpod.finance.selection import deflated_sharpe_of_ratio
+    from elegantpod.finance.stats.selection import deflated_sharpe_of_ratio
 
     trials = len(t.history().dropna(subset=["score"]))
     assert trials > t.history().dropna(subset=["score"])["pod"].nunique()  # pods re-scored
@@ -111,7 +113,7 @@ def test_cli_backtest_of_the_best_checkpoint(tournament, tmp_path):
         [
             sys.executable,
             "-m",
-            "elegantpod.cli",
+            "elegantpod.cli.main",
             "backtest",
             "--checkpoint",
             ckpt,
@@ -137,7 +139,7 @@ def test_cli_backtest_of_the_best_checkpoint(tournament, tmp_path):
         [
             sys.executable,
             "-m",
-            "elegantpod.cli",
+            "elegantpod.cli.main",
             "backtest",
             "--checkpoint",
             ckpt,

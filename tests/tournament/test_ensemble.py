@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import elegantpod
-from elegantpod.pod import Pod
+from elegantpod.pod.pod import Pod
 
 
 @pytest.mark.parametrize(

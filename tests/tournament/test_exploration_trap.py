@@ -24,8 +24,9 @@ import pytest
 import torch
 
 from elegantpod import Tournament
-from elegantpod.envs import TorchVecEnv, register_env
-from elegantpod.tournament import GeneratorConfig
+from elegantpod.envs.base import TorchVecEnv
+from elegantpod.envs.registry import register_env
+from elegantpod.tournament.core.generator import GeneratorConfig
 
 ENV, TARGET = "Ledge-v0", 8.0
 BASE = {"num_envs": 16, "hidden": [32, 32], "exploration_noise": 0.2, "learning_starts": 256}

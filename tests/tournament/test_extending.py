@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from elegantpod import Tournament
-from elegantpod.agents import ALGOS, PPO, get_algo, register_algo
-from elegantpod.tournament import GeneratorConfig
-from elegantpod.tournament.generator import mutate
+from elegantpod.agents import ALGOS, get_algo, register_algo
+from elegantpod.agents.ppo import PPO
+from elegantpod.tournament.core.generator import GeneratorConfig, mutate
 
 TINY = {"num_envs": 8, "horizon": 16}
 
@@ -121,8 +121,9 @@ def test_custom_env_defined_here_runs_on_the_workers(client, tmp_path):
     import numpy as np
     import torch
 
-    from elegantpod.envs import TorchVecEnv, register_env
-    from elegantpod.envs.registry import CUSTOM_ENVS, NATIVE_ENVS
+    from elegantpod.envs.base import TorchVecEnv
+    from elegantpod.envs.classic import NATIVE_ENVS
+    from elegantpod.envs.registry import CUSTOM_ENVS, register_env
 
     class Reach(TorchVecEnv):
         """Move a point on [-1, 1] to a goal: a user's own batched env."""

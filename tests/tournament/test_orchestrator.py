@@ -10,9 +10,9 @@ import pytest
 from distributed import Client
 
 from elegantpod import Pod, Tournament, TournamentFailed, cluster
-from elegantpod.checkpoint import load_checkpoint
-from elegantpod.tournament.spec import TournamentSpec
-from elegantpod.tournament.store import Store
+from elegantpod.pod.checkpoint import load_checkpoint
+from elegantpod.tournament.core.spec import TournamentSpec
+from elegantpod.tournament.store.store import Store
 from tests.helpers import latest_steps, wait_until
 
 TINY_PPO = {"ppo": {"num_envs": 8, "horizon": 16}}
@@ -369,7 +369,7 @@ def test_every_worker_death_is_counted_from_the_schedulers_view(tmp_path):
 
 @pytest.mark.slow
 def test_a_parent_whose_checkpoint_fails_to_load_breeds_no_more(client, tmp_path):
-    from tests.tournament.test_hostile_store import entry, make_store, record
+    from tests.tournament.store.test_hostile_store import entry, make_store, record
 
     store = tmp_path / "s"
     make_store(
@@ -414,7 +414,7 @@ def test_a_parent_whose_checkpoint_fails_to_load_breeds_no_more(client, tmp_path
 
 @pytest.mark.slow
 def test_a_tournament_whose_every_pod_failed_has_failed_and_says_why(client, tmp_path):
-    from tests.tournament.test_hostile_store import orphan_child_store
+    from tests.tournament.store.test_hostile_store import orphan_child_store
 
     store = tmp_path / "s"
     orphan_child_store(store, pods=1, failed_replacements=0)  # its parent never wrote one
@@ -432,7 +432,7 @@ def test_a_tournament_whose_every_pod_failed_has_failed_and_says_why(client, tmp
 def test_an_algorithm_with_a_single_pod_is_warned_about_at_construction(tmp_path):
     import warnings
 
-    from elegantpod.tournament.orchestrator import lone_pods_warning
+    from elegantpod.tournament.core.spec import lone_pods_warning
 
     kw = {"algos": ["ppo", "sac"], "max_seconds": 1}
     with pytest.warns(UserWarning, match="each of ppo, sac has a single pod") as caught:
@@ -454,8 +454,9 @@ def lone_store(path):
     """A saved ppo + sac tournament: a child that mutated lr and epochs leads."""
     import dataclasses
 
-    from elegantpod.agents import PPOConfig, SACConfig
-    from tests.tournament.test_hostile_store import entry, make_store, record
+    from elegantpod.agents.ppo import PPOConfig
+    from elegantpod.agents.sac import SACConfig
+    from tests.tournament.store.test_hostile_store import entry, make_store, record
 
     def hp(config):
         return json.loads(json.dumps(dataclasses.asdict(config)))  # as a store holds them
@@ -487,8 +488,8 @@ def lone_store(path):
 def test_the_leaderboard_is_short_and_its_hyperparameters_keep_their_types(tmp_path):
     import pandas as pd
 
-    from elegantpod.agents import SACConfig
-    from elegantpod.tournament import views
+    from elegantpod.agents.sac import SACConfig
+    from elegantpod.tournament.core import views
 
     lone_store(tmp_path / "s")
     t = Tournament.resume(tmp_path / "s")

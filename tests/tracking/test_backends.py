@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from elegantpod import Tournament
-from elegantpod.tracking import Logger, MLflowLogger, TensorBoardLogger, WandbLogger
+from elegantpod.tracking import MLflowLogger, TensorBoardLogger, WandbLogger
+from elegantpod.tracking.base import Logger
 
 TINY_PPO = {"ppo": {"num_envs": 8, "horizon": 16}}
 
@@ -192,7 +193,7 @@ def test_wandb_offline_runs_read_back(run):
 def test_train_tracks_to_tensorboard_from_the_command_line(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from elegantpod.cli import main
+    from elegantpod.cli.main import main
 
     tb = tmp_path / "tb"
     args = ["train", "--env", "CartPole-v1", "--algo", "ppo", "--max-steps", "512", "--quiet"]

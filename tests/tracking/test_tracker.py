@@ -9,8 +9,9 @@ import threading
 
 import pytest
 
-from elegantpod.tournament.record import PodRecord
-from elegantpod.tracking import Logger, Tracker, check_loggers, make_logger
+from elegantpod.tournament.core.record import PodRecord
+from elegantpod.tracking.base import Logger
+from elegantpod.tracking.tracker import Tracker, check_loggers, make_logger
 
 
 class Recording(Logger):

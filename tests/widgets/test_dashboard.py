@@ -6,7 +6,7 @@ import pytest
 
 import elegantpod
 from elegantpod import Tournament
-from elegantpod.tournament import GeneratorConfig
+from elegantpod.tournament.core.generator import GeneratorConfig
 from elegantpod.widgets.dashboard import Dashboard, curves_figure, parse_hparams
 from elegantpod.widgets.html import leaderboard_html
 from tests.helpers import latest_steps, wait_until

@@ -10,11 +10,11 @@ as one document (where ``<script>`` would run too), then checks that no payload 
 import pytest
 
 from elegantpod import Tournament
-from elegantpod.tournament.state import StateError
+from elegantpod.tournament.core.field_checks import StateError
 from elegantpod.widgets.dashboard import Dashboard
 from elegantpod.widgets.html import leaderboard_html, lineage_html, schedule_html
 from tests.helpers import CHROMIUM, need_chromium
-from tests.tournament.test_hostile_store import entry, make_store, record
+from tests.tournament.store.test_hostile_store import entry, make_store, record
 
 PAYLOADS = [
     '<img src=x onerror="window.__pwned=(window.__pwned||0)+1;alert(1)">',

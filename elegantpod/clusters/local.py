@@ -1,0 +1,194 @@
+"""How local Dask worker processes start: their settings, a deadline, the script guard.
+
+What a ``LocalCluster`` of CPU workers and a GPU node's
+:class:`~elegantpod.clusters.gpu.GPUCluster` share: the malloc settings of every worker
+process, the deadline that stops workers that never come up, and the error a script
+without the ``__main__`` guard gets instead of a hang. Apart from
+:mod:`elegantpod.clusters.cluster`, which starts both, so that the GPU layout needs nothing
+back from it (they imported each other).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+
+import dask
+from distributed import LocalCluster
+
+
+def worker_settings() -> dict:
+    """Dask config for local worker processes, CPU and GPU alike (set while they start).
+
+    distributed's nanny starts workers with MALLOC_TRIM_THRESHOLD_=64 KiB so that freed
+    memory goes back to the OS at once; for a pod that allocates and frees the same
+    tensors every iteration that means page faults all the time. Pods keep their
+    memory instead. And setting any malloc threshold switches glibc's dynamic mmap
+    threshold off, so every allocation over 128 KiB (a minibatch, an activation) became
+    an mmap, a munmap and fresh page faults; up to 32 MiB now comes from the reused
+    heap. (What each cost a pod: ``benchmarks/README.md``, ``dask_overhead.py``.)
+
+    The worker's statistical profiler samples every thread's stack every 10 ms, which
+    costs a Python-heavy pod real steps/s; the tournament's own events say where time
+    goes instead.
+
+    Callers also set ``distributed.worker.daemon`` to ``False`` for the process: a pod on
+    a CPU env may step it in worker processes of its own (gymnasium's async vector env,
+    MuJoCo), which daemonic Dask workers could not start, and the nanny reads it when it
+    (re)starts a worker, so it is set for the process, not just while workers start.
+    """
+    environ = {
+        **dask.config.get("distributed.nanny.pre-spawn-environ", {}),
+        "MALLOC_TRIM_THRESHOLD_": TRIM_THRESHOLD,
+        "MALLOC_MMAP_THRESHOLD_": MMAP_THRESHOLD,
+    }
+    return {
+        "distributed.nanny.pre-spawn-environ": environ,
+        "distributed.worker.profile.enabled": False,
+    }
+
+
+TRIM_THRESHOLD = 256 * 1024 * 1024
+"""glibc keeps up to this much freed memory in a worker before trimming (256 MiB)."""
+MMAP_THRESHOLD = 32 * 1024 * 1024
+"""Allocations below this come from glibc's heap, not fresh mmaps (32 MiB, glibc's most):
+with a fixed trim threshold glibc no longer raises it by itself."""
+
+
+def dashboard_off(dashboard_address: str | None, kwargs: dict) -> dict:
+    """``kwargs`` with the scheduler's HTTP endpoints on loopback when there is no
+    dashboard: distributed would still serve them on :8787 on every interface."""
+    if dashboard_address is not None:
+        return kwargs
+    scheduler_kwargs = {
+        "dashboard": False,
+        "dashboard_address": "127.0.0.1:0",
+        **kwargs.get("scheduler_kwargs", {}),
+    }
+    return {**kwargs, "scheduler_kwargs": scheduler_kwargs}
+
+
+@contextlib.contextmanager
+def start_deadline(seconds: float):
+    """Stop this process's worker processes that are still starting after ``seconds``.
+
+    Why: a worker process that never comes up (one that runs the script's own code
+    again, stuck before it could fail) kept ``LocalCluster()`` waiting forever, and
+    distributed's own start timeout (the nanny's ``death_timeout``) then hung in the
+    nanny's close. A worker killed here is one that failed to start: ``LocalCluster``
+    raises and cleans up. Yields a list that is non-empty once the deadline passed.
+    """
+    expired: list[bool] = []
+    done = threading.Event()
+    since = time.time()
+
+    def watch() -> None:
+        if done.wait(seconds):
+            return
+        expired.append(True)
+        # and every worker process spawned later, until the start gives up: on a loaded
+        # machine the nanny may spawn its process only after the deadline, and that one
+        # would then keep LocalCluster() waiting with no deadline left (seen in CI)
+        while True:
+            kill_spawned_children(since)
+            if done.wait(0.5):
+                return
+
+    watcher = threading.Thread(target=watch, name="elegantpod-worker-start-deadline", daemon=True)
+    watcher.start()
+    try:
+        yield expired
+    finally:
+        done.set()
+
+
+def kill_spawned_children(since: float) -> None:
+    """Kill this process's multiprocessing children (spawned workers) made since ``since``."""
+    import psutil
+
+    for child in psutil.Process().children():
+        with contextlib.suppress(psutil.Error):
+            if child.create_time() >= since - 1 and "--multiprocessing-fork" in child.cmdline():
+                child.kill()
+
+
+def start_failure(exc: BaseException, timed_out: float | None) -> str:
+    """The error of local workers that did not start, with the likely cause in a script."""
+    import sys
+
+    message = f"local Dask workers did not start: {exc}"
+    if timed_out is not None:
+        message = f"local Dask workers did not start within {timed_out:g} s (start_timeout)"
+    main = sys.modules.get("__main__")
+    if getattr(main, "__file__", None):  # a script (or python -m), not a notebook
+        message += (
+            "\n\nIf the script calls elegantpod.cluster() (or starts a Tournament) outside "
+            f'`if __name__ == "__main__":`, that is why.\n{SCRIPT_GUARD}'
+        )
+    return message
+
+
+SCRIPT_GUARD = """\
+In a script, local workers are new Python processes that import the script again, so the
+code that starts the cluster must run only in the main process: put it in a function and
+call it under the guard (see "In a script" in the README):
+
+    import elegantpod
+
+    def main():
+        client = elegantpod.cluster()
+        ...
+
+    if __name__ == "__main__":
+        main()
+"""
+"""What a script without the ``__main__`` guard is told (it would otherwise hang)."""
+
+
+def check_not_bootstrapping() -> None:
+    """Raise at once when called while a spawned process re-imports the main script.
+
+    Why: a script without ``if __name__ == "__main__":`` calls ``cluster()`` again in
+    every worker process that multiprocessing's spawn starts, where it cannot start
+    processes; the worker never comes up and the script's own ``cluster()`` waited
+    forever. Failing in the worker ends it, and the parent sees the worker die.
+    """
+    import multiprocessing.process
+
+    if getattr(multiprocessing.process.current_process(), "_inheriting", False):
+        raise RuntimeError(
+            "elegantpod.cluster() was called in a worker process that was still starting "
+            f"(it imported the script again).\n{SCRIPT_GUARD}"
+        )
+
+
+def forget_stdin_main() -> None:
+    """Let a script read from stdin (``python - < run.py``) start local workers.
+
+    Why: a spawned worker process imports the main module again from its ``__file__``,
+    and such a script's is ``"<stdin>"``, which names no file: every worker failed with
+    ``FileNotFoundError: '<stdin>'`` and the script was told it lacked the ``__main__``
+    guard. Without a ``__file__`` the workers import nothing of it, as for a notebook
+    (functions defined in it reach them by value). So it is removed, for good: the nanny
+    reads it again whenever it restarts a worker.
+    """
+    import sys
+
+    main = sys.modules.get("__main__")
+    if getattr(main, "__file__", None) == "<stdin>":
+        del main.__file__
+
+
+def local_cluster(n, threads_per_worker, dashboard_address, memory_limit, kwargs):
+    """A ``LocalCluster`` of ``n`` CPU worker processes, on loopback."""
+    forget_stdin_main()
+    return LocalCluster(
+        n_workers=n,
+        threads_per_worker=int(threads_per_worker),
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address=dashboard_address,
+        memory_limit=memory_limit,
+        **kwargs,
+    )

@@ -1,0 +1,322 @@
+"""Policies to deploy: a trained actor with its observation normalisation and action
+scaling, and nothing else (no env, no optimizer, no replay): :class:`Policy`.
+
+Why apart from the pod: a deployed agent needs only ``obs -> action``. A pod carries
+envs, critics, optimizer moments and a replay; a :class:`Policy` is the actor network,
+the normalisation statistics and the action bounds, built from a checkpoint that may
+come from anyone (read with ``weights_only``, every field checked before use), and it
+exports to ONNX or ``torch.export`` with the normalisation and scaling inside the graph
+(:mod:`elegantpod.policy.export`).
+
+``predict`` follows Stable-Baselines3's convention, ``(actions, None)`` (the ``None``
+stands where a recurrent policy returns its state), so code written for SB3 runs as is.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+import gymnasium
+import numpy as np
+import torch
+from torch import nn
+
+from elegantpod.agents import get_algo
+from elegantpod.agents.base import DeployedActor
+from elegantpod.config import PodSpec
+from elegantpod.devices import resolve_device
+from elegantpod.pod.checkpoint import CheckpointError, resolve_checkpoint
+from elegantpod.pod.saved import SavedPod
+
+Tensor = torch.Tensor
+
+MAX_ACTIONS = 1_000_000
+"""Most discrete actions, or action dimensions, a saved action space may declare."""
+MAX_PIXELS = 4096 * 4096 * 4
+"""Most values one saved image observation may hold (a 4K RGBA frame): an encoder for
+a larger one is refused before it is built."""
+
+
+def spaces_payload(observation_space, action_space) -> dict[str, Any]:
+    """What a checkpoint records of an env's spaces (field ``spaces``): the observation
+    shape and the action space (``n`` choices, or the Box's ``low`` and ``high``), so a
+    :class:`Policy` loads without building the env."""
+    out: dict[str, Any] = {"observation_shape": [int(d) for d in observation_space.shape]}
+    if hasattr(action_space, "n"):
+        out["action_n"] = int(action_space.n)
+    else:
+        out["action_low"] = torch.as_tensor(action_space.low, dtype=torch.float32).cpu()
+        out["action_high"] = torch.as_tensor(action_space.high, dtype=torch.float32).cpu()
+    return out
+
+
+class Policy:
+    """A trained policy that acts on raw observations: normalised, scaled, no env.
+
+    Build one with :meth:`load` (a checkpoint file or a run folder), ``pod.policy()``
+    or ``Tournament.best().policy()``; act with :meth:`predict`; deploy with
+    :meth:`export`; watch it with :meth:`record`.
+
+    Attributes
+    ----------
+    net
+        The learner's :class:`~elegantpod.agents.base.DeployedActor` (called: the
+        deterministic actions), on :attr:`device`, in eval mode.
+    spec
+        The pod spec it was trained with (algorithm, env id, hyperparameters).
+    obs_shape, action_shape
+        One observation's shape; one action's (``()`` for a discrete action).
+    n_actions
+        Discrete actions' count (``None`` for a Box).
+    low, high
+        The Box's bounds as float32 arrays (``None`` for a discrete action).
+    """
+
+    def __init__(
+        self,
+        spec: PodSpec,
+        modules: dict[str, Any],
+        spaces: dict[str, Any],
+        *,
+        device: str = "cpu",
+        where: str = "policy",
+    ):
+        algo = spec.algo
+        try:
+            learner = get_algo(algo)
+        except ValueError:
+            raise CheckpointError(
+                f"{where}: its algorithm {algo!r} is not registered in this process "
+                "(register_algo it first, as for training)"
+            ) from None
+        self.spec, self.algo, self.env_id = spec, algo, spec.env_id
+        self.device = torch.device(resolve_device(device))
+        observation_space, action_space = _checked_spaces(spaces, where)
+        try:
+            learner.check_spaces(observation_space, action_space)
+        except ValueError as exc:
+            raise CheckpointError(f"{where}: field 'spaces' does not fit {algo!r}: {exc}") from None
+        self.obs_shape = tuple(observation_space.shape)
+        is_box = isinstance(action_space, gymnasium.spaces.Box)
+        self.n_actions = None if is_box else int(action_space.n)
+        self.action_shape: tuple[int, ...] = tuple(action_space.shape) if is_box else ()
+        self.low = action_space.low.copy() if is_box else None
+        self.high = action_space.high.copy() if is_box else None
+        try:
+            net = learner.deployed(observation_space, action_space, spec.hparams)
+        except NotImplementedError as exc:
+            raise CheckpointError(f"{where}: {exc}") from None
+        if not isinstance(net, DeployedActor):
+            raise TypeError(
+                f"{learner.__name__}.deployed must return a DeployedActor, got {type(net)!r}"
+            )
+        if not isinstance(modules, dict):
+            raise CheckpointError(f"{where}: field 'learner.modules' is missing or not a dict")
+        for name in net.reads:
+            _load(getattr(net, name), modules.get(name), f"learner.modules.{name}", where)
+        try:
+            net.check()
+        except ValueError as exc:
+            raise CheckpointError(f"{where}: {exc}") from None
+        self.net = net.to(self.device).eval().requires_grad_(False)
+
+    def __repr__(self) -> str:
+        act = (
+            f"{self.n_actions} actions" if self.n_actions is not None else f"Box{self.action_shape}"
+        )
+        return f"Policy({self.algo} on {self.env_id}, obs {self.obs_shape}, {act}, {self.device})"
+
+    # -- building ----------------------------------------------------------------------
+    @classmethod
+    def load(cls, path: str | os.PathLike, device: str = "cpu") -> Policy:
+        """The policy of a checkpoint: a file, a run folder (its ``best.pt``, else its
+        ``checkpoint.pt``) or a tournament's store (its best agent, checked to be what
+        the store's record says, as ``backtest`` takes it), read with ``weights_only``
+        and checked field by field.
+
+        Raises
+        ------
+        CheckpointError
+            Naming the file and the field: missing, corrupt, foreign, of an algorithm
+            without a Policy, with weights that do not fit, or saved before checkpoints
+            recorded their spaces (``Pod.from_checkpoint(path).policy()`` reads those).
+        """
+        from elegantpod.tournament.store.reading import best_checkpoint
+
+        file = resolve_checkpoint(best_checkpoint(path))
+        saved = SavedPod.read(file, "cpu")
+        where = f"checkpoint {str(file)!r}"
+        if "spaces" not in saved.data:
+            raise CheckpointError(
+                f"{where} has no field 'spaces' (saved by an older elegantpod): build the "
+                "pod to read its env's spaces, Pod.from_checkpoint(path).policy()"
+            )
+        modules = saved.learner.get("modules")
+        return cls(saved.spec, modules, saved.data["spaces"], device=device, where=where)
+
+    @classmethod
+    def from_learner(cls, spec: PodSpec, learner, env, device: str | None = None) -> Policy:
+        """The current policy of a live learner (fused ones: the lead's, which all share)
+        on ``env``'s spaces; what ``Pod.policy()`` returns."""
+        modules = {k: m.state_dict() for k, m in learner.modules.items()}
+        spaces = spaces_payload(env.observation_space, env.action_space)
+        return cls(spec, modules, spaces, device=device or "cpu", where=f"{spec.algo} learner")
+
+    # -- acting ------------------------------------------------------------------------
+    def predict(
+        self,
+        obs,
+        deterministic: bool = True,
+        *,
+        generator: torch.Generator | None = None,
+    ) -> tuple[Any, None]:
+        """Actions for one observation or a batch, as Stable-Baselines3's ``predict``.
+
+        Parameters
+        ----------
+        obs
+            A numpy array (or what ``np.asarray`` takes) or a torch tensor: one
+            observation of shape :attr:`obs_shape`, or a batch ``(B, *obs_shape)``.
+        deterministic
+            ``True``: the policy's own action (what evaluation uses, and what an export
+            computes). ``False``: a sample, as in training: PPO's distribution, SAC's
+            squashed Gaussian, DDPG/TD3's Gaussian noise, DQN's ``epsilon_end``-greedy.
+        generator
+            Draws the samples of ``deterministic=False`` (on :attr:`device`); ``None``:
+            torch's global generator.
+
+        Returns
+        -------
+        tuple
+            ``(actions, None)``: numpy in, numpy out; torch in, torch out (on the
+            input's device). One observation gives one action (shape
+            :attr:`action_shape`), a batch a batch. Discrete actions are int64.
+
+        Raises
+        ------
+        ValueError
+            For an observation of another shape (naming the shape expected) or of a
+            non-numeric type.
+        """
+        is_torch = torch.is_tensor(obs)
+        x = obs if is_torch else _as_array(obs)
+        shape = tuple(x.shape)
+        single = shape == self.obs_shape
+        if not single and (len(shape) != len(self.obs_shape) + 1 or shape[1:] != self.obs_shape):
+            raise ValueError(
+                f"observations must have shape {self.obs_shape} (one) or "
+                f"(batch, {', '.join(map(str, self.obs_shape))}) for this policy, got {shape}"
+            )
+        if is_torch and (x.dtype == torch.bool or x.is_complex()):
+            raise ValueError(f"observations must be real numbers, got dtype {x.dtype}")
+        t = (x if is_torch else torch.from_numpy(x)).to(self.device, torch.float32)
+        t = t.unsqueeze(0) if single else t
+        with torch.no_grad():
+            action = self.net(t) if deterministic else self.net.sample(t, generator)
+        action = action[0] if single else action
+        if is_torch:
+            return action.to(obs.device), None
+        return action.cpu().numpy(), None
+
+    # -- deploying and watching ----------------------------------------------------------
+    def export(self, path: str | os.PathLike, format: str | None = None) -> str:
+        """Write the deterministic policy as a file that runs without elegantpod.
+
+        See :func:`~elegantpod.policy.export.export_policy_net` (``.onnx``: ONNX;
+        ``.pt2``: ``torch.export``; ``.pt``/``.ts``: TorchScript), with the input
+        ``obs`` of shape ``(batch, *obs_shape)`` float32 and the output ``action``.
+        Returns the path written.
+        """
+        from elegantpod.policy.export import export_policy_net
+
+        return export_policy_net(self.net, self.obs_shape, path, format)
+
+    def record(self, env_id: str | None = None, episodes: int = 1, **kwargs: Any):
+        """A :class:`~elegantpod.policy.recording.Video` of deterministic episodes on
+        ``env_id`` (default: the env it was trained on); keywords of
+        :func:`~elegantpod.policy.recording.record`."""
+        from elegantpod.policy.recording import record
+
+        return record(self, env_id or self.env_id, episodes=episodes, **kwargs)
+
+
+def _as_array(obs) -> np.ndarray:
+    try:
+        x = np.asarray(obs)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"observations must be an array of numbers: {exc}") from None
+    if x.dtype.kind not in "fiu":
+        raise ValueError(f"observations must be real numbers, got dtype {x.dtype}")
+    return x
+
+
+def _checked_spaces(spaces, where: str):
+    """The observation and action spaces a checkpoint's ``spaces`` describe, each part
+    checked as untrusted input (what each algorithm takes is its own
+    ``check_spaces``')."""
+    if not isinstance(spaces, dict):
+        raise CheckpointError(
+            f"{where}: field 'spaces' must be a dict, got {type(spaces).__name__}"
+        )
+    shape = spaces.get("observation_shape")
+    if (
+        not isinstance(shape, list | tuple)
+        or len(shape) not in (1, 3)
+        or not all(type(d) is int and 1 <= d <= MAX_ACTIONS for d in shape)
+        or math.prod(shape) > MAX_PIXELS
+    ):
+        raise CheckpointError(
+            f"{where}: field 'spaces.observation_shape' must be [n] with 1 <= n <= "
+            f"{MAX_ACTIONS}, or [height, width, channels] of at most {MAX_PIXELS:,} values, "
+            f"got {str(shape)[:200]}"
+        )
+    observation_space = gymnasium.spaces.Box(-np.inf, np.inf, tuple(shape), np.float32)
+    n = spaces.get("action_n")
+    if n is not None:
+        if type(n) is not int or not 1 <= n <= MAX_ACTIONS:
+            raise CheckpointError(
+                f"{where}: field 'spaces.action_n' must be an integer in 1..{MAX_ACTIONS}, "
+                f"got {str(n)[:200]}"
+            )
+        return observation_space, gymnasium.spaces.Discrete(n)
+    bounds = [spaces.get("action_low"), spaces.get("action_high")]
+    for name, b in zip(("action_low", "action_high"), bounds, strict=True):
+        if (
+            not torch.is_tensor(b)
+            or b.dtype != torch.float32
+            or b.dim() != 1
+            or not 1 <= b.numel() <= MAX_ACTIONS
+            or b.isnan().any()
+        ):
+            raise CheckpointError(
+                f"{where}: field 'spaces.{name}' must be a 1-d float32 tensor of 1 to "
+                f"{MAX_ACTIONS} numbers, none NaN, got {str(b)[:200]}"
+            )
+    low, high = bounds
+    if low.shape != high.shape or not (low <= high).all():
+        raise CheckpointError(
+            f"{where}: fields 'spaces.action_low' and 'action_high' must have one shape "
+            "and low <= high"
+        )
+    box = gymnasium.spaces.Box(low.numpy(), high.numpy(), tuple(low.shape), np.float32)
+    return observation_space, box
+
+
+def _load(module: nn.Module, state, field: str, where: str) -> None:
+    """``module.load_state_dict(state)``, refusing what is not a dict of finite float
+    tensors of the module's own names and shapes."""
+    if not isinstance(state, dict) or not all(
+        torch.is_tensor(v) and v.is_floating_point() and bool(v.isfinite().all())
+        for v in state.values()
+    ):
+        raise CheckpointError(f"{where}: field {field!r} must be a dict of finite float tensors")
+    try:
+        module.load_state_dict({k: v.to(torch.float32) for k, v in state.items()})
+    except RuntimeError as exc:
+        reason = str(exc).strip().splitlines()
+        raise CheckpointError(
+            f"{where}: field {field!r} does not fit the network its spec describes: "
+            f"{' '.join(reason[1:3] or reason)[:300]}"
+        ) from None

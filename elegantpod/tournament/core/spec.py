@@ -1,0 +1,419 @@
+"""``TournamentSpec``: the recipe of a tournament, the spec of each of its pods, and the
+checks and resume rules around it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from elegantpod.agents import get_algo
+from elegantpod.checks.fitness import check_fitness
+from elegantpod.checks.json_values import check_json
+from elegantpod.checks.limits import (
+    MAX_EVAL_EPISODES,
+    MAX_LEARNERS,
+    bounded,
+    check_finite,
+    check_learners,
+    positive,
+)
+from elegantpod.checks.overrides import replace_checked
+from elegantpod.checks.text import short
+from elegantpod.config import PodSpec
+from elegantpod.envs.registry import check_env_id, check_eval_env
+from elegantpod.pod.memory import check_memory
+from elegantpod.search.plain import space_from_dict, space_to_dict
+from elegantpod.tournament.core import field_checks, search_spaces
+from elegantpod.tournament.core.generator import GeneratorConfig
+
+MAX_PODS = 10_000
+"""Hard limit of a population's size (a typo or a hostile store, not a tournament)."""
+MAX_RETRIES = 1_000
+"""Hard limit of ``max_retries`` and of ``failed_replacements`` per pod slot."""
+MAX_NAME = 200
+"""Longest env id or device name (real ones are a few dozen characters)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TournamentSpec:
+    """What a tournament trains, for how long, and how it breeds pods."""
+
+    env_id: str
+    """Env every pod trains on."""
+    algos: tuple[str, ...] = ("ppo",)
+    """Algorithms in the population; the generator keeps them mixed."""
+    pods: int = 4
+    """Population size: pods alive at once (those in flight follow the workers)."""
+    target_reward: float | None = None
+    """End when a segment's evaluation reaches it."""
+    max_seconds: float | None = None
+    """Wall-clock budget of the whole tournament (across resumes)."""
+    max_steps: int | None = None
+    """Budget of env steps simulated by all pods together."""
+    segment_steps: int | None = None
+    """Env steps per segment; ``None``: the algorithm's default."""
+    segment_seconds: float | None = None
+    """Wall seconds per segment (whichever budget ends first)."""
+    leaderboard_size: int = 8
+    """Entries the leaderboard keeps (k)."""
+    seed: int = 0
+    """Seeds pods (each gets its own) and the generator."""
+    device: str = "auto"
+    """Torch device inside each pod; ``"auto"``: resolved on the worker, its GPU where it
+    has one, else the CPU (so a client machine without a GPU can drive GPU workers)."""
+    pods_per_gpu: int | None = None
+    """Pods that share one GPU at once (1, 2, 4... a power of two, so that the fractional
+    ``GPU`` resources add up exactly); ``None``: from the GPU's memory and the pods'
+    estimated size, at most the GPU worker's threads."""
+    eval_episodes: int = 10
+    """Deterministic episodes that score a segment."""
+    hparams: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Base hyperparameters per algorithm, e.g. ``{"sac": {"lr": 3e-4}}``."""
+    generator: GeneratorConfig = field(default_factory=GeneratorConfig)
+    """Parent selection and mutation."""
+    max_retries: int = 3
+    """Resubmissions of a segment after Dask gives up on it (``KilledWorker``)."""
+    failed_replacements: int = 8
+    """Failed pods replaced by new ones over the whole tournament; a setup that fails
+    every pod stops after this many instead of breeding failures forever."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of every pod's env (JSON values), e.g. a trading env's data and
+    training dates."""
+    eval_env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Overrides of ``env_kwargs`` for evaluation, e.g. validation dates."""
+    learners: int = 1
+    """Fused learners per pod (see :class:`~elegantpod.agents.fusion.FusedLearners`)."""
+    fitness: str = "return"
+    """What the leaderboard ranks: the mean evaluation return, or a finance metric of the
+    evaluation episodes (``"sharpe"``, ``"calmar"``... see
+    :data:`elegantpod.checks.fitness.FITNESSES`)."""
+    search_space: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """This tournament's own search space per algorithm, ``{"ppo": {"lr":
+    loguniform(1e-4, 1e-2)}}`` (:mod:`elegantpod.search`): each domain replaces the
+    learner's of that name, or adds one; mutation, restarts and ``init="sample"`` draw
+    from the result. Checked against the learner's hard limits; saved as plain JSON. A
+    resume may give a new one: it replaces the store's whole."""
+    init: str = "default"
+    """How the first pods start: ``"default"``, the base hyperparameters (then
+    variations of them); ``"sample"``, a draw of every hyperparameter of the search
+    space from the seeded generator (the rest keep the base's)."""
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` naming the first bad field, before any cluster work."""
+        _check_shapes({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
+        bounded("pods", self.pods, MAX_PODS, integer=True)
+        if isinstance(self.seed, int) and not -(2**32) <= self.seed <= 2**32:
+            raise ValueError(f"seed must be within +-2**32, got {short(self.seed)}")
+        bounded("learners", self.learners, MAX_LEARNERS, integer=True)
+        bounded("leaderboard_size", self.leaderboard_size, MAX_PODS, integer=True)
+        positive("eval_episodes", self.eval_episodes)
+        bounded("eval_episodes", self.eval_episodes, MAX_EVAL_EPISODES, integer=True)
+        for name in ("max_seconds", "segment_seconds"):
+            if getattr(self, name) is not None:
+                bounded(name, getattr(self, name), field_checks.MAX_SECONDS)
+        for name in ("max_steps", "segment_steps"):
+            if getattr(self, name) is not None:
+                bounded(name, getattr(self, name), field_checks.MAX_COUNT)
+        check_finite("target_reward", self.target_reward, allow_none=True)
+        for name in (
+            "pods",
+            "leaderboard_size",
+            "eval_episodes",
+            "seed",
+            "max_retries",
+            "failed_replacements",
+            "learners",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{name} must be an integer, got {short(value)}")
+        for name in ("max_steps", "segment_steps"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ValueError(f"{name} must be an integer, got {short(value)}")
+        from elegantpod.devices import check_device_name
+
+        check_device_name(self.device)
+        if self.pods_per_gpu is not None:
+            n = self.pods_per_gpu
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1 or n & (n - 1) or n > 64:
+                raise ValueError(
+                    f"pods_per_gpu must be a power of two from 1 to 64 (or None: automatic), "
+                    f"got {short(n)}"
+                )
+        if not self.algos:
+            raise ValueError("algos must name at least one algorithm")
+        for name, high in (
+            ("max_retries", MAX_RETRIES),
+            ("failed_replacements", MAX_RETRIES * MAX_PODS),
+        ):
+            if not 0 <= getattr(self, name) <= high:
+                raise ValueError(
+                    f"{name} must be in [0, {high:,}], got {short(getattr(self, name))}"
+                )
+        self.generator.validate()
+        if self.init not in search_spaces.INITS:
+            raise ValueError(
+                f"init must be one of {list(search_spaces.INITS)}, got {short(self.init)}"
+            )
+        check_fitness(self.fitness)
+        check_json("env_kwargs", self.env_kwargs)
+        check_json("eval_env_kwargs", self.eval_env_kwargs)
+
+    def pod_spec(self, algo: str, hparams: Any, seed: int = 0) -> PodSpec:
+        """The spec of a pod of this tournament: ``algo`` trained with ``hparams`` (its
+        learner's frozen config) and seeded ``seed``; env, device, evaluation, fitness and
+        learners are the tournament's. What a worker builds a pod from, and what its
+        size is estimated from."""
+        return PodSpec(
+            env_id=self.env_id,
+            algo=algo,
+            hparams=hparams,
+            seed=seed,
+            device=self.device,
+            target_reward=self.target_reward,
+            eval_episodes=self.eval_episodes,
+            env_kwargs=self.env_kwargs,
+            eval_env_kwargs=self.eval_env_kwargs,
+            fitness=self.fitness,
+            learners=self.learners,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The spec as JSON-able values (what ``tournament.json`` holds)."""
+        d = dataclasses.asdict(self)
+        d["algos"] = list(self.algos)
+        d["search_space"] = space_to_dict(self.search_space)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TournamentSpec:
+        """Rebuild a spec from :meth:`to_dict` output (as saved in ``tournament.json``).
+
+        Raises
+        ------
+        ValueError
+            Naming the field whose value has the wrong shape (``hparams`` that is not
+            an object of objects, say): the file may come from someone else. Values are
+            checked by :meth:`validate` and :func:`check_spec`.
+        """
+        if not isinstance(d, dict):
+            raise ValueError(f"a tournament spec must be a JSON object, got {type(d).__name__}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = [k for k in d if k not in names]
+        if unknown:
+            raise ValueError(
+                f"unknown tournament spec key(s) {short(unknown)}; valid keys: "
+                f"{', '.join(sorted(names))}"
+            )
+        _check_shapes(d)
+        d = dict(d)
+        d["algos"] = tuple(d.get("algos", ("ppo",)))
+        g = dict(d.get("generator") or {})
+        if "perturb_factors" in g:
+            g["perturb_factors"] = tuple(g["perturb_factors"])
+        if g:  # a store written before these rules existed keeps the rules it ran with
+            g.setdefault("min_gap", 0.0)
+            g.setdefault("evidence_t", 0.0)
+            g.setdefault("restart_after", 0)
+            g.setdefault("score_window", 2)
+        d["generator"] = GeneratorConfig(**g)
+        d["search_space"] = space_from_dict(d.get("search_space", {}))
+        return cls(**d)
+
+    def to_json(self) -> str:
+        """The spec as JSON (``tournament.json``)."""
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+
+def _check_shapes(d: dict[str, Any]) -> None:
+    """``ValueError`` naming the first field of a spec dict whose JSON shape is wrong."""
+    field_checks.check_depth(d, "the spec")
+    env_id = d.get("env_id")
+    if not isinstance(env_id, str) or not 0 < len(env_id) <= MAX_NAME:
+        raise ValueError(f"env_id must be an env id (a short string), got {short(env_id)}")
+    algos = d.get("algos", ["ppo"])
+    if not isinstance(algos, list | tuple) or not all(isinstance(a, str) for a in algos):
+        raise ValueError(f"algos must be a list of algorithm names, got {short(algos)}")
+    for name in ("generator", "env_kwargs", "eval_env_kwargs", "search_space"):
+        if not isinstance(d.get(name, {}), dict | GeneratorConfig):
+            raise ValueError(f"{name} must be an object (a dict), got {short(d.get(name))}")
+    hparams = d.get("hparams", {})
+    if not isinstance(hparams, dict) or not all(isinstance(v, dict) for v in hparams.values()):
+        raise ValueError(
+            "hparams must be an object of objects, {algorithm: {name: value}} "
+            f"(e.g. {{'ppo': {{'lr': 0.001}}}}), got {short(hparams)}"
+        )
+
+
+# ---------------------------------------------------------------------------- building
+RESUME_CHANGEABLE = (
+    "target_reward",
+    "max_seconds",
+    "max_steps",
+    "segment_steps",
+    "segment_seconds",
+    "leaderboard_size",
+    "eval_episodes",
+    "generator",
+    "max_retries",
+    "failed_replacements",
+    "device",
+    "pods_per_gpu",
+    "search_space",
+)
+"""Spec fields a resume may change; any other given value must equal the store's."""
+
+
+def resume_changes(spec: TournamentSpec, overrides: dict[str, Any], where: str) -> dict:
+    """``{field: [old, new]}`` for the fields a resume changes; ``ValueError`` for a
+    field that differs from the store's and may not change (env, algorithms, pods...)."""
+    changes = {}
+    for key, value in overrides.items():
+        if not hasattr(spec, key):
+            raise ValueError(unknown_option(key))
+        old = getattr(spec, key)
+        if key == "generator" and isinstance(value, dict):
+            value = dataclasses.replace(old, **value)  # a partial dict changes just those
+        if key == "search_space":
+            value = search_spaces.normalize(value)
+        if key == "algos":
+            if isinstance(value, str):
+                value = tuple(a.strip() for a in value.split(",") if a.strip())
+            value = tuple(get_algo(a).name for a in value)
+        if value == old:
+            continue
+        if key not in RESUME_CHANGEABLE:
+            raise ValueError(
+                f"{where} holds a tournament with {key}={short(old)}; a resume cannot "
+                f"change it to {short(value)} (start a new store for that)"
+            )
+        changes[key] = [old, value]
+    return changes
+
+
+def check_sources(where: str, spec: TournamentSpec, overrides: dict, allow: bool) -> None:
+    """Refuse data paths or URLs that a store's spec names and the user did not give."""
+    from elegantpod.envs.registry import external_sources
+    from elegantpod.provenance import own_sources, same_file
+
+    for name in ("env_kwargs", "eval_env_kwargs"):
+        given = overrides.get(name) or {}
+        named = external_sources(getattr(spec, name))
+        own = own_sources(named, where)  # this user's store and data table
+        unconfirmed = {
+            k: v for k, v in named.items() if k not in own and not same_file(given.get(k), v)
+        }
+        if unconfirmed and not allow:
+            raise ValueError(
+                f"{where!r} names data to read in {name}: "
+                f"{short(unconfirmed)}; a store from someone else must not make this process "
+                f"read files or fetch URLs. Pass {name}={short(unconfirmed)} to resume (or "
+                "allow_remote=True) if you trust it"
+            )
+
+
+def spec_names(options: dict[str, Any]) -> dict[str, Any]:
+    """User-facing argument names (``env``) as spec fields (``env_id``)."""
+    options = dict(options)
+    if "env" in options:
+        options["env_id"] = options.pop("env")
+    return options
+
+
+def unknown_option(key: str) -> str:
+    """'unknown option' with the close matches among the spec's fields."""
+    import difflib
+
+    names = [f.name for f in dataclasses.fields(TournamentSpec)]
+    close = difflib.get_close_matches(key, names, n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else f"; options: {', '.join(names)}"
+    return f"unknown tournament option {short(key)}{hint}"
+
+
+def make_spec(**options: Any) -> TournamentSpec:
+    """A checked :class:`TournamentSpec` from keyword arguments (names checked first)."""
+    options = spec_names(options)
+    for key in options:
+        if key not in {f.name for f in dataclasses.fields(TournamentSpec)}:
+            raise ValueError(unknown_option(key))
+    algos = options.get("algos", ("ppo",))
+    if isinstance(algos, str):
+        algos = tuple(a.strip() for a in algos.split(",") if a.strip())
+    options["algos"] = tuple(get_algo(a).name for a in algos)  # "PPO" -> "ppo"
+    if isinstance(options.get("generator"), dict):
+        g = dict(options["generator"])
+        if "perturb_factors" in g:
+            g["perturb_factors"] = tuple(g["perturb_factors"])
+        options["generator"] = GeneratorConfig(**g)
+    if "search_space" in options:  # Bound/Choice, plain JSON or Tune domains: ours
+        options["search_space"] = search_spaces.normalize(options["search_space"])
+    if isinstance(options.get("hparams"), dict):
+        hparams = {}
+        for algo, given in options["hparams"].items():
+            learner = get_algo(algo)
+            if not isinstance(given, dict):
+                raise ValueError(
+                    f"hparams[{algo!r}] must be a dict of hyperparameters, got {short(given)}"
+                )
+            # values in their field's type ("3e-4" from a command line is 0.0003)
+            config = replace_checked(learner.config_cls(), given)
+            hparams[learner.name] = {k: getattr(config, k) for k in given}
+        options["hparams"] = hparams
+    spec = TournamentSpec(**options)
+    check_spec(spec)
+    return spec
+
+
+def check_spec(spec: TournamentSpec) -> None:
+    """Every check that needs no cluster: bad input fails here, before any Dask work."""
+    check_env_id(spec.env_id)
+    spec.validate()
+    check_eval_env(spec.env_id, spec.env_kwargs, spec.eval_env_kwargs, spec.fitness)
+    for algo in spec.algos:
+        learner = get_algo(algo)
+        learner.check_env(spec.env_id, spec.env_kwargs)
+        try:
+            config = replace_checked(learner.config_cls(), spec.hparams.get(algo, {}))
+        except ValueError as exc:
+            raise ValueError(f"hparams[{algo!r}]: {exc}") from None
+        check_learners(spec.learners, config.num_envs, algo)
+        # A lower bound before any env exists: refuses the absurd. Without env_kwargs,
+        # as this check always ran: it counts no MJX worlds (largest_pod_bytes does).
+        check_memory(dataclasses.replace(spec.pod_spec(algo, config), env_kwargs={}))
+    unknown = set(spec.hparams) - {get_algo(a).name for a in spec.algos}
+    if unknown:
+        raise ValueError(
+            f"hparams given for {sorted(unknown)}, which are not in algos {list(spec.algos)}"
+        )
+    search_spaces.check(spec)
+
+
+def lone_pods_warning(algos, pods: int) -> str | None:
+    """Why a population with fewer than two pods of some algorithm does no
+    population-based training for it, or ``None``.
+
+    A child copies its parent's networks, so its parent is a live pod of its own
+    algorithm; a lone pod's would-be parent is itself. The population never replaces
+    such a pod by exploitation (restarts still may), so a 2-pod ``ppo`` + ``sac``
+    tournament is two single runs. The starting pods are shared out evenly: with fewer
+    than two per algorithm, some (or all) algorithms get one.
+    """
+    algos = list(algos)
+    k = len(algos)
+    if pods < 2 or pods >= 2 * k:
+        return None
+    which = (
+        f"each of {', '.join(algos)} has"
+        if pods <= k
+        else f"{2 * k - pods} of {', '.join(algos)} will have"
+    )
+    return (
+        f"{pods} pods for {k} algorithms: {which} a single pod. A child copies a live "
+        "pod of its own algorithm (its networks), so a lone pod could only be replaced by "
+        "a mutated copy of itself: it is kept and trains on alone (a restart may still "
+        f"replace it), with no exploitation. Give pods={2 * k} or more (two per "
+        "algorithm) for population-based training."
+    )
