@@ -13,7 +13,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from elegantpod.checks.fitness import check_fitness
 from elegantpod.checks.json_values import check_json
 from elegantpod.checks.limits import (
     MAX_EVAL_EPISODES,
@@ -63,7 +62,7 @@ class PodSpec:
     """Overrides of ``env_kwargs`` for the evaluator's env, e.g. validation dates."""
     fitness: str = "return"
     """What ranks and stops the pod: ``"return"`` (mean evaluation return) or a metric
-    the env reports (see :data:`~elegantpod.checks.fitness.FITNESSES`)."""
+    the env reports (its ``EnvHooks.fitnesses``)."""
     learners: int = 1
     """Learners that train on shards of the pod's data and fuse their parameters after
     every update epoch (paper 4.3); 1: a single learner."""
@@ -96,7 +95,9 @@ class PodSpec:
             check_device_name(device)
         if self.capture is not None and not isinstance(self.capture, bool):
             raise ValueError(f"capture must be True, False or None, got {self.capture!r}")
-        check_fitness(self.fitness)
+        from elegantpod.envs.registry import check_fitness  # envs import this module
+
+        check_fitness(self.fitness, self.env_id)
         check_json("env_kwargs", self.env_kwargs)
         check_json("eval_env_kwargs", self.eval_env_kwargs)
         positive("max_steps", self.max_steps, allow_none=True)

@@ -17,12 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from elegantpod.agents import get_algo
-from elegantpod.checks.fitness import check_fitness
 from elegantpod.checks.json_values import check_json, json_safe
 from elegantpod.checks.overrides import replace_checked
 from elegantpod.config import PodSpec
 from elegantpod.devices import resolve_device
-from elegantpod.envs.registry import check_env_id, check_eval_env
+from elegantpod.envs.registry import check_env_id, check_eval_env, check_fitness
 from elegantpod.pod.hooks import PodHooks
 from elegantpod.pod.memory import check_memory
 from elegantpod.safe_files import atomic_write_bytes
@@ -78,7 +77,7 @@ def build_spec(
     env_kwargs, eval_env_kwargs = dict(env_kwargs or {}), dict(eval_env_kwargs or {})
     check_json("env_kwargs", env_kwargs)
     check_json("eval_env_kwargs", eval_env_kwargs)
-    check_fitness(fitness)
+    check_fitness(fitness, env)
     learner_cls = get_algo(algo)
     if num_envs is not None and (isinstance(num_envs, bool) or int(num_envs) < 1):
         raise ValueError(f"num_envs must be >= 1, got {num_envs!r}")

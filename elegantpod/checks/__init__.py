@@ -7,5 +7,4 @@ They import nothing else from elegantpod, so every layer may use them.
 - ``limits``: hard limits of hyperparameters and sizes (``Limit``, the ``MAX_*``).
 - ``text``: untrusted values shown short in messages; characters a name may not hold.
 - ``json_values``: values JSON carries unchanged.
-- ``fitness``: the fitness names a tournament ranks by.
 """

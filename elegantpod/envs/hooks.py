@@ -14,12 +14,17 @@ MJX or Isaac env id gets the defaults.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 
 class EnvHooks:
     """The classmethods generic code asks an env class; subclasses override what they add.
 
+    ``fitnesses``
+        What a leaderboard may rank this env's pods by: ``"return"`` (the mean
+        evaluation return) and the names of the metrics its evaluations report (higher is
+        better for each). Checked before any work (:func:`~elegantpod.envs.registry.
+        check_fitness`), so a typo fails naming the choices.
     ``shipped_values``
         Values of a file keyword (``path_kwargs``) that name data the package ships, so
         that a spec naming them is not treated as pointing at a file or URL.
@@ -41,6 +46,9 @@ class EnvHooks:
         beside data in another column order would trade one stock by another's slot,
         with no error anywhere (:mod:`elegantpod.pod.restore` applies both).
     """
+
+    fitnesses: ClassVar[tuple[str, ...]] = ("return",)
+    """What a leaderboard may rank by: the return, and the metrics evaluations report."""
 
     def layout(self) -> dict[str, list[str]] | None:
         """``{name: labels}``: what the policy's inputs and outputs stand for, in order

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import difflib
 import inspect
+from typing import Any
 
 import gymnasium
 import torch
 
+from elegantpod.checks.text import short
 from elegantpod.devices import resolve_device
 from elegantpod.envs.base import VecEnv
 from elegantpod.envs.classic import NATIVE_ENVS
@@ -159,6 +161,17 @@ def env_hooks(env_id: str) -> type[EnvHooks]:
     defaults add nothing, for an id that has none (gymnasium, MJX, Isaac)."""
     cls = _kwarg_env(env_id) if env_id in KWARG_ENVS else NATIVE_ENVS.get(env_id)
     return cls if isinstance(cls, type) and issubclass(cls, EnvHooks) else EnvHooks
+
+
+def check_fitness(fitness: Any, env_id: str) -> None:
+    """Raise ``ValueError`` naming ``fitness`` unless ``env_id``'s evaluations report it
+    (its :attr:`EnvHooks.fitnesses <elegantpod.envs.hooks.EnvHooks.fitnesses>`)."""
+    names = env_hooks(env_id).fitnesses
+    if fitness not in names:
+        raise ValueError(
+            f"unknown fitness {short(fitness)} for {env_id!r}; choose one of {list(names)} "
+            "(an env class declares what its evaluations report: EnvHooks.fitnesses)"
+        )
 
 
 def check_env_id(env_id: str) -> None:

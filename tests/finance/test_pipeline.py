@@ -176,7 +176,7 @@ def test_bad_finance_settings_fail_before_any_cluster_work(tmp_path):
     base = dict(algos=["ppo"], pods=2, max_steps=1000, client=None)
     with pytest.raises(ValueError, match="unknown fitness 'sharp'"):
         elegantpod.Tournament("StockTrading-v0", store=str(tmp_path / "a"), fitness="sharp", **base)
-    with pytest.raises(ValueError, match="needs an evaluation env"):
+    with pytest.raises(ValueError, match=r"unknown fitness 'sharpe' for 'CartPole-v1'; choose one"):
         elegantpod.Tournament("CartPole-v1", store=str(tmp_path / "b"), fitness="sharpe", **base)
     with pytest.raises(ValueError, match="--eval-env-arg episode_days=null"):  # says how
         elegantpod.Tournament(

@@ -20,6 +20,10 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
+FITNESS_METRICS = ("sharpe", "calmar", "sortino", "annual_return", "cumulative_return")
+"""The metrics a trading env's leaderboard may rank by besides the return (higher is
+better for each): its ``fitnesses``."""
+
 METRICS: tuple[str, ...] = (
     "cumulative_return",
     "annual_return",

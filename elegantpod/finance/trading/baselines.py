@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from elegantpod.checks.text import short
 from elegantpod.finance.backtests.benchmarks import EQUAL_WEIGHT, equal_weight, index_series
 from elegantpod.finance.stats import metrics
 
@@ -76,15 +77,15 @@ def baseline_scores(
 ) -> dict[str, float]:
     """Each baseline's ``fitness`` over the range: what an agent must beat.
 
-    ``fitness`` is a leaderboard fitness (:data:`~elegantpod.checks.fitness.FITNESSES`):
+    ``fitness`` is a leaderboard fitness (``StockTradingEnv.fitnesses``):
     ``"return"`` is the env's episode return (the change of value in percent of the
     initial amount, times ``reward_scale / 100``), the others the finance metric of the
     daily values, computed as the trading env computes an agent's. ``values`` are
     :func:`baseline_values` of these ``env_kwargs`` when the caller has them already.
     """
-    from elegantpod.checks.fitness import check_fitness
-
-    check_fitness(fitness)
+    names = ("return", *metrics.FITNESS_METRICS)  # the trading env's fitnesses
+    if fitness not in names:
+        raise ValueError(f"unknown fitness {short(fitness)}; choose one of {list(names)}")
     scale = float(env_kwargs.get("reward_scale", 100.0))
     amount = float(env_kwargs.get("initial_amount", 1e6))
     periods = int(env_kwargs.get("periods_per_year", 252))

@@ -108,6 +108,9 @@ class StockTradingEnv(EnvHooks):
     """
 
     env_id = ENV_ID
+    fitnesses = ("return", *metrics.FITNESS_METRICS)
+    """What a leaderboard may rank by: the return, or a finance metric of the evaluation
+    episodes' daily values, as its evaluations report them (higher is better for each)."""
 
     def __init__(
         self,

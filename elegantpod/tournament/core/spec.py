@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from elegantpod.agents import get_algo
-from elegantpod.checks.fitness import check_fitness
 from elegantpod.checks.json_values import check_json
 from elegantpod.checks.limits import (
     MAX_EVAL_EPISODES,
@@ -22,7 +21,7 @@ from elegantpod.checks.limits import (
 from elegantpod.checks.overrides import replace_checked
 from elegantpod.checks.text import short
 from elegantpod.config import PodSpec
-from elegantpod.envs.registry import check_env_id, check_eval_env
+from elegantpod.envs.registry import check_env_id, check_eval_env, check_fitness
 from elegantpod.pod.memory import check_memory
 from elegantpod.search.plain import space_from_dict, space_to_dict
 from elegantpod.tournament.core import field_checks, search_spaces
@@ -87,8 +86,7 @@ class TournamentSpec:
     """Fused learners per pod (see :class:`~elegantpod.agents.fusion.FusedLearners`)."""
     fitness: str = "return"
     """What the leaderboard ranks: the mean evaluation return, or a finance metric of the
-    evaluation episodes (``"sharpe"``, ``"calmar"``... see
-    :data:`elegantpod.checks.fitness.FITNESSES`)."""
+    evaluation episodes (``"sharpe"``, ``"calmar"``...: the env's ``EnvHooks.fitnesses``)."""
     search_space: dict[str, dict[str, Any]] = field(default_factory=dict)
     """This tournament's own search space per algorithm, ``{"ppo": {"lr":
     loguniform(1e-4, 1e-2)}}`` (:mod:`elegantpod.search`): each domain replaces the
@@ -158,7 +156,7 @@ class TournamentSpec:
             raise ValueError(
                 f"init must be one of {list(search_spaces.INITS)}, got {short(self.init)}"
             )
-        check_fitness(self.fitness)
+        check_fitness(self.fitness, self.env_id)
         check_json("env_kwargs", self.env_kwargs)
         check_json("eval_env_kwargs", self.eval_env_kwargs)
 
