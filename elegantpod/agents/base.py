@@ -49,6 +49,13 @@ class DeployedActor(torch.nn.Module):
                 bound = torch.tensor(getattr(action_space, name), dtype=torch.float32)
             self.register_buffer(name, bound, persistent=False)
 
+    @staticmethod
+    def placeholder_rng() -> dict[str, Any]:
+        """Where a deployed actor builds its networks: on the CPU, drawing their initial
+        weights (overwritten by the checkpoint's) from a generator of its own, not from
+        torch's global one, whose state a user's own code may rely on."""
+        return {"device": "cpu", "generator": torch.Generator().manual_seed(0)}
+
     def scale(self, a: Tensor) -> Tensor:
         """A point of ``[-1, 1]^d`` in the Box's bounds (as off-policy learners store
         actions)."""

@@ -73,7 +73,7 @@ class DDPGActor(DeployedActor):
 
     def __init__(self, observation_space, action_space, config: DDPGConfig):
         super().__init__(action_space)
-        rng = {"device": "cpu", "generator": torch.Generator().manual_seed(0)}  # overwritten
+        rng = self.placeholder_rng()
         obs_dim, act_dim = int(observation_space.shape[0]), int(action_space.shape[0])
         self.actor = DeterministicActor(obs_dim, act_dim, config.hidden, **rng)
         self.noise = float(config.exploration_noise)

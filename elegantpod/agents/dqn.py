@@ -137,6 +137,16 @@ class QNetwork(nn.Module):
         return self.value(h) + a - a.mean(-1, keepdim=True)
 
 
+def epsilon_greedy(values: Tensor, epsilon: float, generator: torch.Generator | None) -> Tensor:
+    """Per row of Q-values: a uniform action with probability ``epsilon``, else the argmax.
+    What the learner explores with, and a deployed DQN samples with."""
+    n = values.shape[0]
+    kw = {"device": values.device, "generator": generator}
+    is_random = torch.rand(n, **kw) < epsilon
+    uniform = torch.randint(0, values.shape[-1], (n,), **kw)
+    return torch.where(is_random, uniform, values.argmax(-1))
+
+
 class DQNActor(DeployedActor):
     """DQN's policy to deploy: the Q-network's argmax; samples are
     ``epsilon_end``-greedy, as the learner acts once its exploration has decayed."""
@@ -145,7 +155,7 @@ class DQNActor(DeployedActor):
 
     def __init__(self, observation_space, action_space, config: DQNConfig):
         super().__init__(action_space)
-        rng = {"device": "cpu", "generator": torch.Generator().manual_seed(0)}  # overwritten
+        rng = self.placeholder_rng()
         shape, n = tuple(observation_space.shape), int(action_space.n)
         self.q = QNetwork(shape, n, config.hidden, config.dueling, **rng)
         self.epsilon = float(config.epsilon_end)
@@ -154,11 +164,7 @@ class DQNActor(DeployedActor):
         return self.q(obs).argmax(-1)
 
     def sample(self, obs: Tensor, generator: torch.Generator | None = None) -> Tensor:
-        values = self.q(obs)
-        kw = {"device": obs.device, "generator": generator}
-        is_random = torch.rand(obs.shape[0], **kw) < self.epsilon
-        uniform = torch.randint(0, values.shape[-1], (obs.shape[0],), **kw)
-        return torch.where(is_random, uniform, values.argmax(-1))
+        return epsilon_greedy(self.q(obs), self.epsilon, generator)
 
 
 class DQN(OffPolicyLearner):
@@ -212,9 +218,7 @@ class DQN(OffPolicyLearner):
         return c.epsilon_start + frac * (c.epsilon_end - c.epsilon_start)
 
     def _epsilon_greedy(self, obs: Tensor, epsilon: float) -> Tensor:
-        n = obs.shape[0]
-        is_random = torch.rand(n, device=self.device, generator=self.generator) < epsilon
-        return torch.where(is_random, self.random_action(n), self.q(obs).argmax(-1))
+        return epsilon_greedy(self.q(obs), epsilon, self.generator)
 
     def explore(self, obs: Tensor) -> tuple[Tensor, Tensor]:
         a = self._epsilon_greedy(obs, 1.0 if self.is_warming_up else self.epsilon)

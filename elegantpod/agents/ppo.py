@@ -179,7 +179,7 @@ class PPOActor(DeployedActor):
         super().__init__(action_space)
         shape = tuple(observation_space.shape)
         act_dim = int(action_space.n) if self.is_discrete else int(action_space.shape[0])
-        rng = {"device": "cpu", "generator": torch.Generator().manual_seed(0)}  # overwritten
+        rng = self.placeholder_rng()
         self.actor = actor_network(shape, act_dim, config.hidden, **rng)
         self.obs_norm = observation_norm(shape, config.normalize_obs)
         self.log_std = _ParamHolder(nn.Parameter(torch.zeros(act_dim)))

@@ -89,13 +89,12 @@ class SACActor(DeployedActor):
 
     def __init__(self, observation_space, action_space, config: SACConfig):
         super().__init__(action_space)
-        rng = {"device": "cpu", "generator": torch.Generator().manual_seed(0)}  # overwritten
+        rng = self.placeholder_rng()
         obs_dim, act_dim = int(observation_space.shape[0]), int(action_space.shape[0])
         self.actor = SquashedGaussianActor(obs_dim, act_dim, config.hidden, **rng)
 
     def forward(self, obs: Tensor) -> Tensor:
-        mean = self.actor.net(obs).chunk(2, -1)[0]
-        return self.scale(torch.tanh(mean))
+        return self.scale(self.actor(obs, deterministic=True)[0])
 
     def sample(self, obs: Tensor, generator: torch.Generator | None = None) -> Tensor:
         return self.scale(self.actor(obs, generator)[0])

@@ -111,7 +111,6 @@ class Engine:
         self.workers_warning: str | None = None
         """Which pods wait on (or, at the end, were given up with) a worker whose
         heartbeat stopped; apart from :attr:`warning`, which a landed save clears."""
-        """What goes wrong now while training goes on (a failing store...), or None."""
         self.saver = Saver(store, self.lock)
         """Writes the snapshots (``saver.saved``: whether the store holds the state the
         views report; ``saver.store_bytes``: its checkpoints' size at the last pruning)."""

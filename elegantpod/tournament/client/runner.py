@@ -163,11 +163,10 @@ class Runner:
         with contextlib.suppress(Exception):
             SCHEDULER_EVENTS.remove(self.client, self._on_scheduler_event)
         with contextlib.suppress(Exception):
-            self.watch_heartbeats(force=True)
+            self.watch_heartbeats(force=True)  # also the workers there are now
             workers = None
             if self.stalled:
-                known = self.client.scheduler_info(n_workers=-1).get("workers") or {}
-                workers = [w for w in known if w not in self.stalled]
+                workers = [w for w in self._heartbeats if w not in self.stalled]
             if workers != []:
                 self.client.run(drop, self.id, workers=workers, on_error="ignore")
         self._variables.clear()
