@@ -205,19 +205,17 @@ def test_a_segment_steers_its_pod_through_public_methods(tmp_path):
     assert _private_reaches(probe) == ["line 2: pod._restore"]
 
 
-def test_the_readme_architecture_names_every_folder_and_only_real_ones():
-    """The README's layout is the map a newcomer reads first: every folder of the package
-    is on it, and every folder on it exists (the modules are each folder's own map, in
-    its ``__init__`` docstring)."""
+def test_the_architecture_page_names_every_folder_and_only_real_ones():
+    """The docs' architecture page is the map a newcomer reads first: every folder of the
+    package is on it, and every folder on it exists (the modules are each folder's own
+    map, in its ``__init__`` docstring)."""
     import re
 
-    readme = (PACKAGE.parent / "README.md").read_text()
-    start = readme.index("### Architecture")
-    block = readme[start : readme.index("\n## ", start)]
-    named = set(re.findall(r"^  ([a-z_]+)/ ", block, re.M))
+    page = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    named = set(re.findall(r"^  ([a-z_]+)/ ", page, re.M))
     top = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
-    assert top <= named, f"folders missing from the README's architecture: {top - named}"
-    assert named <= top, f"the README's architecture names no such folder: {named - top}"
+    assert top <= named, f"folders missing from the architecture page: {top - named}"
+    assert named <= top, f"the architecture page names no such folder: {named - top}"
 
 
 def test_every_folder_has_a_map():

@@ -19,7 +19,7 @@ def _ruff():
 @pytest.mark.parametrize("args", [["check"], ["format", "--check"]])
 def test_ruff(args):
     p = subprocess.run(
-        [_ruff(), *args, "elegantpod", "tests", "benchmarks"],
+        [_ruff(), *args, "elegantpod", "tests", "benchmarks", "docs/conf.py", "docs/_ext"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -1,11 +1,11 @@
-"""Every notebook runs top to bottom, headless, with nbclient and a small budget."""
+"""The notebooks: committed without outputs, each run whole somewhere in the suite (the
+docs build, or tutorial 03 in a real JupyterLab), and ``make tutorials`` at full budget."""
 
 import os
 from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(ROOT.glob("notebooks/*.ipynb")) + sorted(ROOT.glob("tutorials/*.ipynb"))
@@ -14,7 +14,7 @@ RUN_ELSEWHERE = {
 }
 """Notebooks another test executes whole, at the same small budget, as a user would: the
 hub test runs tutorial 03 with Run All Cells in a real JupyterLab and fails on any
-traceback. Executing it here too would only repeat that (25 s of the suite's time)."""
+traceback. The docs build leaves it out for the same reason (25 s of the suite's time)."""
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -32,27 +32,18 @@ def test_a_notebook_run_elsewhere_is_run_there_whole():
         assert '"ELEGANTPOD_SMALL_BUDGET": "1"' in source and "Run All Cells" in source
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    "path", [p for p in NOTEBOOKS if p.name not in RUN_ELSEWHERE], ids=lambda p: p.name
-)
-def test_notebook_executes(path, tmp_path, monkeypatch):
-    nb = nbformat.read(path, as_version=4)
-    monkeypatch.setenv("ELEGANTPOD_SMALL_BUDGET", "1")
-    work = tmp_path / "workdir"
-    monkeypatch.setenv("ELEGANTPOD_WORKDIR", str(work))
-    # the kernel (and the workers it starts) get a temp folder of their own: the check
-    # below sees only this notebook's files, never another test process's
-    private_tmp = tmp_path / "tmp"
-    private_tmp.mkdir()
-    monkeypatch.setenv("TMPDIR", str(private_tmp))
-    NotebookClient(
-        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
-    ).execute()
-    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.output_type == "error"]
-    assert not errors
-    # what it wrote went under elegantpod.workdir(), not into fresh temporary folders
-    assert not [p.name for p in private_tmp.glob("elegantpod*")]
+def test_the_docs_build_executes_every_other_notebook():
+    """Every notebook runs top to bottom in the docs build (tests/test_docs.py), which
+    renders its outputs as a page: once there, at the small budget, with a private
+    temporary folder; a cell that raises fails that build. Running them here too would
+    only repeat it. The one notebook it leaves out is the one run elsewhere."""
+    from tests import test_docs
+
+    assert [n.removesuffix(".ipynb") for n in RUN_ELSEWHERE] == [test_docs.NOT_EXECUTED_HERE]
+    conf = (ROOT / "docs" / "conf.py").read_text()
+    assert "nb_execution_raise_on_error = True" in conf
+    assert "nb_execution_excludepatterns = [" in conf
+    assert "ELEGANTPOD_DOCS_SKIP_EXECUTION" not in (ROOT / "Makefile").read_text()
 
 
 def test_there_are_notebooks():

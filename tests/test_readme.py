@@ -1,8 +1,11 @@
-"""The README's Python examples are what a newcomer copies: each one runs, here, as
-written, with only its budgets shrunk (issue 32).
+"""The README's and the docs pages' Python examples are what a newcomer copies: each one
+runs, here, as written, with only its budgets shrunk (issue 32; the docs pages since
+issue 43).
 
-Every ```` ```python ```` block of ``README.md`` must be claimed by exactly one entry of
-:data:`RUNS` (a new block fails :func:`test_every_python_block_is_run` until it is), and
+Every ```` ```python ```` block of ``README.md`` and of the Markdown pages under
+``docs/`` must be claimed by exactly one entry of :data:`RUNS` (a new block fails
+:func:`test_every_python_block_is_run` until it is; the same example shown on two pages,
+word for word, is one example and runs once), and
 each budget substitution must still match the README (a rewritten example fails instead
 of silently running unshrunk). Notebook-style blocks run in a real Jupyter kernel
 (nbclient), as their prose says; the script example runs as a script with ``python``.
@@ -26,20 +29,30 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 
 
-def python_blocks() -> list[tuple[int, str]]:
-    """``(line, code)`` of every ```` ```python ```` block of the README."""
-    text = README.read_text()
+def pages() -> list[Path]:
+    """The README and every Markdown page of the docs site (not its build output), with
+    ``deploy/README.md``, which the site includes as its Kubernetes guide."""
+    docs = ROOT / "docs"
+    found = sorted(p for p in docs.rglob("*.md") if "_build" not in p.parts)
+    return [README, *found, ROOT / "deploy" / "README.md"]
+
+
+def python_blocks() -> list[tuple[str, str]]:
+    """``("file:line", code)`` of every ```` ```python ```` block of the pages."""
     blocks = []
-    for m in re.finditer(r"^```python\n(.*?)^```", text, re.S | re.M):
-        blocks.append((text[: m.start()].count("\n") + 1, m.group(1)))
+    for page in pages():
+        text = page.read_text()
+        for m in re.finditer(r"^```python\n(.*?)^```", text, re.S | re.M):
+            line = text[: m.start()].count("\n") + 1
+            blocks.append((f"{page.relative_to(ROOT)}:{line}", m.group(1)))
     return blocks
 
 
 def block(first_line: str) -> str:
-    """The one block whose first line is ``first_line``."""
-    found = [code for _, code in python_blocks() if code.splitlines()[0] == first_line]
-    assert len(found) == 1, f"{len(found)} README blocks start with {first_line!r}"
-    return found[0]
+    """The one example whose first line is ``first_line`` (on one page or several)."""
+    found = {code for _, code in python_blocks() if code.splitlines()[0] == first_line}
+    assert len(found) == 1, f"{len(found)} examples start with {first_line!r}"
+    return found.pop()
 
 
 def shrink(code: str, budgets: dict[str, str]) -> str:
@@ -118,6 +131,18 @@ RUNS = {
         skip="needs a daskhub (JupyterHub + Dask Gateway + S3): tests/test_jupyterhub.py "
         "runs the same cluster(gateway=True) call from a user's server",
     ),
+    "kubernetes": Run(
+        blocks=("import elegantpod\n",),
+        skip="needs a Kubernetes cluster running deploy/kubernetes/ (checked statically "
+        "by tests/test_deploy.py; cluster(address) itself by tests/clusters/)",
+    ),
+    "hub sizes": Run(
+        blocks=(
+            "import elegantpod\n",
+            't = elegantpod.Tournament("Pendulum-v1", algos=["ppo", "sac"], pods=8,',
+        ),
+        skip="needs a daskhub whose gateway offers GPUs, and an S3 bucket",
+    ),
 }
 
 
@@ -128,6 +153,8 @@ def marker(code: str) -> str:
         ("script", 'if __name__ == "__main__":'),
         ("one pod", 'elegantpod.train("CartPole-v1"'),
         ("mjx", 'backend="mjx"'),
+        ("kubernetes", 'cluster("tcp://elegantpod-scheduler:8786")'),
+        ("hub sizes", "worker_gpus=1)"),
         ("gateway", "gateway=True"),
     ):
         if needle in code:
@@ -139,9 +166,9 @@ def find(run_name: str, first_line: str) -> str:
     """The block of ``run_name`` that starts with ``first_line``."""
     if first_line != "import elegantpod\n":
         return block(first_line.rstrip("\n"))
-    found = [c for _, c in python_blocks() if marker(c) == run_name]
-    assert len(found) == 1, f"{len(found)} README blocks for {run_name!r}"
-    return found[0]
+    found = {c for _, c in python_blocks() if marker(c) == run_name}
+    assert len(found) == 1, f"{len(found)} examples for {run_name!r}"
+    return found.pop()
 
 
 def test_every_python_block_is_run():
@@ -149,8 +176,9 @@ def test_every_python_block_is_run():
     for name, run in RUNS.items():
         claimed += [find(name, first).strip() for first in run.blocks]
     claimed.append(find("script", "import elegantpod\n").strip())
-    missing = [line for line, code in python_blocks() if code.strip() not in claimed]
-    assert not missing, f"README python blocks at lines {missing} are run by no test"
+    missing = [where for where, code in python_blocks() if code.strip() not in claimed]
+    assert not missing, f"python blocks at {missing} are run by no test"
+    assert {where.split(":")[0] for where, _ in python_blocks()} > {"README.md"}  # docs too
 
 
 def _execute(cells: list[str], tmp_path: Path, monkeypatch) -> nbformat.NotebookNode:

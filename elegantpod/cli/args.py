@@ -43,7 +43,9 @@ def _run_file_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _parser() -> argparse.ArgumentParser:
+def parser() -> argparse.ArgumentParser:
+    """The ``elegantpod`` command's argument parser, subcommands and all: what the
+    console script parses, and what the docs site's command-line reference prints."""
     from elegantpod import __version__
 
     p = argparse.ArgumentParser(prog="elegantpod", description="Cloud-native deep RL pods.")
@@ -252,10 +254,10 @@ def _parser() -> argparse.ArgumentParser:
 def given_options(argv: list[str]) -> set[str]:
     """The ``argparse`` destinations that ``argv`` gives explicitly (a default is not
     given: the file's value stands then)."""
-    p = _parser()
+    p = parser()
     sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
-    for parser in sub.choices.values():
-        for action in parser._actions:
+    for command in sub.choices.values():
+        for action in command._actions:
             action.default = argparse.SUPPRESS
             action.required = False
     return set(vars(p.parse_args(argv))) - {"command"}

@@ -13,7 +13,7 @@ import os
 import shlex
 import sys
 
-from elegantpod.cli.args import _parser, check_args
+from elegantpod.cli.args import check_args, parser
 from elegantpod.cli.commands import _export, _tournament, _train
 from elegantpod.cli.run_config import apply_run_files
 
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     ends with one line on what was kept and how to continue (status 130)."""
     _drop_working_folder()  # before anything imports lazily (torch imports sympy late)
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = _parser().parse_args(argv)
+    args = parser().parse_args(argv)
     if args.command == "presets" or getattr(args, "preset", None) == "list":
         from elegantpod.cli.presets import preset_lines
 

@@ -88,9 +88,9 @@ class Option:
 def _parser_options(command: str) -> dict[str, Option]:
     """The command's long options as run-file keys, read from the parser itself, so a
     flag added to the command line is a key of its files too."""
-    from elegantpod.cli.args import _parser
+    from elegantpod.cli.args import parser
 
-    sub = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    sub = next(a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
     out = {}
     for action in sub.choices[command]._actions:
         longs = [s for s in action.option_strings if s.startswith("--")]

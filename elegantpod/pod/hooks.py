@@ -21,6 +21,10 @@ imports this one)."""
 class PodHooks:
     """What a run calls, and how it is asked to stop.
 
+    Either ``on_*`` returning ``False`` ends the run (``None`` or ``True`` go on); so
+    does :meth:`request_stop`, from any thread (a signal handler, a widget, a timer).
+    A run that ends early ends as a finished one does: checkpointed, with its result.
+
     Parameters
     ----------
     on_update
@@ -31,10 +35,6 @@ class PodHooks:
     should_stop
         ``should_stop()``, polled between gradient steps inside an update (so a stop
         ends even a long update within one step) and after each update. Must be cheap.
-
-    Either ``on_*`` returning ``False`` ends the run (``None`` or ``True`` go on); so
-    does :meth:`request_stop`, from any thread (a signal handler, a widget, a timer).
-    A run that ends early ends as a finished one does: checkpointed, with its result.
     """
 
     def __init__(

@@ -128,7 +128,8 @@ class Pod:
         threads: int | None = None,
     ) -> TrainResult:
         """Train until the budget is spent, the spec's target is reached, or the hooks
-        stop the run.
+        stop the run. ``wall_seconds`` count from here (envs and networks built) to the
+        end of training.
 
         Parameters
         ----------
@@ -144,8 +145,6 @@ class Pod:
             Torch's intra-op thread count during the run (restored after it): ``None``
             is :func:`~elegantpod.threads.default_threads` of the pod's device (one on a
             CPU), ``0`` leaves torch's own setting alone.
-
-        ``wall_seconds`` count from here (envs and networks built) to the end of training.
         """
         budget = Budget.of(self.spec, self.learner) if budget is None else budget
         hooks = PodHooks() if hooks is None else hooks

@@ -686,12 +686,12 @@ def test_a_lone_pod_per_algorithm_is_one_warning_line(tmp_path, capsys, monkeypa
 
 # -- --segment-seconds (the Python API's segment_seconds) --------------------------------
 def test_segment_seconds_is_parsed_and_defaults_to_the_spec_default():
-    from elegantpod.cli.args import _parser
+    from elegantpod.cli.args import parser
     from elegantpod.tournament.core.spec import TournamentSpec
 
-    args = _parser().parse_args([*TOURNAMENT, "--store", "s", "--segment-seconds", "2.5"])
+    args = parser().parse_args([*TOURNAMENT, "--store", "s", "--segment-seconds", "2.5"])
     assert args.segment_seconds == 2.5
-    args = _parser().parse_args([*TOURNAMENT, "--store", "s"])
+    args = parser().parse_args([*TOURNAMENT, "--store", "s"])
     assert args.segment_seconds is None and TournamentSpec(env_id="x").segment_seconds is None
 
 
@@ -719,10 +719,10 @@ def test_a_bad_segment_seconds_is_one_clear_error_before_any_cluster(
 
 
 def test_segment_seconds_that_is_not_a_number_is_refused_by_the_parser(capsys):
-    from elegantpod.cli.args import _parser
+    from elegantpod.cli.args import parser
 
     with pytest.raises(SystemExit) as exc:
-        _parser().parse_args([*TOURNAMENT, "--store", "s", "--segment-seconds", "2s"])
+        parser().parse_args([*TOURNAMENT, "--store", "s", "--segment-seconds", "2s"])
     assert exc.value.code == 2
     assert "--segment-seconds: invalid float value: '2s'" in capsys.readouterr().err
 
@@ -800,10 +800,10 @@ def test_a_bad_search_space_file_is_one_error_naming_the_key_before_any_cluster(
 
 
 def test_init_takes_default_or_sample(capsys):
-    from elegantpod.cli.args import _parser
+    from elegantpod.cli.args import parser
 
-    assert _parser().parse_args([*TOURNAMENT, "--store", "s", "--init", "sample"]).init == "sample"
-    assert _parser().parse_args([*TOURNAMENT, "--store", "s"]).init is None  # the spec's default
+    assert parser().parse_args([*TOURNAMENT, "--store", "s", "--init", "sample"]).init == "sample"
+    assert parser().parse_args([*TOURNAMENT, "--store", "s"]).init is None  # the spec's default
     with pytest.raises(SystemExit):
-        _parser().parse_args([*TOURNAMENT, "--store", "s", "--init", "random"])
+        parser().parse_args([*TOURNAMENT, "--store", "s", "--init", "random"])
     assert "invalid choice: 'random'" in capsys.readouterr().err

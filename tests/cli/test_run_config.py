@@ -27,10 +27,10 @@ def main_in_process(args, capsys, monkeypatch):
 
 def parsed(argv):
     """``argv`` parsed and completed from its files, as ``main()`` does."""
-    from elegantpod.cli.args import _parser, check_args
+    from elegantpod.cli.args import check_args, parser
     from elegantpod.cli.run_config import apply_run_files
 
-    args = _parser().parse_args([str(a) for a in argv])
+    args = parser().parse_args([str(a) for a in argv])
     args.run_config = apply_run_files(args, [str(a) for a in argv])
     check_args(args)
     return args

@@ -88,8 +88,8 @@ class TournamentSpec:
     """What the leaderboard ranks: the mean evaluation return, or a finance metric of the
     evaluation episodes (``"sharpe"``, ``"calmar"``...: the env's ``EnvHooks.fitnesses``)."""
     search_space: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """This tournament's own search space per algorithm, ``{"ppo": {"lr":
-    loguniform(1e-4, 1e-2)}}`` (:mod:`elegantpod.search`): each domain replaces the
+    """This tournament's own search space per algorithm,
+    ``{"ppo": {"lr": loguniform(1e-4, 1e-2)}}`` (:mod:`elegantpod.search`): each domain replaces the
     learner's of that name, or adds one; mutation, restarts and ``init="sample"`` draw
     from the result. Checked against the learner's hard limits; saved as plain JSON. A
     resume may give a new one: it replaces the store's whole."""
