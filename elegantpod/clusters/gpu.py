@@ -8,7 +8,7 @@ its default stream and its GIL, so they overlapped little even when nothing brok
 every pod has a process of its own, pinned to one GPU by ``CUDA_VISIBLE_DEVICES``, with
 one thread: one pod runs in it at a time (idle pods may stay resident within the memory
 planned for it). The processes of a GPU share it by time slicing, or run their kernels
-concurrently under CUDA MPS (optional, see the README).
+concurrently under CUDA MPS (optional: ``docs/guides/gpus.md``).
 
 The workers are Dask's own: nanny specs of a ``LocalCluster`` (a ``SpecCluster``), one
 per process. dask-cuda's ``LocalCUDACluster`` starts one worker per GPU and cannot start

@@ -132,7 +132,7 @@ def start_failure(exc: BaseException, timed_out: float | None) -> str:
 SCRIPT_GUARD = """\
 In a script, local workers are new Python processes that import the script again, so the
 code that starts the cluster must run only in the main process: put it in a function and
-call it under the guard (see "In a script" in the README):
+call it under the guard (see "In a script" in ``docs/getting-started.md``):
 
     import elegantpod
 

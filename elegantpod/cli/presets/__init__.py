@@ -2,7 +2,7 @@
 enough (``--preset mujoco``). Each is a run file of the same format as ``--config``
 (:mod:`elegantpod.cli.run_config`), read through the same checks; its ``description`` is the
 line ``elegantpod presets`` shows. Where the figures each reaches were measured: the
-README's "Command line" section."""
+docs' command-line guide (``docs/guides/cli.md``, "Presets")."""
 
 from __future__ import annotations
 
