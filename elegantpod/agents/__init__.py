@@ -1,6 +1,8 @@
 """Learners, one algorithm per module, all on the ``Learner`` protocol.
 
 - ``base``: the ``Learner`` protocol every algorithm follows.
+- ``hparams``: a hyperparameter declared once in its config field: default, hard
+  limit, search domain, key column, structural or not.
 - ``ppo``, ``sac``, ``td3``, ``ddpg``, ``dqn``: one file per algorithm, its config, its
   losses in the paper's notation, its networks.
 - ``offpolicy``: what replay-based learners share (the replay ring, warm-up, ratio).

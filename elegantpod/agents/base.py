@@ -97,7 +97,11 @@ class Learner(ABC):
     is_on_policy: ClassVar[bool]
     structural_hparams: ClassVar[tuple[str, ...]] = ()
     """Hyperparameters that fix network or buffer shapes: never changed live or by a
-    mutation of a child that copies its parent's networks."""
+    mutation of a child that copies its parent's networks. The built-in learners read
+    them from their config's fields (:func:`elegantpod.agents.hparams.structural`)."""
+    key_hparams: ClassVar[tuple[str, ...]] = ("lr",)
+    """The hyperparameters worth a glance: the leaderboard's and the dashboard's key
+    columns (:func:`elegantpod.agents.hparams.key_names` of a config that declares them)."""
     default_max_steps: ClassVar[int] = 1_000_000
     """Env steps of ``train()`` when the caller gives no budget."""
     default_segment_steps: ClassVar[int] = 32_768
@@ -109,7 +113,9 @@ class Learner(ABC):
     search_space: ClassVar[dict[str, Domain]] = {}
     """``{hyperparameter: Bound | Choice}``: where a tournament's generator may move each one.
     Inherited like any class attribute; empty (nothing moves) for a new learner. Set it
-    in the class body or with ``register_algo(cls, search_space=...)``."""
+    in the class body (the built-in learners take their config fields' domains,
+    :func:`elegantpod.agents.hparams.search_space`) or with
+    ``register_algo(cls, search_space=...)``."""
 
     def __init__(self, observation_space, action_space, config, device="cpu", seed: int = 0):
         self.check_spaces(observation_space, action_space)

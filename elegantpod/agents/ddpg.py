@@ -28,11 +28,13 @@ import torch
 from torch import nn
 
 from elegantpod.agents.base import DeployedActor
+from elegantpod.agents.hparams import hparam, key_names, structural
+from elegantpod.agents.hparams import search_space as search_space_of
 from elegantpod.agents.nets import EnsembleQ, mlp
 from elegantpod.agents.noise import NoiseConfig
 from elegantpod.agents.offpolicy import OffPolicyConfig, OffPolicyLearner, polyak
 from elegantpod.checks.limits import MAX_NOISE, Limit
-from elegantpod.search.space import Bound, Choice, Domain
+from elegantpod.search.space import Bound, Domain
 from elegantpod.types import Batch
 
 Tensor = torch.Tensor
@@ -42,15 +44,11 @@ Tensor = torch.Tensor
 class DDPGConfig(NoiseConfig, OffPolicyConfig):
     """DDPG hyperparameters; defaults solve Pendulum-v1 in seconds on a laptop CPU."""
 
-    exploration_noise: float = 0.1
+    exploration_noise: float = hparam(
+        0.1, limit=Limit(0.0, MAX_NOISE), search=Bound(0.05, 1.0), key=True
+    )
     """Scale ``sigma`` of the exploration noise (its standard deviation) added to
     actions in ``[-1, 1]``."""
-
-    limits: ClassVar[dict[str, Limit]] = {
-        **OffPolicyConfig.limits,
-        **NoiseConfig.limits,
-        "exploration_noise": Limit(0.0, MAX_NOISE),
-    }
 
 
 class DeterministicActor(nn.Module):
@@ -92,16 +90,9 @@ class DDPG(OffPolicyLearner):
 
     name = "ddpg"
     config_cls = DDPGConfig
-    search_space: ClassVar[dict[str, Domain]] = {
-        "lr": Bound(1e-4, 3e-3, log=True),
-        "tau": Bound(0.002, 0.05, log=True),
-        "gamma": Bound(0.95, 0.999),
-        "replay_ratio": Bound(0.1, 1.0, log=True),
-        "batch_size": Bound(64, 512, integer=True, log=True),
-        "exploration_noise": Bound(0.05, 1.0),
-        "noise": Choice(["gaussian", "ou", "colored"], prob=0.3),
-        "noise_beta": Bound(0.0, 2.0),
-    }
+    search_space: ClassVar[dict[str, Domain]] = search_space_of(DDPGConfig)
+    structural_hparams = structural(DDPGConfig)
+    key_hparams = key_names(DDPGConfig)
     n_critics: ClassVar[int] = 1
     """Critics evaluated together (an :class:`EnsembleQ`); the target takes their min."""
 

@@ -29,10 +29,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from elegantpod.agents.base import DeployedActor
+from elegantpod.agents.hparams import hparam, inherit, key_names, structural
+from elegantpod.agents.hparams import search_space as search_space_of
 from elegantpod.agents.nets import encoded, mlp
 from elegantpod.agents.offpolicy import OffPolicyConfig, OffPolicyLearner, polyak
 from elegantpod.checks.limits import MAX_GRAD_NORM, MAX_STEPS, Limit, in_range
-from elegantpod.search.space import Bound
+from elegantpod.search.space import Bound, Domain
 from elegantpod.types import Batch
 
 Tensor = torch.Tensor
@@ -47,39 +49,41 @@ class DQNConfig(OffPolicyConfig):
     half a step per env step needed 20-170 s.
     """
 
-    num_envs: int = 16
+    num_envs: int = inherit(OffPolicyConfig, "num_envs", 16)
     """Parallel sub-envs per worker."""
-    lr: float = 2e-3
+    lr: float = inherit(OffPolicyConfig, "lr", 2e-3)
     """Adam learning rate."""
-    replay_ratio: float = 0.125
+    batch_size: int = inherit(
+        OffPolicyConfig, "batch_size", search=Bound(32, 512, integer=True, log=True), key=True
+    )
+    """Transitions per gradient step."""
+    replay_ratio: float = inherit(OffPolicyConfig, "replay_ratio", 0.125)
     """Gradient steps per collected transition."""
-    hidden: tuple[int, ...] = (128, 128)
+    hidden: tuple[int, ...] = inherit(OffPolicyConfig, "hidden", (128, 128))
     """Hidden layer sizes."""
-    double: bool = True
+    double: bool = hparam(True)
     """Double DQN target: the online net picks ``argmax_a' Q(s', a')``."""
-    dueling: bool = True
+    dueling: bool = hparam(True, structural=True)
     """Dueling head ``V(s) + A(s, a) - mean_a' A(s, a')``."""
-    tau: float = 1.0
+    tau: float = inherit(OffPolicyConfig, "tau", 1.0, search=None, key=False)
     """Polyak rate of each target update (1: copy the online net)."""
-    target_update_every: int = 50
+    target_update_every: int = hparam(
+        50,
+        limit=Limit(1, MAX_STEPS, integer=True),
+        search=Bound(50, 2000, integer=True, log=True),
+        key=True,
+    )
     """Gradient steps between two target updates."""
-    epsilon_start: float = 1.0
+    epsilon_start: float = hparam(1.0, limit=Limit(0.0, 1.0, domain=True))
     """Exploration rate once learning starts."""
-    epsilon_end: float = 0.02
+    epsilon_end: float = hparam(
+        0.02, limit=Limit(0.0, 1.0, domain=True), search=Bound(0.01, 0.1, log=True)
+    )
     """Exploration rate after ``epsilon_decay_steps``."""
-    epsilon_decay_steps: int = 10_000
+    epsilon_decay_steps: int = hparam(10_000, limit=Limit(1, MAX_STEPS, integer=True))
     """Env steps (counted from the first) over which epsilon falls linearly."""
-    max_grad_norm: float = 10.0
+    max_grad_norm: float = hparam(10.0, limit=Limit(0.0, MAX_GRAD_NORM, open_low=True))
     """Global gradient-norm clip."""
-
-    limits: ClassVar[dict[str, Limit]] = {
-        **OffPolicyConfig.limits,
-        "target_update_every": Limit(1, MAX_STEPS, integer=True),
-        "epsilon_start": Limit(0.0, 1.0, domain=True),
-        "epsilon_end": Limit(0.0, 1.0, domain=True),
-        "epsilon_decay_steps": Limit(1, MAX_STEPS, integer=True),
-        "max_grad_norm": Limit(0.0, MAX_GRAD_NORM, open_low=True),
-    }
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first hyperparameter out of range."""
@@ -172,16 +176,10 @@ class DQN(OffPolicyLearner):
 
     name = "dqn"
     config_cls = DQNConfig
-    structural_hparams = (*OffPolicyLearner.structural_hparams, "dueling")
+    structural_hparams = structural(DQNConfig)
+    key_hparams = key_names(DQNConfig)
     takes_images = True
-    search_space: ClassVar[dict[str, Bound]] = {
-        "lr": Bound(1e-4, 3e-3, log=True),
-        "gamma": Bound(0.95, 0.999),
-        "replay_ratio": Bound(0.1, 1.0, log=True),
-        "batch_size": Bound(32, 512, integer=True, log=True),
-        "target_update_every": Bound(50, 2000, integer=True, log=True),
-        "epsilon_end": Bound(0.01, 0.1, log=True),
-    }
+    search_space: ClassVar[dict[str, Domain]] = search_space_of(DQNConfig)
     default_segment_steps: ClassVar[int] = 12_000
     """DQN needs 20-40k steps on CartPole; with the generator's two-segment "ready" rule a
     pod is judged after 24k, not after 8k when it has barely started."""

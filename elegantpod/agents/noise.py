@@ -36,8 +36,10 @@ from typing import Any, ClassVar
 
 import torch
 
+from elegantpod.agents.hparams import hparam
 from elegantpod.checks.limits import Limit
 from elegantpod.checks.text import short
+from elegantpod.search.space import Bound, Choice
 
 Tensor = torch.Tensor
 
@@ -62,20 +64,15 @@ class NoiseConfig:
     checks, then its own.
     """
 
-    noise: str = "gaussian"
+    noise: str = hparam("gaussian", search=Choice(list(NOISE_KINDS), prob=0.3))
     """Exploration noise process: ``"gaussian"`` (i.i.d.), ``"ou"`` (Ornstein-Uhlenbeck)
     or ``"colored"`` (power law, ``noise_beta``); each restarts when its sub-env's
     episode ends."""
-    noise_beta: float = 1.0
+    noise_beta: float = hparam(1.0, limit=Limit(0.0, 3.0), search=Bound(0.0, 2.0))
     """Exponent of colored noise, ``S(f) ∝ f^-beta``: 0 white, 1 pink, 2 red (Brownian)."""
-    noise_theta: float = 0.15
+    noise_theta: float = hparam(0.15, limit=Limit(0.0, 1.0, open_low=True, domain=True))
     """Mean reversion of OU noise per env step: its autocorrelation at lag ``k`` is
     ``exp(-theta k)``."""
-
-    limits: ClassVar[dict[str, Limit]] = {
-        "noise_beta": Limit(0.0, 3.0),
-        "noise_theta": Limit(0.0, 1.0, open_low=True, domain=True),
-    }
 
     def validate(self) -> None:
         """The other base's checks, then ``ValueError`` naming an unknown noise kind."""

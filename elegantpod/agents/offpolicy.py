@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from elegantpod.agents.base import Learner
+from elegantpod.agents.hparams import hparam, limits, structural
 from elegantpod.agents.nets import is_image
 from elegantpod.agents.noise import ExplorationNoise, NoiseConfig
 from elegantpod.buffers import ReplayBuffer
@@ -32,6 +33,7 @@ from elegantpod.checks.limits import (
     check_hidden,
     check_limits,
 )
+from elegantpod.search.space import Bound
 from elegantpod.types import Batch
 
 Tensor = torch.Tensor
@@ -39,51 +41,60 @@ Tensor = torch.Tensor
 
 @dataclass(frozen=True, kw_only=True)
 class OffPolicyConfig:
-    """Hyperparameters of the replay loop, common to every off-policy algorithm."""
+    """Hyperparameters of the replay loop, common to every off-policy algorithm.
 
-    num_envs: int = 4
+    Each field declares its hard limit, its search domain (the one DDPG, TD3 and SAC
+    share; an algorithm may :func:`~elegantpod.agents.hparams.inherit` it with another)
+    and its role once (:func:`~elegantpod.agents.hparams.hparam`).
+    """
+
+    num_envs: int = hparam(4, limit=Limit(1, MAX_NUM_ENVS, integer=True), structural=True)
     """Parallel sub-envs per worker."""
-    horizon: int = 16
+    horizon: int = hparam(16, limit=Limit(1, MAX_HORIZON, integer=True))
     """Vector steps collected between two bursts of gradient updates."""
-    lr: float = 1e-3
+    lr: float = hparam(
+        1e-3,
+        limit=Limit(0.0, MAX_LR, open_low=True),
+        search=Bound(1e-4, 3e-3, log=True),
+        key=True,
+    )
     """Adam learning rate of every network."""
-    gamma: float = 0.99
+    gamma: float = hparam(0.99, limit=Limit(0.0, 1.0, domain=True), search=Bound(0.95, 0.999))
     """Discount factor."""
-    tau: float = 0.01
+    tau: float = hparam(
+        0.01,
+        limit=Limit(0.0, 1.0, open_low=True, domain=True),
+        search=Bound(0.002, 0.05, log=True),
+        key=True,
+    )
     """Polyak rate of the target networks (1: copy them)."""
-    batch_size: int = 128
+    batch_size: int = hparam(
+        128,
+        limit=Limit(1, MAX_BATCH, integer=True),
+        search=Bound(64, 512, integer=True, log=True),
+    )
     """Transitions per gradient step."""
-    buffer_size: int = 200_000
+    buffer_size: int = hparam(200_000, limit=Limit(1, MAX_BUFFER, integer=True), structural=True)
     """Replay capacity (transitions)."""
-    learning_starts: int = 1000
+    learning_starts: int = hparam(1000, limit=Limit(0, MAX_BUFFER, integer=True))
     """Uniform-random transitions collected before learning starts."""
-    replay_ratio: float = 0.5
+    replay_ratio: float = hparam(
+        0.5,
+        limit=Limit(0.0, MAX_REPLAY_RATIO, open_low=True),
+        search=Bound(0.1, 1.0, log=True),
+    )
     """Gradient steps per collected transition."""
-    hidden: tuple[int, ...] = (64, 64)
-    """Hidden layer sizes of every network."""
-
-    limits: ClassVar[dict[str, Limit]] = {
-        "num_envs": Limit(1, MAX_NUM_ENVS, integer=True),
-        "horizon": Limit(1, MAX_HORIZON, integer=True),
-        "lr": Limit(0.0, MAX_LR, open_low=True),
-        "gamma": Limit(0.0, 1.0, domain=True),
-        "tau": Limit(0.0, 1.0, open_low=True, domain=True),
-        "batch_size": Limit(1, MAX_BATCH, integer=True),
-        "buffer_size": Limit(1, MAX_BUFFER, integer=True),
-        "learning_starts": Limit(0, MAX_BUFFER, integer=True),
-        "replay_ratio": Limit(0.0, MAX_REPLAY_RATIO, open_low=True),
-    }
-    """Hard range of every numeric hyperparameter (see :class:`~elegantpod.checks.limits.Limit`);
-    each algorithm adds its own."""
+    hidden: tuple[int, ...] = hparam((64, 64), structural=True)
+    """Hidden layer sizes of every network (bounded by ``check_hidden``)."""
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first hyperparameter out of range.
 
-        Every number has a hard range (:attr:`limits`, ``elegantpod.checks.MAX_*``), so
-        that a typo, a hostile mutation or a store from someone else cannot allocate
-        terabytes or start an endless update.
+        Every number has a hard range (its field's ``limit``, ``elegantpod.checks.MAX_*``;
+        an algorithm's own fields included), so that a typo, a hostile mutation or a
+        store from someone else cannot allocate terabytes or start an endless update.
         """
-        check_limits(self)
+        check_limits(self, limits(type(self)))
         check_hidden(self.hidden)
 
 
@@ -97,7 +108,7 @@ class OffPolicyLearner(Learner):
     """
 
     is_on_policy = False
-    structural_hparams = ("num_envs", "hidden", "buffer_size")
+    structural_hparams = structural(OffPolicyConfig)
     default_max_steps: ClassVar[int] = 200_000
     default_segment_steps: ClassVar[int] = 4_000
     """Env steps per tournament segment: a few seconds of training on one CPU core."""

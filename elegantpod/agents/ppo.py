@@ -18,6 +18,8 @@ import torch
 from torch import nn
 
 from elegantpod.agents.base import DeployedActor, Learner
+from elegantpod.agents.hparams import hparam, key_names, limits, structural
+from elegantpod.agents.hparams import search_space as search_space_of
 from elegantpod.agents.nets import RunningNorm, encoded, is_image
 from elegantpod.checks.limits import (
     LOG_STD_RANGE,
@@ -33,7 +35,7 @@ from elegantpod.checks.limits import (
     check_hidden,
     check_limits,
 )
-from elegantpod.search.space import Bound
+from elegantpod.search.space import Bound, Domain
 from elegantpod.types import Batch
 
 Tensor = torch.Tensor
@@ -41,63 +43,63 @@ Tensor = torch.Tensor
 
 @dataclass(frozen=True, kw_only=True)
 class PPOConfig:
-    """PPO hyperparameters; defaults solve CartPole-v1 in a few seconds on a laptop CPU."""
+    """PPO hyperparameters; defaults solve CartPole-v1 in a few seconds on a laptop CPU.
 
-    num_envs: int = 64
+    Each field declares its hard limit, its search domain and its role once
+    (:func:`~elegantpod.agents.hparams.hparam`).
+    """
+
+    num_envs: int = hparam(64, limit=Limit(1, MAX_NUM_ENVS, integer=True), structural=True)
     """Parallel sub-envs per worker."""
-    horizon: int = 32
+    horizon: int = hparam(32, limit=Limit(1, MAX_HORIZON, integer=True), structural=True)
     """Vector steps per rollout; a rollout holds ``num_envs * horizon`` transitions."""
-    lr: float = 3e-3
+    lr: float = hparam(
+        3e-3,
+        limit=Limit(0.0, MAX_LR, open_low=True),
+        search=Bound(1e-4, 1e-2, log=True),
+        key=True,
+    )
     """Adam learning rate of actor and critic."""
-    gamma: float = 0.99
+    gamma: float = hparam(0.99, limit=Limit(0.0, 1.0, domain=True), search=Bound(0.95, 0.999))
     """Discount factor."""
-    gae_lambda: float = 0.9
+    gae_lambda: float = hparam(0.9, limit=Limit(0.0, 1.0, domain=True), search=Bound(0.8, 0.99))
     """GAE lambda: bias/variance trade-off of the advantage estimate."""
-    clip_coef: float = 0.2
+    clip_coef: float = hparam(
+        0.2, limit=Limit(0.0, 1.0, open_low=True), search=Bound(0.1, 0.4), key=True
+    )
     """Surrogate clipping epsilon."""
-    epochs: int = 4
+    epochs: int = hparam(
+        4,
+        limit=Limit(1, MAX_EPOCHS, integer=True),
+        search=Bound(2, 10, integer=True),
+        key=True,
+    )
     """Passes over each rollout."""
-    minibatch_size: int = 512
+    minibatch_size: int = hparam(512, limit=Limit(1, MAX_BATCH, integer=True))
     """Transitions per gradient step."""
-    ent_coef: float = 0.0
+    ent_coef: float = hparam(0.0, limit=Limit(0.0, MAX_ENT_COEF), search=Bound(0.0, 0.02))
     """Entropy bonus c2."""
-    vf_coef: float = 0.5
+    vf_coef: float = hparam(0.5, limit=Limit(0.0, MAX_LOSS_WEIGHT))
     """Value-loss weight c1."""
-    max_grad_norm: float = 0.5
+    max_grad_norm: float = hparam(0.5, limit=Limit(0.0, MAX_GRAD_NORM, open_low=True))
     """Global gradient-norm clip."""
-    normalize_advantage: bool = True
+    normalize_advantage: bool = hparam(True)
     """Standardize advantages per minibatch."""
-    normalize_obs: bool = False
+    normalize_obs: bool = hparam(False, structural=True)
     """Running mean/std normalization of observations."""
-    hidden: tuple[int, ...] = (64, 64)
-    """Hidden layer sizes of actor and critic."""
-    init_log_std: float = 0.0
+    hidden: tuple[int, ...] = hparam((64, 64), structural=True)
+    """Hidden layer sizes of actor and critic (bounded by ``check_hidden``)."""
+    init_log_std: float = hparam(0.0, limit=Limit(*LOG_STD_RANGE))
     """Initial log standard deviation of Gaussian policies (continuous actions)."""
-
-    limits: ClassVar[dict[str, Limit]] = {
-        "num_envs": Limit(1, MAX_NUM_ENVS, integer=True),
-        "horizon": Limit(1, MAX_HORIZON, integer=True),
-        "lr": Limit(0.0, MAX_LR, open_low=True),
-        "gamma": Limit(0.0, 1.0, domain=True),
-        "gae_lambda": Limit(0.0, 1.0, domain=True),
-        "clip_coef": Limit(0.0, 1.0, open_low=True),
-        "epochs": Limit(1, MAX_EPOCHS, integer=True),
-        "minibatch_size": Limit(1, MAX_BATCH, integer=True),
-        "ent_coef": Limit(0.0, MAX_ENT_COEF),
-        "vf_coef": Limit(0.0, MAX_LOSS_WEIGHT),
-        "max_grad_norm": Limit(0.0, MAX_GRAD_NORM, open_low=True),
-        "init_log_std": Limit(*LOG_STD_RANGE),
-    }
-    """Hard range of every numeric hyperparameter (see :class:`~elegantpod.checks.limits.Limit`)."""
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first hyperparameter out of range.
 
-        Every number has a hard range (:attr:`limits`, ``elegantpod.checks.MAX_*``), so
-        that a typo, a hostile mutation or a store from someone else cannot allocate
+        Every number has a hard range (its field's ``limit``, ``elegantpod.checks.MAX_*``),
+        so that a typo, a hostile mutation or a store from someone else cannot allocate
         terabytes, start an endless update or train with a nonsensical loss.
         """
-        check_limits(self)
+        check_limits(self, limits(PPOConfig))
         check_hidden(self.hidden)
 
 
@@ -207,19 +209,13 @@ class PPO(Learner):
     name = "ppo"
     config_cls = PPOConfig
     is_on_policy = True
-    structural_hparams = ("num_envs", "horizon", "hidden", "normalize_obs")
+    structural_hparams = structural(PPOConfig)
+    key_hparams = key_names(PPOConfig)
+    search_space: ClassVar[dict[str, Domain]] = search_space_of(PPOConfig)
     takes_images = True
     default_max_steps: ClassVar[int] = 2_000_000
     default_segment_steps: ClassVar[int] = 32_768
     """Env steps per tournament segment: a few seconds of training on one CPU core."""
-    search_space: ClassVar[dict[str, Bound]] = {
-        "lr": Bound(1e-4, 1e-2, log=True),
-        "clip_coef": Bound(0.1, 0.4),
-        "ent_coef": Bound(0.0, 0.02),
-        "gae_lambda": Bound(0.8, 0.99),
-        "gamma": Bound(0.95, 0.999),
-        "epochs": Bound(2, 10, integer=True),
-    }
 
     def __init__(self, observation_space, action_space, config=None, device="cpu", seed=0):
         super().__init__(observation_space, action_space, config, device, seed)

@@ -25,11 +25,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from elegantpod.agents.base import DeployedActor
+from elegantpod.agents.hparams import hparam, inherit, key_names, structural
+from elegantpod.agents.hparams import search_space as search_space_of
 from elegantpod.agents.nets import EnsembleQ, mlp
 from elegantpod.agents.noise import NoiseConfig
 from elegantpod.agents.offpolicy import OffPolicyConfig, OffPolicyLearner
 from elegantpod.checks.limits import MAX_ENTROPY, MAX_TEMPERATURE, Limit
-from elegantpod.search.space import Bound, Choice, Domain
+from elegantpod.search.space import Domain
 from elegantpod.types import Batch
 
 Tensor = torch.Tensor
@@ -39,21 +41,16 @@ Tensor = torch.Tensor
 class SACConfig(NoiseConfig, OffPolicyConfig):
     """SAC hyperparameters; defaults solve Pendulum-v1 in seconds on a laptop CPU."""
 
-    batch_size: int = 256
+    batch_size: int = inherit(OffPolicyConfig, "batch_size", 256, key=True)
     """Transitions per gradient step."""
-    replay_ratio: float = 0.25
+    replay_ratio: float = inherit(OffPolicyConfig, "replay_ratio", 0.25)
     """Gradient steps per collected transition."""
-    init_alpha: float = 0.2
+    init_alpha: float = hparam(0.2, limit=Limit(0.0, MAX_TEMPERATURE, open_low=True))
     """Initial entropy temperature."""
-    target_entropy: float | None = None
+    target_entropy: float | None = hparam(
+        None, limit=Limit(-MAX_ENTROPY, MAX_ENTROPY, optional=True)
+    )
     """Entropy target; ``None``: ``-action_dim``."""
-
-    limits: ClassVar[dict[str, Limit]] = {
-        **OffPolicyConfig.limits,
-        **NoiseConfig.limits,
-        "init_alpha": Limit(0.0, MAX_TEMPERATURE, open_low=True),
-        "target_entropy": Limit(-MAX_ENTROPY, MAX_ENTROPY, optional=True),
-    }
 
 
 class SquashedGaussianActor(nn.Module):
@@ -105,15 +102,9 @@ class SAC(OffPolicyLearner):
 
     name = "sac"
     config_cls = SACConfig
-    search_space: ClassVar[dict[str, Domain]] = {
-        "lr": Bound(1e-4, 3e-3, log=True),
-        "tau": Bound(0.002, 0.05, log=True),
-        "gamma": Bound(0.95, 0.999),
-        "replay_ratio": Bound(0.1, 1.0, log=True),
-        "batch_size": Bound(64, 512, integer=True, log=True),
-        "noise": Choice(["gaussian", "ou", "colored"], prob=0.3),
-        "noise_beta": Bound(0.0, 2.0),
-    }
+    search_space: ClassVar[dict[str, Domain]] = search_space_of(SACConfig)
+    structural_hparams = structural(SACConfig)
+    key_hparams = key_names(SACConfig)
 
     @classmethod
     def supported_action_spaces(cls):

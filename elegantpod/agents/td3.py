@@ -22,6 +22,8 @@ from typing import ClassVar
 import torch
 
 from elegantpod.agents.ddpg import DDPG, DDPGConfig
+from elegantpod.agents.hparams import hparam, inherit, key_names, structural
+from elegantpod.agents.hparams import search_space as search_space_of
 from elegantpod.checks.limits import MAX_DELAY, MAX_NOISE, Limit
 from elegantpod.search.space import Bound, Domain
 
@@ -33,19 +35,17 @@ class TD3Config(DDPGConfig):
     """TD3 hyperparameters (DDPG's plus the three fixes); defaults solve Pendulum-v1 in
     seconds on a laptop CPU."""
 
-    policy_noise: float = 0.2
+    exploration_noise: float = inherit(DDPGConfig, "exploration_noise", key=False)
+    """Scale ``sigma`` of the exploration noise added to actions in ``[-1, 1]`` (DDPG's;
+    the key columns show ``policy_delay`` instead)."""
+    policy_noise: float = hparam(0.2, limit=Limit(0.0, MAX_NOISE), search=Bound(0.1, 0.4))
     """Standard deviation ``sigma~`` of the target policy smoothing noise."""
-    noise_clip: float = 0.5
+    noise_clip: float = hparam(0.5, limit=Limit(0.0, MAX_NOISE))
     """Bound ``c`` of the smoothing noise."""
-    policy_delay: int = 2
+    policy_delay: int = hparam(
+        2, limit=Limit(1, MAX_DELAY, integer=True), search=Bound(1, 4, integer=True), key=True
+    )
     """Critic steps per actor (and target) step."""
-
-    limits: ClassVar[dict[str, Limit]] = {
-        **DDPGConfig.limits,
-        "policy_noise": Limit(0.0, MAX_NOISE),
-        "noise_clip": Limit(0.0, MAX_NOISE),
-        "policy_delay": Limit(1, MAX_DELAY, integer=True),
-    }
 
 
 class TD3(DDPG):
@@ -53,11 +53,9 @@ class TD3(DDPG):
 
     name = "td3"
     config_cls = TD3Config
-    search_space: ClassVar[dict[str, Domain]] = {
-        **DDPG.search_space,
-        "policy_noise": Bound(0.1, 0.4),
-        "policy_delay": Bound(1, 4, integer=True),
-    }
+    search_space: ClassVar[dict[str, Domain]] = search_space_of(TD3Config)
+    structural_hparams = structural(TD3Config)
+    key_hparams = key_names(TD3Config)
     n_critics: ClassVar[int] = 2
 
     def target_action(self, next_obs: Tensor) -> Tensor:

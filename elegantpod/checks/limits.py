@@ -1,6 +1,7 @@
 """Hard limits of hyperparameters and sizes, and the checks that refuse a value past one.
 
-A config declares one :class:`Limit` per numeric field (``limits``); the same check
+A learner config declares one :class:`Limit` per numeric field (in the field itself,
+:func:`elegantpod.agents.hparams.hparam`); the same check
 serves a user's value, a mutation and a value read from a store, so a typo or a hostile
 file cannot allocate terabytes or never finish. The ``MAX_*`` constants are those limits.
 """
@@ -100,7 +101,8 @@ MAX_STEPS = 10**12
 @dataclass(frozen=True)
 class Limit:
     """A hyperparameter's hard range: a config declares one per numeric field
-    (``limits``), and :func:`check_limits` refuses anything outside it.
+    (:func:`elegantpod.agents.hparams.hparam`), and :func:`check_limits` refuses
+    anything outside it.
 
     The same check serves a user's value, a mutation and a value read from a store, so
     a typo or a hostile file cannot set ``init_log_std=1e308`` or ``policy_delay=10**40``.
@@ -144,10 +146,10 @@ def check_limit(name: str, value: Any, limit: Limit) -> None:
     raise ValueError(f"{name} must be <= {limit.high:,} (a hard limit), got {short(value)}")
 
 
-def check_limits(cfg: Any) -> None:
-    """Raise ``ValueError`` for the first field of ``cfg`` outside its declared
-    :class:`Limit` (``type(cfg).limits``)."""
-    for name, limit in getattr(type(cfg), "limits", {}).items():
+def check_limits(cfg: Any, limits: dict[str, Limit]) -> None:
+    """Raise ``ValueError`` for the first field of ``cfg`` outside its :class:`Limit` in
+    ``limits`` (a learner config's: :func:`elegantpod.agents.hparams.limits`)."""
+    for name, limit in limits.items():
         check_limit(name, getattr(cfg, name), limit)
 
 

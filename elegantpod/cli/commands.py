@@ -140,7 +140,6 @@ def _tournament(args) -> int:
     from elegantpod.checks.json_values import json_safe
     from elegantpod.cli.progress import follow, leaderboard_note
     from elegantpod.clusters.cluster import cluster
-    from elegantpod.envs.registry import env_hooks
     from elegantpod.number_text import number, steps
     from elegantpod.tournament.core.views import LEADERBOARD_COLUMNS
     from elegantpod.tournament.orchestrator import Tournament, TournamentFailed
@@ -198,7 +197,7 @@ def _tournament(args) -> int:
             print(note, file=sys.stderr)
         for name, score in t.baselines().items():  # what doing nothing scores (trading)
             print(f"baseline  {name}: {number(score)} ({t.spec.fitness})", file=sys.stderr)
-        for line in env_hooks(t.spec.env_id).leaderboard_notes(board):
+        for line in t.leaderboard_notes(board):
             print(line, file=sys.stderr)
     if args.json:
         print(json.dumps(json_safe(summary), sort_keys=True), flush=True)

@@ -52,8 +52,6 @@ from typing import Any
 
 import torch
 
-from elegantpod.agents.ppo import PPO
-
 Tensor = torch.Tensor
 
 
@@ -89,12 +87,23 @@ def _pod_streams(device: torch.device) -> tuple[Any, Any]:
         return _streams[key]
 
 
+STATIC_UPDATE = ("use_static_update", "update_static", "STAT_KEYS")
+"""What a learner offers for its iterations to be captured (PPO does): a switch to an
+update whose tensors stay in place, the update itself (``update_static(batch, sums)``:
+statistics summed on the device, the count of gradient steps returned) and the names of
+those statistics. Any learner with all three is captured like PPO; none is named here."""
+
+
 def unsupported(collector: Any, learner: Any) -> str | None:
     """Why this pod's iterations cannot be captured, or ``None`` when they can."""
     from elegantpod.envs.base import TorchVecEnv
 
-    if not isinstance(learner, PPO):
-        return f"whole-iteration capture covers PPO, not {type(learner).__name__}"
+    missing = [name for name in STATIC_UPDATE if not hasattr(learner, name)]
+    if missing:
+        return (
+            f"{type(learner).__name__} has no static update to capture (it lacks "
+            f"{', '.join(missing)}; PPO has one)"
+        )
     env = collector.env
     if env.device.type != "cuda" or learner.device != env.device:
         return "CUDA graphs need the env and the learner on one CUDA device"
@@ -111,20 +120,21 @@ class IterationGraphs:
     Parameters
     ----------
     collector, learner
-        The pod's :class:`~elegantpod.pod.pod.Collector` and its PPO learner.
+        The pod's :class:`~elegantpod.pod.pod.Collector` and its learner, one with a
+        static update (:data:`STATIC_UPDATE`, as PPO has).
     capture
         ``False`` runs the same static path (:meth:`PPO.update_static`, statistics on
         the device, carried tensors kept in place) eagerly and captures nothing: what a
         CPU test compares with the plain eager path, and with a captured GPU run.
     """
 
-    def __init__(self, collector: Any, learner: PPO, capture: bool = True) -> None:
+    def __init__(self, collector: Any, learner: Any, capture: bool = True) -> None:
         if capture:
             reason = unsupported(collector, learner)
             if reason is not None:
                 raise ValueError(f"cannot capture this pod's iterations: {reason}")
         self.collector, self.learner, self.capture = collector, learner, capture
-        self.sums = torch.zeros(len(PPO.STAT_KEYS), device=learner.device)
+        self.sums = torch.zeros(len(learner.STAT_KEYS), device=learner.device)
         self.steps = 0
         self.graphs: tuple[Any, Any] | None = None
         self.captures = 0
@@ -155,7 +165,8 @@ class IterationGraphs:
             self._warm_up_and_capture()
         else:
             self._eager_iteration()
-        return dict(zip(PPO.STAT_KEYS, (self.sums / max(self.steps, 1)).tolist(), strict=True))
+        keys = self.learner.STAT_KEYS
+        return dict(zip(keys, (self.sums / max(self.steps, 1)).tolist(), strict=True))
 
     def _eager_iteration(self) -> None:
         self._as_inference()

@@ -370,6 +370,14 @@ class Tournament:
             board[name] = values
         return board
 
+    def leaderboard_notes(self, board=None) -> list[str]:
+        """One line per column the env added to :attr:`leaderboard` that needs
+        explaining (its ``leaderboard_notes``: a Sharpe-ranked trading board's
+        ``validation_dsr``, with the trials and days it was deflated by). ``board``: a
+        leaderboard already read (else it is read now). Empty for most envs."""
+        board = self.leaderboard if board is None else board
+        return list(env_hooks(self.spec.env_id).leaderboard_notes(board))
+
     def leaderboard_hparams(self):
         """The hyperparameters of each leaderboard entry as a DataFrame, best first.
 
@@ -544,13 +552,8 @@ def tournament_html(t) -> str:
     s, spec = t.summary(), t.spec
     title = f"Tournament on {spec.env_id}: {s['status']}, {s['pods_total']} pods"
     board = t.leaderboard
-    footer = baselines_html(
-        t.baselines(),
-        s["best_score"],
-        spec.fitness,
-        board.attrs.get("trials"),
-        board.attrs.get("validation_days"),
-    )
+    notes = t.leaderboard_notes(board)
+    footer = baselines_html(t.baselines(), s["best_score"], spec.fitness, notes)
     return leaderboard_html(board, title, footer, hparams=t.leaderboard_hparams())
 
 

@@ -268,13 +268,8 @@ class Dashboard:
             board = self.t.leaderboard
             self._update_table(leaderboard_rows(board, self.t.leaderboard_hparams()))
             fitness = self.t.spec.fitness
-            footer = baselines_html(
-                self.t.baselines(),
-                s["best_score"],
-                fitness,
-                board.attrs.get("trials"),
-                board.attrs.get("validation_days"),
-            )
+            notes = self.t.leaderboard_notes(board)
+            footer = baselines_html(self.t.baselines(), s["best_score"], fitness, notes)
             self._set(self.baselines, footer)
             records = self.t.pods
             pods = sorted(records["pod_id"]) if len(records) else []

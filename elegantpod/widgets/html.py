@@ -11,8 +11,10 @@ import math
 import numbers
 from typing import Any
 
+from elegantpod.agents import ALGOS
 from elegantpod.html_table import Markup, escape, table, td, tr
 from elegantpod.number_text import number
+from elegantpod.tournament.core.views import LEADERBOARD_COLUMNS
 
 COLUMNS = (
     "rank",
@@ -25,14 +27,8 @@ COLUMNS = (
     "key hparams",
     "parent",
 )
-KEY_HPARAMS = {
-    "ppo": ("lr", "clip_coef", "epochs"),
-    "sac": ("lr", "tau", "batch_size"),
-    "td3": ("lr", "tau", "policy_delay"),
-    "ddpg": ("lr", "tau", "exploration_noise"),
-    "dqn": ("lr", "target_update_every", "batch_size"),
-}
-"""The hyperparameters worth a glance in the table, per algorithm (others: just lr)."""
+OWN_COLUMNS = {*LEADERBOARD_COLUMNS, "hparams"}
+"""The leaderboard's own columns; any other is one the env added, shown beside the score."""
 MAX_ROWS = 500
 """Rows a table view renders; the rest are counted in a last line. A store from someone
 else can hold ten thousand pods with long histories: the page must stay small."""
@@ -61,8 +57,11 @@ def _more(hidden: int, columns: int, what: str) -> list[Any]:
 
 
 def key_hparams(algo: str, hparams: dict | None) -> Markup:
-    """``"lr=0.003 clip_coef=0.2 epochs=4"``, escaped."""
-    names = KEY_HPARAMS.get(str(algo), ("lr",))
+    """``"lr=0.003 clip_coef=0.2 epochs=4"``, escaped: the learner's
+    ``key_hparams`` (just ``lr`` for an algorithm this process does not know, such as
+    one a store from elsewhere names)."""
+    learner = ALGOS.get(algo) if isinstance(algo, str) else None
+    names = learner.key_hparams if learner is not None else ("lr",)
     hp = hparams or {}
     return Markup(" ".join(f"{escape(n)}={fmt(hp[n])}" for n in names if n in hp))
 
@@ -98,8 +97,11 @@ def leaderboard_rows(board, hparams=None) -> list[list[Markup]]:
     rows = []
     for r in board.to_dict("records"):
         score = fmt_score(r["score_mean"], r["score_std"])
-        if "validation_dsr" in r:  # trading, ranked by Sharpe: how much is luck
-            score = Markup(f"{score} (DSR {fmt(r['validation_dsr'])})")
+        # the columns the env added (EnvHooks.leaderboard_columns), beside the score:
+        # a trading board ranked by Sharpe shows how much of it is luck this way
+        added = [f"{escape(k)} {fmt(v)}" for k, v in r.items() if k not in OWN_COLUMNS]
+        if added:
+            score = Markup(f"{score} ({'; '.join(added)})")
         rows.append(
             [
                 fmt(r["rank"]),
@@ -136,33 +138,32 @@ def baselines_html(
     baselines: dict[str, float],
     best: float | None,
     fitness: str,
-    trials: int | None = None,
-    periods: int | None = None,
+    notes: list[str] | tuple[str, ...] = (),
 ) -> str:
-    """One line under a trading leaderboard: what buy-and-hold scores on the same range.
+    """The lines under a leaderboard: what doing nothing scores on the evaluation range,
+    and what the env's added columns mean.
 
-    ``baselines`` is ``Tournament.baselines()``; ``best`` the leading agent's score. It
-    says plainly whether the best agent beats doing nothing (names are escaped: a
-    baseline's name may come from data someone else wrote). ``trials`` and ``periods``
-    (the leaderboard's ``attrs``) explain its deflated Sharpe column, where it has one."""
-    if not baselines:
+    ``baselines`` is ``Tournament.baselines()`` (a trading env's buy-and-hold; empty for
+    an env without baselines); ``best`` the leading agent's score. It says plainly
+    whether the best agent beats doing nothing. ``notes`` are
+    ``Tournament.leaderboard_notes()``. Everything is escaped: a baseline's name may
+    come from data someone else wrote."""
+    lines = []
+    if baselines:
+        parts = [f"{escape(name)} {fmt(value)}" for name, value in baselines.items()]
+        line = f"Baselines on the validation range ({escape(fitness)}): " + " · ".join(parts)
+        if best is not None:
+            if best > max(baselines.values()):
+                verdict = "the best agent beats them on this range (selected on it: test it apart)"
+            else:
+                verdict = "no agent beats them on this range yet"
+            line += f" — {escape(verdict)}"
+        lines.append(line)
+    lines += [str(escape(note)) for note in notes]
+    if not lines:
         return ""
-    parts = [f"{escape(name)} {fmt(value)}" for name, value in baselines.items()]
-    line = f"Baselines on the validation range ({escape(fitness)}): " + " · ".join(parts)
-    if best is not None:
-        top = max(baselines.values())
-        if best > top:
-            verdict = "the best agent beats them on this range (selected on it: see the backtest)"
-        else:
-            verdict = "no agent beats buy-and-hold on this range yet"
-        line += f" — {escape(verdict)}"
-    if trials is not None and periods is not None:
-        line += (
-            f". DSR: probability that an agent's true Sharpe ratio beats the best of "
-            f"{fmt(int(trials))} luck-only agents over {fmt(int(periods))} days "
-            "(0.95 is the usual bar)"
-        )
-    return f'<div class="elegantpod-baselines" style="color:#57606a">{line}</div>'
+    body = "<br>".join(lines)
+    return f'<div class="elegantpod-baselines" style="color:#57606a">{body}</div>'
 
 
 def lineage_html(edges: list[dict[str, Any]]) -> str:

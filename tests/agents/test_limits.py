@@ -8,6 +8,7 @@ import typing
 import pytest
 
 from elegantpod.agents import ALGOS, BUILTIN, get_algo
+from elegantpod.agents.hparams import limits
 from elegantpod.checks.limits import MAX_LEARNERS
 from elegantpod.checks.overrides import replace_checked
 from elegantpod.config import PodSpec
@@ -49,7 +50,7 @@ def test_every_numeric_hyperparameter_has_a_finite_enforced_range(algo):
     with pytest.raises(field_checks.StateError, match="hidden layer size <an integer of about 401"):
         hparam_checks.hparams(algo, {"hidden": [10**400]}, "state.json: pods[0].hparams")
     for name in names:
-        limit = config_cls.limits.get(name)
+        limit = limits(config_cls).get(name)
         assert limit is not None, f"{algo}.{name} declares no hard limit"
         assert math.isfinite(limit.low) and math.isfinite(limit.high), f"{algo}.{name}"
         value = getattr(default, name)

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from elegantpod.agents.ddpg import DDPG, DDPGConfig
+from elegantpod.agents.hparams import limits
 from elegantpod.agents.noise import NOISE_KINDS, ExplorationNoise, NoiseConfig, powerlaw_noise
 from elegantpod.agents.sac import SAC, SACConfig
 from elegantpod.agents.td3 import TD3, TD3Config
@@ -175,7 +176,7 @@ def test_search_spaces_let_the_generator_pick_the_noise(cls, config_cls):
     space = check_search_space(cls.search_space, config_cls, cls.name)
     assert space["noise"] == Choice(list(NOISE_KINDS), prob=0.3)
     assert space["noise_beta"] == Bound(0.0, 2.0)
-    limit = config_cls.limits["noise_beta"]
+    limit = limits(config_cls)["noise_beta"]
     assert limit.low <= space["noise_beta"].low and space["noise_beta"].high <= limit.high
 
 

@@ -83,8 +83,8 @@ def test_tournament_ranks_by_validation_sharpe(tournament):
     assert board.attrs == {"trials": trials, "validation_days": days}
     want = deflated_sharpe_of_ratio(board["score_mean"].iloc[0], days, trials).dsr
     assert board["validation_dsr"].iloc[0] == pytest.approx(want)
-    assert f"DSR {board['validation_dsr'].iloc[0]:.4g}" in t._repr_html_()
-    assert f"best of {trials} luck-only agents over {days} days" in t._repr_html_()
+    assert f"validation_dsr {board['validation_dsr'].iloc[0]:.4g}" in t._repr_html_()
+    assert f"best of {trials} luck-only evaluations over {days} validation days" in t._repr_html_()
 
 
 def test_backtest_of_the_best_agent_and_its_report(tournament, tmp_path):

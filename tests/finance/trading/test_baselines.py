@@ -62,10 +62,12 @@ def test_the_baseline_line_says_whether_an_agent_beats_them_and_escapes_names():
     out = baselines_html({"<script>x</script>": 1.0}, 1.5, "sharpe")
     assert "<script>" not in out and "&lt;script&gt;" in out
     assert "the best agent beats them" in out
-    assert "no agent beats buy-and-hold" in baselines_html({"EW": 1.0}, 0.5, "sharpe")
+    assert "no agent beats them" in baselines_html({"EW": 1.0}, 0.5, "sharpe")
     assert baselines_html({}, 0.5, "sharpe") == ""
-    explained = baselines_html({"EW": 1.0}, 0.5, "sharpe", trials=12, periods=501)
-    assert "best of 12 luck-only agents over 501 days" in explained
+    # the env's notes on its added columns follow, escaped; alone when there is no baseline
+    explained = baselines_html({"EW": 1.0}, 0.5, "sharpe", ["validation_dsr: <b>12</b>"])
+    assert "<br>validation_dsr: &lt;b&gt;12&lt;/b&gt;" in explained
+    assert "Baselines" not in baselines_html({}, 0.5, "sharpe", ["a note"])
 
 
 @pytest.mark.slow
