@@ -25,6 +25,9 @@ class EnvHooks:
         evaluation return) and the names of the metrics its evaluations report (higher is
         better for each). Checked before any work (:func:`~elegantpod.envs.registry.
         check_fitness`), so a typo fails naming the choices.
+    ``fitness_advice``
+        How to evaluate the env so that its evaluations report those metrics, for the
+        error a tournament raises when its evaluation settings record none.
     ``shipped_values``
         Values of a file keyword (``path_kwargs``) that name data the package ships, so
         that a spec naming them is not treated as pointing at a file or URL.
@@ -49,6 +52,12 @@ class EnvHooks:
 
     fitnesses: ClassVar[tuple[str, ...]] = ("return",)
     """What a leaderboard may rank by: the return, and the metrics evaluations report."""
+
+    @classmethod
+    def fitness_advice(cls) -> str | None:
+        """How to evaluate this env so that it reports its metrics (``None``: nothing
+        to say, the default)."""
+        return None
 
     def layout(self) -> dict[str, list[str]] | None:
         """``{name: labels}``: what the policy's inputs and outputs stand for, in order

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import difflib
+import functools
+import importlib.metadata
 import inspect
 from typing import Any
 
@@ -17,8 +19,20 @@ from elegantpod.envs.gym import FILE_KWARGS, GymVecEnv, withheld
 from elegantpod.envs.hooks import EnvHooks
 from elegantpod.envs.limits import check_max_episode_steps, check_num_envs, check_seed
 
-KWARG_ENVS = {"StockTrading-v0": ("elegantpod.finance.trading.env", "StockTradingEnv")}
-"""Native envs configured by keyword arguments (data, dates...), imported when used."""
+ENTRY_POINTS = "elegantpod.envs"
+"""The entry-point group of packaged envs: native env classes that a package installs
+(``[project.entry-points."elegantpod.envs"]`` in its ``pyproject.toml``, ``id =
+"module:Class"``) and that are imported only when used. elegantpod's own trading env is
+one (``StockTrading-v0``): the registry names no domain of its own, and another package
+adds its envs the same way."""
+
+
+@functools.cache
+def packaged_envs() -> dict[str, importlib.metadata.EntryPoint]:
+    """Every packaged env (:data:`ENTRY_POINTS`) by id, read once from the installed
+    packages' metadata; none is imported here."""
+    found = importlib.metadata.entry_points(group=ENTRY_POINTS)
+    return {ep.name: ep for ep in sorted(found, key=lambda ep: ep.name)}
 
 
 PATH_KWARGS = ("data", *FILE_KWARGS)
@@ -28,7 +42,6 @@ trading env's market ``data`` and the model file of gymnasium's MuJoCo envs
 ``register_env(..., path_kwargs=...)``); see :func:`path_kwargs` and
 :func:`external_sources`."""
 
-BUILTIN_ENVS = frozenset(NATIVE_ENVS) | frozenset(KWARG_ENVS)
 CUSTOM_ENVS: dict[str, type] = {}
 """Env classes added with :func:`register_env` (a tournament ships them to its workers)."""
 CUSTOM_PATH_KWARGS: dict[str, tuple[str, ...]] = {}
@@ -61,7 +74,7 @@ def register_env(env_id: str, cls: type | None = None, *, path_kwargs=()):
         return lambda c: register_env(env_id, c, path_kwargs=path_kwargs)
     if not isinstance(env_id, str) or not env_id:
         raise ValueError(f"env_id must be a non-empty string, got {env_id!r}")
-    if env_id in BUILTIN_ENVS:
+    if env_id in NATIVE_ENVS or env_id in packaged_envs():
         raise ValueError(f"{env_id!r} is a built-in env; choose another id")
     if isinstance(cls, type) and issubclass(cls, gymnasium.Env):
         raise ValueError(
@@ -128,7 +141,7 @@ def _is_shipped(key: str, value) -> bool:
         is_bare = value and not value.startswith((".", "~")) and not set(value) & {"/", "\\"}
         if is_bare and (assets / value).is_file():
             return True
-    known = [*NATIVE_ENVS, *KWARG_ENVS]
+    known = [*NATIVE_ENVS, *packaged_envs()]
     return any(value in env_hooks(env_id).shipped_values(key) for env_id in known)
 
 
@@ -145,21 +158,19 @@ def _strings(value):
 
 def available_envs() -> list[str]:
     """Ids with a native torch implementation (any gymnasium id works too)."""
-    return sorted([*NATIVE_ENVS, *KWARG_ENVS])
+    return sorted([*NATIVE_ENVS, *packaged_envs()])
 
 
-def _kwarg_env(env_id: str):
-    import importlib
-
-    module, name = KWARG_ENVS[env_id]
-    return getattr(importlib.import_module(module), name)
+def _packaged_env(env_id: str) -> type:
+    """The class of a packaged env, imported now (a package's module, the first time)."""
+    return packaged_envs()[env_id].load()
 
 
 def env_hooks(env_id: str) -> type[EnvHooks]:
     """The class whose :class:`~elegantpod.envs.hooks.EnvHooks` classmethods speak for
     ``env_id``: its env class (imported if need be), or ``EnvHooks`` itself, whose
     defaults add nothing, for an id that has none (gymnasium, MJX, Isaac)."""
-    cls = _kwarg_env(env_id) if env_id in KWARG_ENVS else NATIVE_ENVS.get(env_id)
+    cls = _packaged_env(env_id) if env_id in packaged_envs() else NATIVE_ENVS.get(env_id)
     return cls if isinstance(cls, type) and issubclass(cls, EnvHooks) else EnvHooks
 
 
@@ -178,9 +189,9 @@ def check_env_id(env_id: str) -> None:
     """Raise ``ValueError`` naming ``env_id`` when neither we nor gymnasium know it."""
     if not isinstance(env_id, str) or not env_id:
         raise ValueError(f"env id must be a non-empty string, got {env_id!r}")
-    if env_id in NATIVE_ENVS or env_id in KWARG_ENVS or env_id in gymnasium.registry:
+    if env_id in NATIVE_ENVS or env_id in packaged_envs() or env_id in gymnasium.registry:
         return
-    known = list(dict.fromkeys([*NATIVE_ENVS, *KWARG_ENVS, *gymnasium.registry]))
+    known = list(dict.fromkeys([*NATIVE_ENVS, *packaged_envs(), *gymnasium.registry]))
     close = difflib.get_close_matches(env_id, known, n=3)
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     raise ValueError(
@@ -243,10 +254,10 @@ def make_env(
         from elegantpod.envs.mjx.env import MjxVecEnv
 
         return MjxVecEnv(env_id, num_envs=num_envs, device=device, seed=seed, **kwargs)
-    if env_id in KWARG_ENVS:
+    if env_id in packaged_envs():
         if native is False:
             raise ValueError(f"{env_id!r} has no gymnasium twin; it is native only")
-        env_cls = _kwarg_env(env_id)
+        env_cls = _packaged_env(env_id)
         try:
             return env_cls(num_envs=num_envs, device=device, seed=seed, **kwargs)
         except TypeError as exc:
@@ -317,12 +328,8 @@ def check_eval_env(env_id: str, env_kwargs: dict, eval_env_kwargs: dict, fitness
     probe = make_env(env_id, num_envs=1, device="cpu", seed=0, **{**env_kwargs, **eval_env_kwargs})
     try:
         if fitness != "return" and not getattr(probe, "record", False):
-            how = (
-                "evaluate over the whole range: eval_env_kwargs={'episode_days': None} "
-                "(--eval-env-arg episode_days=null on the command line)"
-                if env_id == "StockTrading-v0"
-                else "StockTrading-v0 does, evaluated over a whole range"
-            )
+            how = env_hooks(env_id).fitness_advice() or "it does not record its episodes"
+
             raise ValueError(
                 f"fitness {fitness!r} needs an evaluation env that measures it, and "
                 f"{env_id!r} with these settings does not: {how}"

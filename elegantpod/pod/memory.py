@@ -76,9 +76,9 @@ def _world_bytes(spec: PodSpec) -> int:
     kwargs = spec.env_kwargs or {}
     if kwargs.get("backend") != "mjx":
         from elegantpod.envs.classic import NATIVE_ENVS
-        from elegantpod.envs.registry import KWARG_ENVS
+        from elegantpod.envs.registry import packaged_envs
 
-        native = spec.env_id in NATIVE_ENVS or spec.env_id in KWARG_ENVS
+        native = spec.env_id in NATIVE_ENVS or spec.env_id in packaged_envs()
         return 0 if native and kwargs.get("backend") != "gymnasium" else GYM_SUB_ENV_BYTES
     try:
         from elegantpod.envs.mjx.memory import bytes_per_world

@@ -145,3 +145,32 @@ def test_seeds_in_bounds_work_and_gymnasium_ones_are_non_negative():
         1,
         2,
     )
+
+
+def test_packaged_envs_come_from_the_entry_point_group_not_from_a_name_in_the_registry():
+    """The trading env is found as any package's env would be: through the
+    ``elegantpod.envs`` entry points of the installed metadata, imported when used. The
+    generic registry names no domain (issue 43)."""
+    import ast
+    import importlib.metadata
+    from pathlib import Path
+
+    from elegantpod.envs import registry
+
+    points = {ep.name: ep.value for ep in importlib.metadata.entry_points(group="elegantpod.envs")}
+    assert points["StockTrading-v0"] == "elegantpod.finance.trading.env:StockTradingEnv"
+    assert set(registry.packaged_envs()) == set(points)
+    assert "StockTrading-v0" in registry.available_envs()
+    assert registry.env_hooks("StockTrading-v0").fitness_advice().startswith("evaluate over")
+    assert registry.env_hooks("CartPole-v1").fitness_advice() is None
+    with pytest.raises(ValueError, match="'StockTrading-v0' is a built-in env"):
+        registry.register_env("StockTrading-v0", type("Mine", (), {}))
+    # code, not docstrings: no string of the registry names the finance part or its env
+    tree = ast.parse(Path(registry.__file__).read_text())
+    docstrings = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}  # docs
+    strings = [
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings
+    ]
+    assert not [s for s in strings if "finance" in s or "StockTrading" in s or "trading" in s]

@@ -112,6 +112,14 @@ class StockTradingEnv(EnvHooks):
     """What a leaderboard may rank by: the return, or a finance metric of the evaluation
     episodes' daily values, as its evaluations report them (higher is better for each)."""
 
+    @classmethod
+    def fitness_advice(cls) -> str:
+        """Its metrics need whole evaluation episodes over the validation range."""
+        return (
+            "evaluate over the whole range: eval_env_kwargs={'episode_days': None} "
+            "(--eval-env-arg episode_days=null on the command line)"
+        )
+
     def __init__(
         self,
         num_envs: int = 1,
