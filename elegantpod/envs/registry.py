@@ -74,7 +74,7 @@ def register_env(env_id: str, cls: type | None = None, *, path_kwargs=()):
         return lambda c: register_env(env_id, c, path_kwargs=path_kwargs)
     if not isinstance(env_id, str) or not env_id:
         raise ValueError(f"env_id must be a non-empty string, got {env_id!r}")
-    if env_id in NATIVE_ENVS or env_id in packaged_envs():
+    if (env_id in NATIVE_ENVS and env_id not in CUSTOM_ENVS) or env_id in packaged_envs():
         raise ValueError(f"{env_id!r} is a built-in env; choose another id")
     if isinstance(cls, type) and issubclass(cls, gymnasium.Env):
         raise ValueError(
