@@ -6,10 +6,15 @@
 # (benchmarks/gpu_check_steps.py says what each measures) and writes its JSON even when
 # it fails or is killed (status + error); a step that fails does not stop the next.
 #
-# Like benchmarks/gpu_run.sh, it installs the wheels carried in .whl/ (git-ignored; the
-# dev venv's gymnasium, dask, distributed, ...) into /tmp/site with --no-deps; without
-# .whl/ it uses the machine's Python as it is. gpu_frontier.py's peer (PureJaxRL) is used
-# where gpu_run.sh would find it, else its rows read "unavailable".
+# It installs the wheels carried in .whl/ (git-ignored; benchmarks/gpu_wheels.sh fills it
+# on a machine with the registries) that the machine lacks, and only those, into
+# /tmp/site with --no-deps: a carried copy of what the machine has (its pytest and
+# plugins) would shadow it. Then it imports what the steps need and stops at once, exit 3,
+# naming what is missing, rather than spend the lease on steps that would all fail.
+# Each step's budget and every wait inside it come from PLAN in gpu_check_steps.py, which
+# tests/test_gpu_check.py sums at the GPU sizes. gpu_frontier.py's peer (PureJaxRL) is
+# used where gpu_run.sh would find it, else its rows read "unavailable" and the step says
+# that its target was not evaluated.
 #
 #     bash benchmarks/gpu_check.sh            # on the GPU machine: the real figures
 #     bash benchmarks/gpu_check.sh --dry-run  # any machine: every step at toy sizes on
@@ -29,33 +34,48 @@ out_dir="${OUT:-/tmp/elegantpod-gpu-check}"
 py="${PYTHON:-python3}"
 mkdir -p "$out_dir"
 start=$SECONDS
-total=520 # 8 min 40 s: the steps' budgets, the install; 20 s for kills and slack
+total=520 # 8 min 40 s (TOTAL_SECONDS in gpu_check_steps.py): setup, steps, kill grace
 
 if [[ $dry -eq 0 ]]; then
     if ls .whl/*.whl >/dev/null 2>&1; then
         site=/tmp/site
-        if ! "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
-            --upgrade --target "$site" .whl/*.whl; then
+        # the wheels whose distribution this Python lacks; the others are left out
+        mapfile -t lacking < <("$py" - <<'EOF'
+import glob, importlib.metadata as md, os, re, sys
+for wheel in sorted(glob.glob(".whl/*.whl")):
+    name = re.split(r"-[0-9]", os.path.basename(wheel), maxsplit=1)[0]
+    try:
+        md.version(name)
+        print(f"gpu_check.sh: {name} is on this machine; its wheel is left out", file=sys.stderr)
+    except md.PackageNotFoundError:
+        print(wheel)
+EOF
+        )
+        if ((${#lacking[@]} > 0)) && ! "$py" -m pip install -q --no-index --no-deps \
+            --no-compile --no-cache-dir --upgrade --target "$site" "${lacking[@]}"; then
             echo "gpu_check.sh: pip failed; extracting the wheels instead" >&2
-            "$py" -c 'import glob, sys, zipfile
-for w in sorted(glob.glob(".whl/*.whl")):
-    zipfile.ZipFile(w).extractall(sys.argv[1])' "$site"
+            "$py" -c 'import sys, zipfile
+for w in sys.argv[2:]:
+    zipfile.ZipFile(w).extractall(sys.argv[1])' "$site" "${lacking[@]}"
         fi
-        export PYTHONPATH="$site:$PWD"
+        export PYTHONPATH="$PWD:$site"
     else
         echo "gpu_check.sh: no wheels in .whl/; using this Python's packages" >&2
         export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
     fi
     # one JAX compile cache and Inductor cache for all steps' processes
     export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-/tmp/elegantpod-inductor}"
-    budgets=(15 75 60 100 70 130 90)
     flag=()
 else
     export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
     export CUDA_VISIBLE_DEVICES="" # toy sizes on the CPU even on a GPU machine
-    budgets=(50 50 50 50 50 50 50)
     flag=(--dry-run)
 fi
+if ! "$py" benchmarks/gpu_check_steps.py check-imports; then
+    echo "gpu_check.sh: a module every step needs is missing (above): stopped" >&2
+    exit 3
+fi
+read -r -a budgets < <("$py" benchmarks/gpu_check_steps.py budgets ${flag[@]+"${flag[@]}"})
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 
 steps=(versions gpu_tests probe pods frontier tournament mjx)

@@ -84,8 +84,12 @@ def pytest_runtest_logstart(nodeid, location):
 
 
 def pytest_collection_modifyitems(config, items):
+    """Longest files first (see HEAVY_FILES); lightest first with
+    ``ELEGANTPOD_LIGHT_FIRST=1``, which the GPU check's test step sets so that a run its
+    time limit ends has finished the most tests."""
     rank = {path: i for i, path in enumerate(HEAVY_FILES)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+    sign = -1 if os.environ.get("ELEGANTPOD_LIGHT_FIRST") == "1" else 1
+    items.sort(key=lambda item: sign * rank.get(item.nodeid.split("::", 1)[0], len(rank)))
 
 
 def pytest_terminal_summary(terminalreporter):

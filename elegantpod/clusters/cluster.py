@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-import warnings
 
 import dask
 from distributed import Client
@@ -131,7 +130,8 @@ def cluster(
     gpu
         ``"auto"``: GPU workers when torch sees CUDA devices (``pods_per_gpu`` processes
         per GPU, each pinned to it by ``CUDA_VISIBLE_DEVICES`` and holding a ``GPU``
-        resource of ``1 / pods_per_gpu``), else CPU workers. ``True`` requires them;
+        resource of ``1 / pods_per_gpu``), else CPU workers; GPU workers that fail to
+        start are an error, never a quiet fall back to the CPU. ``True`` requires them;
         ``False`` never uses them.
     pods_per_gpu
         Worker processes per GPU (a power of two). ``None``: as many as the smallest
@@ -224,9 +224,14 @@ def cluster(
                         ) from exc
                 return Client(lc)
         except Exception as exc:  # workers that died starting, a driver that fails
+            # Never a silent CPU run on a GPU machine: a warning scrolls by while the
+            # tournament trains on the CPU for hours (the GPU check lost exactly this).
             if gpu is True:
                 raise ValueError(f"gpu=True but no GPU workers could start: {exc}") from exc
-            warnings.warn(f"falling back to CPU workers: {exc}", stacklevel=2)
+            raise RuntimeError(
+                f"torch sees {n_gpus} CUDA device(s), but no GPU worker "
+                f"could start: {exc}. cluster(gpu=False) starts CPU workers instead."
+            ) from exc
     elif gpu is True:
         raise ValueError("gpu=True but torch sees no CUDA device")
     n = int(n_workers) if n_workers is not None else max(1, os.cpu_count() or 1)

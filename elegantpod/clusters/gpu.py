@@ -138,7 +138,7 @@ def gpu_layout(
     base = dict(options or {})
     specs = {}
     for i, gpu in enumerate(gpus):
-        plugins = _affinity_plugins(i)
+        plugins = _affinity_plugins(gpu)
         for k in range(n):
             name = f"gpu{i}-{k}"
             opts = {
@@ -155,9 +155,26 @@ def gpu_layout(
     return specs
 
 
-def _affinity_plugins(device_index: int) -> set:
-    """dask-cuda's CPU-affinity plugin for a GPU's processes (the cores nearest that GPU),
-    where dask-cuda is installed and NVML answers; else none."""
+def nvml_index(entry: str) -> int:
+    """The NVML index of the GPU a ``CUDA_VISIBLE_DEVICES`` entry names: the number itself
+    (NVML counts GPUs as CUDA does under ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, as dask-cuda
+    assumes too), or the index of the GPU with that ``GPU-...`` UUID.
+
+    Why not the GPU's position in the list: with ``CUDA_VISIBLE_DEVICES=2,3`` the first
+    GPU is NVML's 2, and the processes of GPU 2 were pinned to the cores of GPU 0."""
+    entry = str(entry).strip()
+    if entry.isdigit():
+        return int(entry)
+    import pynvml
+
+    pynvml.nvmlInit()
+    return int(pynvml.nvmlDeviceGetIndex(pynvml.nvmlDeviceGetHandleByUUID(entry)))
+
+
+def _affinity_plugins(gpu: str) -> set:
+    """dask-cuda's CPU-affinity plugin for a GPU's processes (the cores nearest the GPU
+    that ``gpu``, a ``CUDA_VISIBLE_DEVICES`` entry, names), where dask-cuda is installed
+    and NVML answers; else none."""
     try:
         try:
             from dask_cuda.plugins import CPUAffinity
@@ -165,7 +182,7 @@ def _affinity_plugins(device_index: int) -> set:
             from dask_cuda.utils import CPUAffinity
         from dask_cuda.utils import get_cpu_affinity
 
-        return {CPUAffinity(get_cpu_affinity(device_index))}
+        return {CPUAffinity(get_cpu_affinity(nvml_index(gpu)))}
     except Exception:  # no dask-cuda, no NVML, a fake GPU list
         return set()
 

@@ -27,6 +27,7 @@ from elegantpod.envs.fused_step import (
     CPU_COMPILE_MIN_ENVS,
     compiled_step,
     is_capturing,
+    is_resource_error,
     mark_failed,
     whole_step,
 )
@@ -341,7 +342,11 @@ class TorchVecEnv(EnvHooks):
             # Inside a CUDA-graph capture a (re)compile fails for reasons of the capture
             # (Inductor synchronizes, allocates, autotunes), not of this env: the
             # capture fails and its caller trains on eagerly; the compiled step stays.
+            # An OOM or a CUDA error is the device's, not the compiler's: raised as it
+            # is, and the size is not marked failed for the process.
             if self._step_fn is whole_step(type(self)) or is_capturing():
+                raise
+            if is_resource_error(exc):
                 raise
             warnings.warn(
                 f"{self.env_id}: torch.compile failed ({type(exc).__name__}: {exc}); "

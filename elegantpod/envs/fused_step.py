@@ -153,6 +153,23 @@ def step_function(cls: type, num_envs: int, device: str) -> Callable:
         return _step_functions[key]
 
 
+def is_resource_error(exc: BaseException) -> bool:
+    """An error of the device or its memory (out of memory, a CUDA or accelerator error),
+    not of compiling: it says nothing about whether this size compiles, so it must not
+    mark the size failed for the whole process (one transient OOM did)."""
+    kinds = tuple(
+        k
+        for k in (
+            MemoryError,
+            getattr(torch, "OutOfMemoryError", None),
+            getattr(torch, "AcceleratorError", None),
+        )
+        if isinstance(k, type)
+    )
+    text = str(exc).lower()
+    return isinstance(exc, kinds) or "out of memory" in text or "cuda error" in text
+
+
 def mark_failed(key: tuple[type, int, str]) -> None:
     """Later envs of ``key`` run eagerly rather than fail to compile again (seconds each)."""
     with _compiled_lock:

@@ -45,9 +45,11 @@ variant first inside the capture, where a compile fails.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -270,8 +272,10 @@ class IterationGraphs:
         self.captures += 1
 
     def _give_up(self, exc: Exception) -> None:
+        cause = exc.__context__ or exc.__cause__
+        after = f", after {type(cause).__name__}: {cause}" if cause is not None else ""
         warnings.warn(
-            f"capturing the pod's iterations failed ({type(exc).__name__}: {exc}); "
+            f"capturing the pod's iterations failed ({type(exc).__name__}: {exc}{after}); "
             "training on eagerly",
             RuntimeWarning,
             stacklevel=4,
@@ -289,9 +293,31 @@ class IterationGraphs:
                 out += [v for v in state.values() if isinstance(v, Tensor) and v.is_cuda]
         return [t for t in out if t.is_cuda]
 
-    def _graph(self, graph: Any) -> Any:
+    @contextlib.contextmanager
+    def _graph(self, graph: Any) -> Iterator[None]:
+        """Capture into ``graph`` on the pod's capture stream, and leave nothing behind
+        when the capture fails.
+
+        ``torch.cuda.graph``'s exit calls ``capture_end`` before it restores the stream,
+        and ``capture_end`` raises at ``cudaStreamEndCapture`` before it ends the
+        allocator's routing to the graph's pool (``torch/cuda/graphs.py``,
+        ``CUDAGraph.cpp``). A failed capture then left this thread on the capture stream
+        and the allocator with a capture "underway", which defers its event processing,
+        while the pod trained on eagerly. Here the stream is restored and the routing
+        ended. (The error a failed body raised is the ``__context__`` of the one
+        ``capture_end`` raises on top of it: :meth:`_give_up` says both.)"""
         stream = _pod_streams(self.learner.device)[1]
-        return torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local")
+        before = torch.cuda.current_stream(self.learner.device)
+        try:
+            with torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
+                yield
+        except Exception:
+            torch.cuda.set_stream(before)
+            end_routing = getattr(torch._C, "_cuda_endAllocateToPool", None)
+            if end_routing is not None:
+                with contextlib.suppress(Exception):  # raises when capture_end did it
+                    end_routing(torch.device(self.learner.device).index or 0, graph.pool())
+            raise
 
     def _new_graph(self) -> Any:
         graph = torch.cuda.CUDAGraph()

@@ -30,9 +30,13 @@ def estimate_pod_bytes(
     transition), the state of the training and evaluation envs, the networks with their
     gradients and Adam moments, and the largest activations of an update, per fused
     learner, colored exploration noise's sequences (``SEQ_LEN`` steps per sub-env and
-    action dimension), and the worlds a simulator outside torch keeps per sub-env (MJX's,
-    see :func:`~elegantpod.envs.mjx.memory.bytes_per_world`). With the default dimensions of 1
-    it is a lower bound, usable before an env exists to tell them.
+    action dimension), the worlds a simulator outside torch keeps per sub-env (MJX's,
+    see :func:`~elegantpod.envs.mjx.memory.bytes_per_world`), and, for a pod that may
+    replay its iterations as CUDA graphs (:func:`may_capture`), the graphs' private
+    memory pool: everything an iteration allocates while it is captured stays reserved
+    for the replays, a second copy of the rollout's and the update's working memory.
+    With the default dimensions of 1 it is a lower bound, usable before an env exists
+    to tell them.
     """
     hp = spec.hparams if spec.hparams is not None else _default_hparams(spec.algo)
     num_envs, horizon = int(getattr(hp, "num_envs", 1)), int(getattr(hp, "horizon", 1))
@@ -51,9 +55,20 @@ def estimate_pod_bytes(
         rows = min(int(getattr(hp, "minibatch_size", 1)), horizon * num_envs)
         whole = 8 * horizon * num_envs * max(widths)
         learner = rollout + whole + 2 * (16 * params + 8 * rows * sum(widths))
+        if may_capture(spec):  # the graphs' pool: the captured iteration's working memory
+            learner += rollout + whole + 2 * 8 * rows * sum(widths)
     if getattr(hp, "noise", None) == "colored":  # one sequence per sub-env and action
         learner += 4 * num_envs * act_dim * SEQ_LEN
     return rollout + envs + int(spec.learners) * learner
+
+
+def may_capture(spec: PodSpec) -> bool:
+    """Whether a pod of ``spec`` may hold CUDA graphs: capture not turned off, a device
+    that is or may resolve to CUDA, and a learner with a static update (PPO's)."""
+    if spec.capture is False or str(spec.device).split(":")[0] not in ("cuda", "auto"):
+        return False
+    learner = get_algo(spec.algo)
+    return all(hasattr(learner, name) for name in ("use_static_update", "update_static"))
 
 
 def network_params(spec: PodSpec, obs_dim: int = 1, act_dim: int = 1) -> int:

@@ -202,6 +202,28 @@ def test_a_fake_gpu_layout_starts_one_single_thread_worker_per_process():
     assert time.monotonic() - t0 < 60  # about 7 s on 2 busy cores
 
 
+def _uuid(index: int) -> str:
+    import torch
+
+    return _normal(str(torch.cuda.get_device_properties(index).uuid))
+
+
+def _normal(uuid: str) -> str:
+    return uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
+
+
+def _visible_gpu() -> dict:
+    """On a worker: its CUDA_VISIBLE_DEVICES entry, the UUID of the GPU it computes on."""
+    import torch
+
+    return {
+        "pid": os.getpid(),
+        "count": torch.cuda.device_count(),
+        "visible": (os.environ.get("CUDA_VISIBLE_DEVICES") or "").split(",")[0],
+        "uuid": _uuid(0),
+    }
+
+
 @pytest.mark.gpu
 def test_cluster_on_a_gpu_node_runs_pods_per_gpu_processes_on_their_gpu():
     import torch
@@ -215,12 +237,35 @@ def test_cluster_on_a_gpu_node_runs_pods_per_gpu_processes_on_their_gpu():
         workers = c.scheduler_info(n_workers=-1)["workers"]
         assert len(workers) == 2 * torch.cuda.device_count()
         assert all(w["nthreads"] == 1 for w in workers.values())
-        seen = c.run(lambda: (__import__("torch").cuda.device_count(), os.getpid()))
-        assert {n for n, _ in seen.values()} == {1}  # each process sees its GPU alone
-        assert len({pid for _, pid in seen.values()}) == len(workers)
+        seen = c.run(_visible_gpu)
+        assert {r["count"] for r in seen.values()} == {1}  # each process sees its GPU alone
+        assert len({r["pid"] for r in seen.values()}) == len(workers)
+        # pinned where the plan says: the GPU a worker computes on is the one its
+        # CUDA_VISIBLE_DEVICES entry names (by UUID, as NVML and torch give it). A device
+        # count alone passed on a one-GPU machine whether or not the variable took effect;
+        # this fails there too when a worker has no entry or its entry is not its GPU.
+        uuids = {str(i): _uuid(i) for i in range(torch.cuda.device_count())}
+        for r in seen.values():
+            entry = r["visible"]
+            assert entry, "a GPU worker without CUDA_VISIBLE_DEVICES"
+            assert r["uuid"] == uuids.get(entry, _normal(entry)), r
+        per_gpu = {}
+        for r in seen.values():
+            per_gpu[r["uuid"]] = per_gpu.get(r["uuid"], 0) + 1
+        assert sorted(per_gpu.values()) == [2] * torch.cuda.device_count()
         info = cluster_info(c)
         assert info["gpus"] == torch.cuda.device_count() and info["pods_per_gpu"] == 2
     finally:
         cl = c.cluster
         c.close()
         cl.close()
+
+
+def test_cpu_affinity_follows_the_gpu_a_process_is_pinned_to_not_its_place_in_the_list():
+    """With CUDA_VISIBLE_DEVICES=2,3 the first GPU is NVML's 2: its processes were given
+    the cores of GPU 0 (the list position was passed as the NVML index)."""
+    from elegantpod.clusters.gpu import nvml_index
+
+    assert [nvml_index(g) for g in ("2", "3", " 7")] == [2, 3, 7]
+    layout = gpu_layout(["2", "3"], pods_per_gpu=1)
+    assert [s["options"]["env"]["CUDA_VISIBLE_DEVICES"] for s in layout.values()] == ["2", "3"]
