@@ -1,6 +1,7 @@
 """A pod's memory estimate counts what a pod holds, CUDA graphs' pool included."""
 
-from elegantpod.agents import PPOConfig, SACConfig
+from elegantpod.agents.ppo import PPOConfig
+from elegantpod.agents.sac import SACConfig
 from elegantpod.config import PodSpec
 from elegantpod.pod.memory import estimate_pod_bytes, may_capture
 
