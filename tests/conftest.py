@@ -21,6 +21,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 HEAVY_FILES = [
     "tests/envs/test_mjx.py",
     "tests/test_docs.py",
+    "tests/test_notebooks.py",
     "tests/cli/test_main.py",
     "tests/test_jupyterhub.py",
     "tests/test_readme.py",
