@@ -14,6 +14,7 @@ from elegantpod.agents import get_algo
 from elegantpod.agents.noise import SEQ_LEN
 from elegantpod.config import PodSpec
 from elegantpod.devices import available_bytes
+from elegantpod.pod.capture import STATIC_UPDATE
 
 
 def estimate_pod_bytes(
@@ -68,7 +69,7 @@ def may_capture(spec: PodSpec) -> bool:
     if spec.capture is False or str(spec.device).split(":")[0] not in ("cuda", "auto"):
         return False
     learner = get_algo(spec.algo)
-    return all(hasattr(learner, name) for name in ("use_static_update", "update_static"))
+    return all(hasattr(learner, name) for name in STATIC_UPDATE)
 
 
 def network_params(spec: PodSpec, obs_dim: int = 1, act_dim: int = 1) -> int:
