@@ -26,24 +26,36 @@ Sharpe, target 1.5, 60 s)
 
 Methods, side by side on the *same* two-worker ``LocalCluster`` with the same number of
 pods in flight (4 pods, 2 at a time), the same segment size and evaluation, and the same
-wall budget; every seed runs every method back to back (order alternated per seed):
+wall budget; every seed runs every method back to back (order rotated per seed):
 
-- ``tournament``: the default generator (exploit/explore; replacement only on evidence,
-  restarts with fresh draws from the search space when the population is stuck);
-- ``sweep``: the same starting pods (the base configuration and three mutated around
-  it, identically seeded), never replaced;
+- ``tournament_sample``: the default generator (exploit/explore; replacement only on
+  evidence, restarts with fresh draws from the search space when the population is
+  stuck), its first pods started as population-based training starts
+  (``init="sample"``: the base settings and three draws from the search space);
+- ``tournament_base``: the same, its first pods the base and three variations of it
+  (``init="base"``); the two are measured side by side to choose ``Tournament``'s
+  default start, and the table compares the default one against every other method;
+- ``sweep``: the ``init="base"`` starting pods, never replaced;
 - ``random``: random search, the same number of pods with configurations drawn
-  uniformly from each algorithm's search space, never replaced.
+  uniformly from each algorithm's search space, never replaced;
+- ``tune_pbt``: Ray Tune's PBT training our pods (``tune_pbt.py``, its own virtualenv).
 
-Measured per seed: wall seconds (tournament time, from the pods' history) until the best
-pod's evaluation first reaches the target (unsolved: the whole budget), and the best score
-at the budget. Results: ``benchmarks/results/tournament_vs_baselines_<task>.json``; Ray
-Tune PBT is measured by ``tune_pbt.py`` (its own virtualenv) and merged into the table
-when its result file exists.
+Each run appends its line to ``results/tournament_pays_runs.jsonl`` as soon as it ends
+(:mod:`pays_runs`): its every evaluation (tournament seconds, score), its budget and
+target, and what the method did (replacements, restarts, schedule). A later invocation
+skips the runs logged already, so ten seeds of every method can be spread over many
+sessions. ``--report`` makes the tables from the log with ``elegantpod.compare``, on the
+seeds every method has: solved fraction (Wilson interval), IQM of the seconds to target
+(unsolved counted at the budget) and of the final score (stratified bootstrap
+intervals), and the tournament against each other method (the IQM difference and the
+probability of improvement, with intervals; it "pays" only where the difference's
+interval lies below zero). It writes ``results/tournament_pays_<task>.html`` (the
+report) and ``.json`` (the figures).
 
 Usage::
 
-    python benchmarks/tournament_pays.py --task trap [--seeds 5] [--budget 90] [--quick]
+    python benchmarks/tournament_pays.py --task trap [--seeds 10] [--methods tournament,sweep]
+    python benchmarks/tournament_pays.py --report
 """
 
 from __future__ import annotations
@@ -53,32 +65,17 @@ import dataclasses
 import json
 import math
 import random
-import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _common import (
-    RESULTS_DIR,
-    default_out,
-    fmt_range,
-    format_table,
-    loadavg,
-    log,
-    machine_info,
-    now_iso,
-    safe_ratio,
-    summarize,
-    write_json_atomic,
-)
+import pays_runs
+from _common import RESULTS_DIR, loadavg, log, machine_info, now_iso, write_json_atomic
 
 from elegantpod import Tournament, cluster
 from elegantpod.tournament import GeneratorConfig
 from elegantpod.tournament.core.generator import search_space
-
-METHODS = ("tournament", "sweep", "random")
 
 
 @dataclass(frozen=True)
@@ -155,15 +152,23 @@ def random_hparams(task: Task, rng: random.Random) -> dict[str, Any]:
 
 
 def run(
-    client, task: Task, method: str, seed: int, root: Path, generator: dict | None = None
+    client,
+    task: Task,
+    method: str,
+    seed: int,
+    root: Path,
+    generator: dict | None = None,
+    init: str = "base",
 ) -> dict[str, Any]:
     """One method on one seed: a tournament for ``task.budget`` seconds (``generator``:
-    settings over the default generator's, for tuning runs on other seeds)."""
+    settings over the default generator's, for tuning runs on other seeds; ``init``:
+    how a tournament method's first pods start)."""
     options = {k: v for k, v in task.options.items() if not k.startswith("_")}
-    if method == "tournament":
+    if method.startswith("tournament"):
         gen = GeneratorConfig(**(generator or {}))
     else:
         gen = GeneratorConfig(ready_segments=10**9, restart_after=0)
+        init = "base"  # a sweep's pods are the base and variations of it; random adds its own
     t = Tournament(
         env=task.env,
         algos=[task.algo],
@@ -176,6 +181,7 @@ def run(
         client=client,
         seed=seed,
         generator=gen,
+        init=init,
         **options,
     )
     if method == "random":
@@ -184,18 +190,19 @@ def run(
             t.add_pod(task.algo, **random_hparams(task, rng))
     t.start()
     s = t.wait()
-    hist = t.history()
-    scored = hist.dropna(subset=["score"])
+    scored = t.history().dropna(subset=["score"]).sort_values("time")
     hit = scored[scored["score"] >= task.target]
     solved_at = float(hit["time"].min()) if len(hit) else math.nan
     out = {
-        "solved_at": solved_at,
-        "best": s["best_score"] if s["best_score"] is not None else math.nan,
+        "time": [round(float(x), 3) for x in scored["time"]],
+        "score": [float(x) for x in scored["score"]],
+        "budget": task.budget,
+        "target": task.target,
+        "best": s["best_score"] if s["best_score"] is not None else None,
         "pods_total": s["pods_total"],
         "pods_replaced": s["pods_replaced"],
         "env_steps": s["env_steps_total"],
         "wall_seconds": s["wall_seconds"],
-        "schedule_changes": sum(1 for ph in t.schedule() if ph["changes"]),
         "restarts": s.get("restarts", 0),
         "replaced_on_evidence": s.get("replaced_on_evidence", 0),
         "kept_in_noise": s.get("kept_in_noise", 0),
@@ -210,15 +217,13 @@ def run(
             }
             for ph in t.schedule()
         ],
-        "curve": [[round(r["time"], 2), r["score"]] for r in scored.to_dict("records")],
     }
     if "_backtest" in task.options and s["best_pod"] is not None:
         from elegantpod.finance import backtest
-
-        start, end = task.options["_backtest"]
         from elegantpod.finance.stats import metrics as fm
         from elegantpod.finance.stats.selection import bootstrap_sharpe_ci
 
+        start, end = task.options["_backtest"]
         res = backtest(t, start=start, end=end, index="sp500")
         table = res.metrics()["sharpe"]
         out["backtest_sharpe"] = float(table.iloc[0])  # the agent's row comes first
@@ -227,7 +232,7 @@ def run(
         out["backtest_sharpe_ci"] = [ci.low, ci.high]
         out["backtest_sharpe_benchmarks"] = {str(k): float(v) for k, v in table.iloc[1:].items()}
     log(
-        f"  {method:<10} seed {seed}: solved at {solved_at:.1f}s, best {out['best']:.3g}, "
+        f"  {method:<18} seed {seed}: solved at {solved_at:.1f}s, best {out['best']}, "
         f"{s['pods_total']} pods ({s['pods_replaced']} replaced, "
         f"{out['restarts']} restarts, {out['kept_in_noise']} kept in the noise), "
         f"{s['env_steps_total']:,} env steps"
@@ -235,56 +240,56 @@ def run(
     return out
 
 
-def report() -> str:
-    """The README's markdown table, from every task's result file (Tune PBT merged)."""
-    lines = [
-        "| task (target, budget) | method | seconds to target | solved | best at budget |"
-        " ratio to tournament |",
-        "| --- | --- | --- | --- | --- | --- |",
-    ]
-    for task in TASKS:
-        path = RESULTS_DIR / f"tournament_vs_baselines_{task}.json"
-        if not path.exists():
+METHOD_INIT = {
+    "tournament_sample": "sample",
+    "tournament_base": "base",
+    "sweep": "base",
+    "random": "base",
+}
+"""Each method's first pods. The two tournaments differ only in their start
+(``init``), measured side by side to choose ``Tournament``'s default."""
+
+
+def table_order() -> list[str]:
+    """The methods in table order: the tournament as it starts by default first (the
+    one compared against every other), then the other start, Tune's PBT and the rest."""
+    from elegantpod.tournament import TournamentSpec
+
+    default = TournamentSpec(env_id="CartPole-v1").init
+    other = "base" if default == "sample" else "sample"
+    return [f"tournament_{default}", f"tournament_{other}", "tune_pbt", "sweep", "random"]
+
+
+def report(log_path: Path = pays_runs.LOG, write: bool = True) -> str:
+    """The README's tables, one per task, from the run log through ``elegantpod.compare``
+    (each task's report and figures written beside the log with ``write``)."""
+    from elegantpod import compare
+
+    parts = []
+    for name, task in TASKS.items():
+        order = table_order()
+        runs = pays_runs.paired_seeds(pays_runs.curves(name, log_path, order))
+        if not runs.get(order[0]):
             continue
-        d = json.loads(path.read_text())
-        res = dict(d["results"])
-        tune = RESULTS_DIR / f"tournament_vs_tune_pbt_{task}.json"
-        if tune.exists():
-            res["tune_pbt"] = json.loads(tune.read_text())["results"]["tune_pbt"]
-        mine = res["tournament"]["seconds_to_target"]["median"]
-        for method, r in res.items():
-            other = r["seconds_to_target"]["median"]
-            ratio = "-" if method == "tournament" else f"{safe_ratio(mine, other):.2f}"
-            extra = ""
-            if "backtest_sharpe" in r:
-                extra = f"; held-out backtest Sharpe {fmt_range(r['backtest_sharpe'], '{:.2f}')}"
-                cis = [x.get("backtest_sharpe_ci") for x in r.get("runs", [])]
-                if cis and all(cis):
-                    extra += (
-                        " (95% CIs: " + ", ".join(f"[{lo:.2f}, {hi:.2f}]" for lo, hi in cis) + ")"
-                    )
-            name = f"{d['env_id']} {d['algo'].upper()}"
-            lines.append(
-                f"| {name} ({d['target']:g}, {d['budget_seconds']:.0f} s) | {method} |"
-                f" {fmt_range(r['seconds_to_target'], '{:.1f}')} |"
-                f" {sum(r['solved'])}/{len(r['solved'])} |"
-                f" {fmt_range(r['best_at_budget'], '{:.3g}')}{extra} | {ratio} |"
-            )
-    return "\n".join(lines)
+        title = f"{task.env} {task.algo.upper()} (target {task.target:g}, {task.budget:.0f} s)"
+        c = compare(runs, task.target, budget=task.budget, title=title)
+        parts.append(c.to_markdown())
+        if write:
+            c.save(RESULTS_DIR / f"tournament_pays_{name}.html")
+            write_json_atomic(RESULTS_DIR / f"tournament_pays_{name}.json", c.to_dict())
+    return "\n\n".join(parts)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    if "--report" in sys.argv:
-        print(report())
-        return
-    p.add_argument("--task", choices=sorted(TASKS), required=True)
-    p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--report", action="store_true", help="print the tables from the log")
+    p.add_argument("--task", choices=sorted(TASKS))
+    p.add_argument("--seeds", type=int, default=10)
     p.add_argument("--first-seed", type=int, default=100, help="benchmark seeds start here")
     p.add_argument("--budget", type=float, default=None, help="wall seconds per run")
-    p.add_argument("--methods", default=",".join(METHODS))
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--out", default=None)
+    p.add_argument("--methods", default=",".join(METHOD_INIT))
+    p.add_argument("--log", default=str(pays_runs.LOG), help="the run log (JSON lines)")
+    p.add_argument("--quick", action="store_true", help="one seed of 20 s, to a scratch log")
     p.add_argument(
         "--generator",
         action="append",
@@ -292,94 +297,57 @@ def main() -> None:
         help="key=value over the default GeneratorConfig (tuning runs, on other seeds)",
     )
     a = p.parse_args()
+    log_path = Path(a.log)
+    if a.report:
+        print(report(log_path))
+        return
+    if a.task is None:
+        p.error("--task is required (or --report)")
     generator = {k: json.loads(v) for k, _, v in (g.partition("=") for g in a.generator)}
     task = get_task(a.task)
     if a.budget:
         task = dataclasses.replace(task, budget=a.budget)
     methods = [m for m in a.methods.split(",") if m]
+    unknown = [m for m in methods if m not in METHOD_INIT]
+    if unknown:
+        p.error(f"unknown methods {unknown}: choose from {list(METHOD_INIT)}")
     if a.quick:
         a.seeds = 1
         task = dataclasses.replace(task, budget=20.0)
-    out = Path(a.out) if a.out else default_out(f"tournament_vs_baselines_{a.task}", a.quick)
+        log_path = log_path.with_name(log_path.stem + "_quick.jsonl")
     info = machine_info()
+    already = pays_runs.done(log_path)
+    todo = [
+        (seed, method)
+        for i, seed in enumerate(range(a.first_seed, a.first_seed + a.seeds))
+        # order rotated per seed: drift over the hours hits every method alike
+        for method in methods[i % len(methods) :] + methods[: i % len(methods)]
+        if (a.task, method, seed) not in already
+    ]
+    log(f"{len(todo)} runs to do ({len(already)} logged in {log_path})")
+    if not todo:
+        return
     client = cluster(n_workers=2, dashboard_address=None)
-    per: dict[str, list[dict[str, Any]]] = {m: [] for m in methods}
-    t0 = time.monotonic()
     try:
-        for i, seed in enumerate(range(a.first_seed, a.first_seed + a.seeds)):
-            order = methods if i % 2 == 0 else methods[::-1]  # drift hits all alike
-            for method in order:
-                with tempfile.TemporaryDirectory() as d:
-                    per[method].append(run(client, task, method, seed, Path(d) / "s", generator))
+        for seed, method in todo:
+            with tempfile.TemporaryDirectory() as d:
+                out = run(client, task, method, seed, Path(d) / "s", generator, METHOD_INIT[method])
+            out.update(
+                task=a.task,
+                method=method,
+                seed=seed,
+                date=now_iso(),
+                generator=generator or "default",
+                machine=info,
+                loadavg=loadavg(),
+            )
+            pays_runs.append(out, log_path)
     finally:
         cl = client.cluster
         client.close()
         cl.close()
-    res = {}
-    for method, runs in per.items():
-        solve = [r["solved_at"] if math.isfinite(r["solved_at"]) else task.budget for r in runs]
-        res[method] = {
-            "seconds_to_target": summarize(solve),
-            "best_at_budget": summarize([r["best"] for r in runs]),
-            "solved": [math.isfinite(r["solved_at"]) for r in runs],
-            "runs": runs,
-        }
-        if any("backtest_sharpe" in r for r in runs):
-            res[method]["backtest_sharpe"] = summarize(
-                [r.get("backtest_sharpe", math.nan) for r in runs]
-            )
-    tune = RESULTS_DIR / f"tournament_vs_tune_pbt_{a.task}.json"
-    if tune.exists():
-        res["tune_pbt"] = json.loads(tune.read_text())["results"]["tune_pbt"]
-    med = {m: r["seconds_to_target"]["median"] for m, r in res.items()}
-    ratios = {m: safe_ratio(med["tournament"], med[m]) for m in res if m != "tournament"}
-    info["loadavg_at_end"] = loadavg()
-    write_json_atomic(
-        out,
-        {
-            "benchmark": "tournament_vs_baselines",
-            "task": a.task,
-            "machine": info,
-            "date": now_iso(),
-            "quick": a.quick,
-            "env_id": task.env,
-            "algo": task.algo,
-            "hparams": task.hparams,
-            "segment_steps": task.segment_steps,
-            "fitness": task.options.get("fitness", "return"),
-            "pods": 4,
-            "workers": 2,
-            "target": task.target,
-            "budget_seconds": task.budget,
-            "seeds": list(range(a.first_seed, a.first_seed + a.seeds)),
-            "generator": generator or "default",
-            "total_seconds": time.monotonic() - t0,
-            "results": res,
-            "ratio_median_seconds_to_target": ratios,
-            "timing": "tournament seconds until the first segment evaluation >= target "
-            "(unsolved: the budget)",
-        },
-    )
-    rows = []
-    for m, r in res.items():
-        row = [
-            m,
-            fmt_range(r["seconds_to_target"], "{:.1f}"),
-            fmt_range(r["best_at_budget"], "{:.3g}"),
-            f"{sum(r['solved'])}/{len(r['solved'])}",
-        ]
-        if "backtest_sharpe" in r:
-            row.append(fmt_range(r["backtest_sharpe"], "{:.2f}"))
-        rows.append(row)
-    headers = ["", "seconds to target", f"best at {task.budget:.0f}s", "solved"]
-    if any(len(r) > 4 for r in rows):
-        headers.append("backtest Sharpe")
-    print(format_table(headers, [r + [""] * (len(headers) - len(r)) for r in rows]))
-    print(
-        "tournament / other (median seconds to target): "
-        + ", ".join(f"{m} {v:.2f}" for m, v in ratios.items())
-        + f"; wrote {out}"
-    )
+    if not a.quick:
+        print(report(log_path))
 
 
 if __name__ == "__main__":

@@ -9,17 +9,20 @@ the same seed), search space (each ``Bound`` becomes ``tune.uniform``/``logunifo
 criterion (``perturbation_interval`` = 2 segments), truncation (``quantile_fraction``
 0.5), segment size, evaluation and wall budget, 4 trials with 2 running at once on the
 same 2 cores. Each Tune iteration is one segment: train ``segment_steps``, evaluate,
-checkpoint (PBT's exploit copies the checkpoint, replay buffer included).
+checkpoint (PBT's exploit copies the checkpoint, replay buffer included). The starting
+configurations are those of ``init="base"`` (the base and three variations of it), the
+start Tune users give PBT by hand.
 
 Ray pins its own gymnasium, so it lives in its own virtualenv: run this script with any
 Python and it creates ``.venv-tune`` (torch 2.13.0 CPU first, then ``ray[tune]`` and this
-package) and re-runs itself there. Writes
-``benchmarks/results/tournament_vs_tune_pbt_<task>.json``, which ``tournament_pays.py``
-merges into its table.
+package) and re-runs itself there. Each seed appends its run (method ``tune_pbt``: every
+trial's evaluation on the experiment's clock) to the run log of ``tournament_pays.py``
+(:mod:`pays_runs`), and seeds logged already are skipped; ``tournament_pays.py --report``
+puts it in the table.
 
 Usage::
 
-    python benchmarks/tune_pbt.py --task trap [--seeds 5] [--budget 90]
+    python benchmarks/tune_pbt.py --task trap [--seeds 10] [--budget 90]
 """
 
 from __future__ import annotations
@@ -57,10 +60,11 @@ def ensure_venv() -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--task", required=True)
-    p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--seeds", type=int, default=10)
     p.add_argument("--first-seed", type=int, default=100)
     p.add_argument("--budget", type=float, default=None)
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--log", default=None, help="the run log (default: pays_runs.LOG)")
     a = p.parse_args()
     ensure_venv()
 
@@ -69,15 +73,8 @@ def main() -> None:
     from ray.tune.schedulers import PopulationBasedTraining
 
     sys.path.insert(0, str(Path(__file__).parent))
-    from _common import (
-        default_out,
-        loadavg,
-        log,
-        machine_info,
-        now_iso,
-        summarize,
-        write_json_atomic,
-    )
+    import pays_runs
+    from _common import loadavg, log, machine_info, now_iso
     from tournament_pays import get_task
 
     from elegantpod.search.space import Choice
@@ -89,6 +86,13 @@ def main() -> None:
     task = get_task(a.task)
     budget = 20.0 if a.quick else (a.budget or task.budget)
     seeds = range(a.first_seed, a.first_seed + (1 if a.quick else a.seeds))
+    log_path = Path(a.log) if a.log else pays_runs.LOG
+    if a.quick:
+        log_path = log_path.with_name(log_path.stem + "_quick.jsonl")
+    already = pays_runs.done(log_path)
+    seeds = [seed for seed in seeds if (a.task, "tune_pbt", seed) not in already]
+    info = machine_info()
+    info["ray"] = ray.__version__
     options = {k: v for k, v in task.options.items() if not k.startswith("_")}
     gen = GeneratorConfig()
     space = search_space(task.algo)
@@ -111,7 +115,6 @@ def main() -> None:
                 self.curve.append([time.monotonic() - self.t0, float(result["score"])])
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    runs = []
     try:
         for seed in seeds:
             spec = make_spec(
@@ -121,10 +124,11 @@ def main() -> None:
                 seed=seed,
                 hparams={task.algo: dict(task.hparams)},
                 segment_steps=task.segment_steps,
+                init="base",
                 **options,
             )
             pop = Population(spec)
-            pop.fill()  # the tournament's own starting pods
+            pop.fill()  # the tournament's own starting pods (init="base")
             starts = [(r.seed, dict(r.hparams)) for r in pop.records.values()]
             timeline = Timeline()
 
@@ -227,39 +231,28 @@ def main() -> None:
             )
             timeline.t0 = time.monotonic()
             tuner.fit()
-            curve = timeline.curve
+            curve = sorted(timeline.curve)
             hits = [t for t, s in curve if s >= task.target]
             solved_at = min(hits) if hits else math.nan
             best = max((s for t, s in curve if t <= budget), default=math.nan)
-            runs.append({"seed": seed, "solved_at": solved_at, "best": best, "curve": curve})
+            pays_runs.append(
+                {
+                    "task": a.task,
+                    "method": "tune_pbt",
+                    "seed": seed,
+                    "time": [round(t, 3) for t, _ in curve],
+                    "score": [s for _, s in curve],
+                    "budget": budget,
+                    "target": task.target,
+                    "date": now_iso(),
+                    "machine": info,
+                    "loadavg": loadavg(),
+                },
+                log_path,
+            )
             log(f"  tune_pbt   seed {seed}: solved at {solved_at:.1f}s, best {best:.3g}")
     finally:
         ray.shutdown()
-    solve = [r["solved_at"] if math.isfinite(r["solved_at"]) else budget for r in runs]
-    out = default_out(f"tournament_vs_tune_pbt_{a.task}", a.quick)
-    info = machine_info()
-    info["ray"] = ray.__version__
-    info["loadavg_at_end"] = loadavg()
-    write_json_atomic(
-        out,
-        {
-            "benchmark": "tournament_vs_tune_pbt",
-            "task": a.task,
-            "machine": info,
-            "date": now_iso(),
-            "budget_seconds": budget,
-            "seeds": list(seeds),
-            "results": {
-                "tune_pbt": {
-                    "seconds_to_target": summarize(solve),
-                    "best_at_budget": summarize([r["best"] for r in runs]),
-                    "solved": [math.isfinite(r["solved_at"]) for r in runs],
-                    "runs": runs,
-                }
-            },
-        },
-    )
-    print(f"Tune PBT: median {summarize(solve)['median']:.1f}s to target; wrote {out}")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ point down this list, and finance is a client of the rest:
 - ``tournament/``: the asynchronous population of pods on Dask (core, store, worker,
   client, the ``Tournament`` facade).
 - ``tracking/``, ``widgets/``: experiment tracking; the live dashboard.
+- ``comparison/``: methods compared over seeds (``compare()``): IQMs, bootstrap and
+  Wilson intervals, probability of improvement, the HTML report.
 - ``finance/``: market data, the trading env, statistics, backtests, reports.
 - ``cli/``: the ``elegantpod`` command.
 
@@ -27,7 +29,8 @@ contract, and the results), ``config`` (``PodSpec``), ``devices`` and ``threads`
 and on how many threads torch runs), ``buffers`` (rollout and replay storage),
 ``training`` (``train()``, one pod start to finish, its progress bar and callback),
 ``safe_files`` and ``provenance`` (local files read safely, and whose they are),
-``workspace`` (``workdir()``), ``number_text`` and ``html_table`` (how every view writes numbers and
+``workspace`` (``workdir()``), ``figures`` (charts with plain text, as PNGs inside a page),
+``number_text`` and ``html_table`` (how every view writes numbers and
 tables).
 """
 
@@ -38,6 +41,7 @@ import importlib as _importlib
 # the working folder off sys.path before any third-party import could be shadowed there.
 _WHERE = {
     "finance": "elegantpod.finance",
+    **dict.fromkeys(["compare", "Comparison"], "elegantpod.comparison"),
     **dict.fromkeys(
         ["ALGOS", "DDPG", "DQN", "PPO", "SAC", "TD3", "DDPGConfig", "DQNConfig"]
         + ["PPOConfig", "SACConfig", "TD3Config", "get_algo"],
@@ -119,6 +123,8 @@ __all__ = [
     "TournamentSpec",
     "available_envs",
     "cluster",
+    "compare",
+    "Comparison",
     "gateway_cluster",
     "shutdown",
     "finance",

@@ -353,3 +353,29 @@ def _parts_below(path, root, allow_root: bool = False) -> tuple[str, ...]:
 def _shown(value) -> str:
     text = repr(os.fspath(value))
     return text if len(text) <= 200 else text[:200] + "..."
+
+
+def check_report_path(path: str | os.PathLike) -> Path:
+    """``path`` as a ``Path``; ``ValueError`` unless it ends in .html in an existing,
+    writable folder and is not a folder itself.
+
+    Called before the work that a report shows (a backtest, a comparison) as well as
+    before writing: a bad path fails in a second, not after minutes.
+    """
+    path = Path(path)
+    if path.suffix.lower() not in (".html", ".htm"):
+        raise ValueError(f"report path {str(path)!r} should end in .html")
+    if not path.parent.is_dir():
+        raise ValueError(f"report directory {str(path.parent)!r} does not exist")
+    if path.is_dir():
+        raise ValueError(f"report path {str(path)!r} is a folder")
+    # prove the folder takes a file now, not after the work
+    probe = path.parent / f".{path.name}.write-test-{os.getpid()}"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ValueError(
+            f"report directory {str(path.parent)!r} is not writable: {exc.strerror or exc}"
+        ) from None
+    return path

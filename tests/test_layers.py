@@ -234,6 +234,7 @@ def test_every_folder_has_a_map():
 PUBLIC_FACES = {
     "elegantpod",
     "elegantpod.agents",
+    "elegantpod.comparison",
     "elegantpod.envs",
     "elegantpod.finance",
     "elegantpod.search",

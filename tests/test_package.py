@@ -85,6 +85,7 @@ PRINTS = {
     "cli/demo.py",
     "cli/progress.py",
     "finance/command.py",
+    "comparison/command.py",
     "finance/backtests/walkforward.py",
 }
 

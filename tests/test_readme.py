@@ -100,6 +100,35 @@ CHECK_TRADING = """
 assert result.trials >= 1 and len(returns) > 200 and os.path.getsize("report.html") > 10_000
 """
 
+# The comparison guide's runs, made as files (a store and output folders with their
+# evaluations) so that its block reads them as written: compare() itself is what it shows.
+MAKE_RUNS = """
+import json, os
+from elegantpod.tournament.core.spec import TournamentSpec
+from elegantpod.tournament.store.store import Store
+
+for i, hit in enumerate([30.0, 45.0, 60.0]):
+    s = Store(f"runs/t-seed{i + 1}")
+    s.ensure()
+    s.write_json("tournament.json", TournamentSpec(env_id="Pendulum-v1").to_dict())
+    history = [{"segment": 1, "env_steps": 8000, "score": 20.0, "time": 10.0},
+               {"segment": 2, "env_steps": 16000, "score": 95.0, "time": hit}]
+    pod = {"pod_id": "p000", "algo": "td3", "hparams": {}, "seed": i, "status": "idle",
+           "history": history, "segment": 2}
+    s.save_state({"pods": [pod], "leaderboard": [],
+                  "state": {"total_steps": 16000, "elapsed_seconds": 240.0}})
+for lr, hit in [("3e-4", None), ("1e-3", 200.0), ("3e-3", None)]:
+    os.makedirs(f"runs/lr-{lr}", exist_ok=True)
+    curve = [{"wall_seconds": 100.0, "score": 40.0}]
+    curve.append({"wall_seconds": hit or 230.0, "score": 95.0 if hit else 60.0})
+    with open(f"runs/lr-{lr}/result.json", "w") as f:
+        json.dump({"curve": curve}, f)
+"""
+CHECK_COMPARE = """
+assert c.table.loc["tournament", "solved"] == 1.0 and c.table.loc["sweep", "solved"] == 1 / 3
+assert c.pairs.loc[0, "other"] == "sweep" and os.path.getsize("comparison.html") > 10_000
+"""
+
 RUNS = {
     "quickstart": Run(
         blocks=(
@@ -126,6 +155,7 @@ RUNS = {
         budgets={"max_seconds=600": "max_seconds=20"},
         skip=None if torch.cuda.is_available() else "needs CUDA (MJX on the GPU)",
     ),
+    "compare": Run(blocks=("import elegantpod\n",), glue={"import elegantpod\n": MAKE_RUNS}),
     "gateway": Run(
         blocks=("import elegantpod\n",),
         skip="needs a daskhub (JupyterHub + Dask Gateway + S3): tests/test_jupyterhub.py "
@@ -156,6 +186,7 @@ def marker(code: str) -> str:
         ("kubernetes", 'cluster("tcp://elegantpod-scheduler:8786")'),
         ("hub sizes", "worker_gpus=1)"),
         ("gateway", "gateway=True"),
+        ("compare", "elegantpod.compare("),
     ):
         if needle in code:
             return key
@@ -192,7 +223,7 @@ def _execute(cells: list[str], tmp_path: Path, monkeypatch) -> nbformat.Notebook
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["quickstart", "one pod", "trading", "mjx"])
+@pytest.mark.parametrize("name", ["quickstart", "one pod", "trading", "mjx", "compare"])
 def test_a_notebook_example_runs(name, tmp_path, monkeypatch):
     run = RUNS[name]
     if run.skip:
@@ -209,6 +240,8 @@ def test_a_notebook_example_runs(name, tmp_path, monkeypatch):
         cells.append("import os\n" + CHECK_TRADING)
     if name == "one pod":
         cells.append(CHECK_DEPLOY)
+    if name == "compare":
+        cells.append("import os\n" + CHECK_COMPARE)
     _execute(cells, tmp_path, monkeypatch)
 
 

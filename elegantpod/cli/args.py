@@ -175,9 +175,10 @@ def parser() -> argparse.ArgumentParser:
     )
     r.add_argument(
         "--init",
-        choices=("default", "sample"),
+        choices=("base", "sample"),
         default=None,
-        help="first pods: the base hyperparameters (default) or draws from the search space",
+        help="first pods of each algorithm: the base hyperparameters, then variations of "
+        "them (base) or draws from the search space (sample)",
     )
     _env_options(r)
     _track_options(r)
@@ -240,6 +241,40 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help="the file to write (default: policy.<suffix> beside the checkpoint)",
     )
+    c = sub.add_parser(
+        "compare",
+        help="compare methods over their runs (IQMs with bootstrap intervals, probability "
+        "of improvement) and write the HTML report",
+    )
+    c.add_argument(
+        "--method",
+        nargs="+",
+        action="append",
+        metavar=("NAME", "RUN"),
+        required=True,
+        dest="methods",
+        help="a method's name, then its runs: tournament stores (folders or URLs) or single "
+        "pods' output folders; repeat for each method (the first is compared against the rest)",
+    )
+    c.add_argument(
+        "--target",
+        type=float,
+        default=None,
+        help="the score that counts as solved (default: the stores' target_reward)",
+    )
+    c.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="seconds each run is judged on (default: the stores' max_seconds, else the "
+        "longest run)",
+    )
+    c.add_argument("--title", default=None, help="the report's title")
+    c.add_argument("--html", default=None, help="write the HTML report here")
+    c.add_argument(
+        "--markdown", action="store_true", help="print the table as Markdown (a README's)"
+    )
+    c.add_argument("--json", action="store_true", help="print every figure as one JSON line")
     sub.add_parser("presets", help="list the presets that --preset takes")
     d = sub.add_parser("demo", help="the showcase run on the embedded default")
     d.add_argument("--seed", type=int, default=0)

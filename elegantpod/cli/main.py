@@ -61,7 +61,7 @@ def _import_modules(names: list[str]) -> None:
             raise ValueError(f"cannot import {name!r}: {type(exc).__name__}: {exc}") from exc
 
 
-COMMANDS = {"backtest": "elegantpod.finance.command"}
+COMMANDS = {"backtest": "elegantpod.finance.command", "compare": "elegantpod.comparison.command"}
 """Commands run by the part of the package they serve: the module's ``run(args) -> int``
 runs the parsed command, and is imported only then (this module imports no such part)."""
 

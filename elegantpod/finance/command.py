@@ -26,8 +26,8 @@ def run(args) -> int:
     """
     from elegantpod.cli.args import env_kwargs
     from elegantpod.finance.backtests.backtest import backtest
-    from elegantpod.finance.report.report import check_report_path
     from elegantpod.finance.stats.verdict import verdict
+    from elegantpod.safe_files import check_report_path
 
     if args.html is not None:
         check_report_path(args.html)  # before the backtest runs

@@ -120,9 +120,8 @@ class WalkForwardResult:
 
     def to_html(self, path: str | Path) -> Path:
         """One self-contained page: the table, then each window's verdict (escaped)."""
-        from elegantpod.finance.report.report import check_report_path
         from elegantpod.finance.stats.verdict import verdict
-        from elegantpod.safe_files import atomic_write_bytes
+        from elegantpod.safe_files import atomic_write_bytes, check_report_path
 
         path = check_report_path(path)
         table = self.table()

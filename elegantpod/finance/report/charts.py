@@ -1,53 +1,24 @@
 """The report's charts: matplotlib figures rendered to PNG bytes.
 
-User strings (agent and ticker names) are drawn as plain text: no mathtext (an agent
-called ``$\\foo{$`` would not parse) and no LaTeX, whatever the user's matplotlibrc
-says. Each public function returns one PNG; :mod:`~elegantpod.finance.report.report` embeds it.
-Matplotlib is imported on first use, with the Agg backend unless one is chosen already.
+User strings (agent and ticker names) are drawn as plain text, in figures made without
+pyplot (:mod:`elegantpod.figures`). Each public function returns one PNG;
+:mod:`~elegantpod.finance.report.report` embeds it. Matplotlib is imported on first use,
+with the Agg backend unless one is chosen already.
 """
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 
+from elegantpod.figures import figure as _figure
+from elegantpod.figures import plain as _plain
+from elegantpod.figures import png as _png
 from elegantpod.finance.report import tearsheet
 from elegantpod.finance.stats import metrics
 from elegantpod.finance.stats.concentration import Concentration
 
 TOP_HOLDINGS = 8
 """Holdings drawn one by one in the weights chart; the rest are summed as "other"."""
-PLAIN_TEXT = {"text.usetex": False, "text.parse_math": False}
-"""Matplotlib settings for the charts: user strings are drawn as they are, ``$`` included."""
-
-
-def _plain_text():
-    """A context in which every Text made and drawn is plain (legends, labels, ticks)."""
-    import matplotlib
-
-    return matplotlib.rc_context(PLAIN_TEXT)
-
-
-def _plain(draw, *args) -> bytes:
-    """``draw(*args)`` (a PNG) with every text plain."""
-    with _plain_text():
-        return draw(*args)
-
-
-def _figure(height: float = 4.0):
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=(10, height), dpi=100, layout="constrained")
-
-
-def _png(fig) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
 
 
 def equity_png(result) -> bytes:

@@ -1,19 +1,19 @@
-"""HTML building blocks of the finance reports: escaping, numbers, tables, images.
+"""HTML building blocks of the finance reports: numbers and named tables.
 
 Every string that came from a user (ticker names, agent names, data paths) goes through
-:func:`esc`, and every table through :func:`elegantpod.html_table.table`, which escapes
-each cell; numbers are formatted here so that every section writes them alike.
+:func:`elegantpod.html_table.escape`, and every table through
+:func:`elegantpod.html_table.table`, which escapes each cell; numbers are formatted here
+so that every section writes them alike. Charts go in through
+:func:`elegantpod.figures.img`.
 """
 
 from __future__ import annotations
 
-import base64
 import math
 
 from elegantpod.html_table import Markup, table, td, th
-from elegantpod.html_table import escape as esc  # the reports' short name for it
 
-__all__ = ["img", "named_table", "num", "pct"]
+__all__ = ["named_table", "num", "pct"]
 
 
 def num(x: float, digits: int = 2) -> str:
@@ -34,9 +34,3 @@ def named_table(ident: str, head: list[str], rows: list[tuple[str, list[str]]]) 
         ([td(name, class_="name"), *cells] for name, cells in rows),
         id=ident,
     )
-
-
-def img(png: bytes, alt: str, ident: str) -> str:
-    """A PNG as an ``<img>`` with a base64 ``data:`` URI: the page needs no other file."""
-    data = base64.b64encode(png).decode("ascii")
-    return f'<img class="chart" id="{ident}" alt="{esc(alt)}" src="data:image/png;base64,{data}">'

@@ -29,15 +29,15 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from elegantpod.figures import img
 from elegantpod.finance.backtests.benchmarks import EQUAL_WEIGHT
 from elegantpod.finance.report import charts, tearsheet_html
-from elegantpod.finance.report.markup import img, named_table, num
+from elegantpod.finance.report.markup import named_table, num
 from elegantpod.finance.stats import bootstrap
 from elegantpod.finance.stats.verdict import (
     BOOTSTRAP_SAMPLES,
@@ -49,7 +49,7 @@ from elegantpod.finance.stats.verdict import (
 from elegantpod.html_table import Markup, table, td, th, tr
 from elegantpod.html_table import escape as esc
 from elegantpod.number_text import number
-from elegantpod.safe_files import atomic_write_bytes
+from elegantpod.safe_files import atomic_write_bytes, check_report_path
 
 METRIC_LABELS = {
     "cumulative_return": ("Cumulative return", "pct"),
@@ -166,30 +166,6 @@ def render_html(result, title: str | None = None) -> str:
         "</body></html>",
     ]
     return "\n".join(parts)
-
-
-def check_report_path(path: str | Path) -> Path:
-    """``path`` as a ``Path``; ``ValueError`` unless it ends in .html in an existing folder.
-
-    Called before a backtest runs (by the CLI) as well as before writing.
-    """
-    path = Path(path)
-    if path.suffix.lower() not in (".html", ".htm"):
-        raise ValueError(f"report path {str(path)!r} should end in .html")
-    if not path.parent.is_dir():
-        raise ValueError(f"report directory {str(path.parent)!r} does not exist")
-    if path.is_dir():
-        raise ValueError(f"report path {str(path)!r} is a folder")
-    # prove the folder takes a file now, not after a backtest of minutes
-    probe = path.parent / f".{path.name}.write-test-{os.getpid()}"
-    try:
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        raise ValueError(
-            f"report directory {str(path.parent)!r} is not writable: {exc.strerror or exc}"
-        ) from None
-    return path
 
 
 def write_report(result, path: str | Path, title: str | None = None) -> Path:
@@ -404,4 +380,4 @@ def _mutation(x: Any) -> str:
 
 
 # verdict is the report's first sentence; it stays importable from here as it always was
-__all__ = ["check_report_path", "metrics_table_html", "render_html", "write_report"]
+__all__ = ["metrics_table_html", "render_html", "write_report"]

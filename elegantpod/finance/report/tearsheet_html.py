@@ -13,8 +13,9 @@ import math
 import numpy as np
 import pandas as pd
 
+from elegantpod.figures import img
 from elegantpod.finance.report import charts, tearsheet
-from elegantpod.finance.report.markup import img, named_table, num, pct
+from elegantpod.finance.report.markup import named_table, num, pct
 from elegantpod.finance.stats import metrics
 from elegantpod.finance.stats.concentration import Concentration, largest_position
 from elegantpod.html_table import Markup, table, td, th

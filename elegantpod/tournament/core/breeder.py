@@ -1,8 +1,8 @@
 """The breeder: how a tournament's new pods are made (pure: no Dask, no I/O).
 
-Fresh pods take the spec's base hyperparameters; later pods of an algorithm explore
-around them (with ``init="sample"``, every fresh pod draws its hyperparameters from the
-tournament's search space instead); children copy a live pod's latest networks and
+The first fresh pod of an algorithm takes the spec's base hyperparameters; later fresh
+pods explore around them (with ``init="sample"``, they draw their hyperparameters from
+the tournament's search space instead); children copy a live pod's latest networks and
 optimizer state (the top of the population, see
 :mod:`~elegantpod.tournament.core.population`) and perturb its hyperparameters through the
 mutation policy, whose output is checked like user input; restarts draw fresh
@@ -115,8 +115,8 @@ class Breeder:
         The algorithm is the least represented among the pods alive; the parent comes
         from the top ``truncation`` fraction of its live pods (leaderboard entries when
         none of them has a score yet). Without a parent: the base hyperparameters (the
-        first pod of an algorithm) or variations of them, or with ``spec.init ==
-        "sample"`` a draw of every hyperparameter of the tournament's search space.
+        first pod of an algorithm), then variations of them, or with ``spec.init ==
+        "sample"`` draws of every hyperparameter of the tournament's search space.
         ``strict``: a failing mutation policy raises instead of falling back to the
         default. ``origin``: why it is made (``PodRecord.origin``).
         """
@@ -132,17 +132,17 @@ class Breeder:
             hparams, mutation = self._mutate(spec, algo, parent.hparams, space, True, strict)
             return self._record(algo, hparams, parent, mutation, origin)
         base = base_hparams(spec, algo)
-        if spec.init == "sample":  # a fresh draw of the whole space, seeded
+        if not any(r.algo == algo for r in pool.records.values()):
+            hparams, mutation = base, {}  # the user's own settings always take part
+        elif spec.init == "sample":  # a fresh draw of the whole space, seeded
             new, change = sample_space(base, space, self.rng)
             hparams, mutation = policy_output(algo, base, new, change, False)
-        elif any(r.algo == algo for r in pool.records.values()):
+        else:
             # Not the first of its algorithm: explore around the base instead of cloning it;
             # its categorical choices (a noise kind) stay the user's: the starting pods are
             # variations of one configuration, and children and restarts search the rest.
             numeric = {k: v for k, v in space.items() if not isinstance(v, Choice)}
             hparams, mutation = self._mutate(spec, algo, base, numeric, False, strict)
-        else:
-            hparams, mutation = base, {}
         return self._record(algo, hparams, None, mutation, origin)
 
     def fresh_pod(self, pool: Pool, algo: str, origin: dict) -> PodRecord:

@@ -25,7 +25,7 @@ from elegantpod.search.plain import domain_from_dict
 from elegantpod.search.space import Bound, Choice, Domain
 from elegantpod.search.tune import from_tune, is_tune_domain
 
-INITS = ("default", "sample")
+INITS = ("base", "sample")
 """How a tournament's first pods start (``TournamentSpec.init``)."""
 
 

@@ -93,10 +93,14 @@ class TournamentSpec:
     learner's of that name, or adds one; mutation, restarts and ``init="sample"`` draw
     from the result. Checked against the learner's hard limits; saved as plain JSON. A
     resume may give a new one: it replaces the store's whole."""
-    init: str = "default"
-    """How the first pods start: ``"default"``, the base hyperparameters (then
-    variations of them); ``"sample"``, a draw of every hyperparameter of the search
-    space from the seeded generator (the rest keep the base's)."""
+    init: str = "base"
+    """How the first pods of each algorithm start. The first always takes the base
+    hyperparameters (the user's own choice is never missing from the population); the
+    others are, with ``"base"``, variations of the base's numbers (categorical choices
+    kept), and with ``"sample"``, draws of every hyperparameter of the search space
+    from the seeded generator, as population-based training starts (Jaderberg et al.
+    2017): the population then spans the space from t = 0 instead of waiting for a
+    restart to reach a far corner of it."""
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first bad field, before any cluster work."""
@@ -219,6 +223,9 @@ class TournamentSpec:
             g.setdefault("score_window", 2)
         d["generator"] = GeneratorConfig(**g)
         d["search_space"] = space_from_dict(d.get("search_space", {}))
+        # a store from before ``init`` existed started from the base; "default" was the
+        # name of "base" until the third round of the tournament's benchmark
+        d["init"] = "base" if d.get("init", "default") == "default" else d["init"]
         return cls(**d)
 
     def to_json(self) -> str:

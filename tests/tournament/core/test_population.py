@@ -545,7 +545,7 @@ def test_the_only_live_pod_of_its_algorithm_is_not_replaced_by_a_copy_of_itself(
 
 
 # ---------------------------------------------------------------- a tournament's own space
-def test_init_sample_draws_the_first_pods_from_the_merged_space_reproducibly():
+def test_init_sample_keeps_the_base_and_draws_the_other_first_pods_reproducibly():
     from elegantpod.agents.td3 import TD3Config
     from elegantpod.search.space import choice, loguniform, qrandint
     from elegantpod.tournament.core.generator import search_space
@@ -559,14 +559,17 @@ def test_init_sample_draws_the_first_pods_from_the_merged_space_reproducibly():
     assert made[1][0] == made[1][1] != made[2][0]  # by the seed, and only by it
     space = search_space("td3", own)
     assert space["gamma"] == search_space("td3")["gamma"] and space["noise"] == own["td3"]["noise"]
-    firsts = made[1][0]
-    for hp in firsts:
+    base, *drawn = made[1][0]
+    # the user's own settings take part, as they are (even outside the tournament's space)
+    assert base["lr"] == TD3Config().lr and base["noise"] == "gaussian"
+    for hp in drawn:
         assert all(hp[name] in domain for name, domain in space.items()), hp
-    assert len({hp["lr"] for hp in firsts}) == 6  # drawn, none the default 1e-3
-    assert {hp["noise"] for hp in firsts} <= {"ou", "colored"}  # never TD3's gaussian
-    assert {hp["hidden"] for hp in firsts} == {TD3Config().hidden}  # not searched: the base's
-    default = pop(algos=("td3",), pods=2, search_space=own).fill()
-    assert default[0].hparams["noise"] == "gaussian" and default[0].mutation == {}  # as before
+    assert len({hp["lr"] for hp in drawn}) == 5  # drawn, none the default 1e-3
+    assert {hp["noise"] for hp in drawn} <= {"ou", "colored"}  # never TD3's gaussian
+    assert {hp["hidden"] for hp in made[1][0]} == {TD3Config().hidden}  # not searched
+    first, second = pop(algos=("td3",), pods=2, search_space=own).fill()  # init="base"
+    assert first.hparams["noise"] == "gaussian" and first.mutation == {}
+    assert second.hparams["noise"] == "gaussian" and second.mutation  # around the base
 
 
 def test_children_and_restarts_stay_inside_the_tournaments_own_space():

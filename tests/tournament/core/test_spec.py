@@ -116,7 +116,8 @@ def test_a_search_space_round_trips_through_tournament_json_in_every_form():
     )  # the plain form (a config file's) and any case of the algorithm's name
     older = {k: v for k, v in saved.items() if k not in ("search_space", "init")}
     assert TournamentSpec.from_dict(older).search_space == {}  # a store from before
-    assert TournamentSpec.from_dict(older).init == "default"
+    assert TournamentSpec.from_dict(older).init == "base"  # it started from the base
+    assert TournamentSpec.from_dict(dict(saved, init="default")).init == "base"  # the old name
     # a resume may change the search space (children and restarts use the new one)
     changes = resume_changes(spec, {"search_space": plain}, "store")
     assert changes == {}  # the same space, in another form: no change
@@ -125,7 +126,7 @@ def test_a_search_space_round_trips_through_tournament_json_in_every_form():
         "ppo": {"lr": loguniform(1e-5, 1e-2)}
     }
     with pytest.raises(ValueError, match="a resume cannot change it"):
-        resume_changes(spec, {"init": "default"}, "store")
+        resume_changes(spec, {"init": "base"}, "store")
 
 
 @pytest.mark.parametrize(
@@ -151,8 +152,8 @@ def test_a_bad_search_space_is_one_error_naming_the_key_before_any_cluster(space
         make_spec(env="CartPole-v1", search_space=space)
 
 
-def test_init_must_be_default_or_sample():
-    with pytest.raises(ValueError, match=r"init must be one of \['default', 'sample'\]"):
+def test_init_must_be_base_or_sample():
+    with pytest.raises(ValueError, match=r"init must be one of \['base', 'sample'\]"):
         make_spec(env="CartPole-v1", init="random")
 
 
@@ -188,4 +189,4 @@ def test_a_store_resumes_with_its_search_space_or_a_new_one(tmp_path):
 
 def test_a_hostile_init_in_tournament_json_is_refused(tmp_path):
     store_with_spec(tmp_path / "s", init="<script>")
-    resume_refused(tmp_path / "s", r"init must be one of \['default', 'sample'\], got '<script>'")
+    resume_refused(tmp_path / "s", r"init must be one of \['base', 'sample'\], got '<script>'")

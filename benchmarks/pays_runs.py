@@ -1,0 +1,84 @@
+"""The run log of "does the tournament pay?": one JSON line per finished run, and the
+table made from it by :func:`elegantpod.compare`.
+
+Why a log and not one result file per invocation: ten seeds of four methods on four
+tasks are hours of a 2-core machine, which no single session has, and two heavy jobs
+must never share the machine. So every run (one method, one task, one seed) appends its
+line as soon as it ends (``tournament_pays.py`` and ``tune_pbt.py`` alike), an
+interrupted invocation loses at most the run in flight, and the next invocation skips
+every ``(task, method, seed)`` already logged. The tables and reports are made from the
+log by ``compare`` (``python benchmarks/tournament_pays.py --report``), the same code a
+user runs on their own stores.
+
+Each line: ``task``, ``method``, ``seed``, ``time`` and ``score`` (every evaluation of
+the run: the best-so-far is computed by ``compare``), ``budget``, ``target``, the
+machine and date, and whatever the method adds (replacements, restarts, backtest
+figures).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from _common import RESULTS_DIR
+
+LOG = RESULTS_DIR / "tournament_pays_runs.jsonl"
+"""The run log (``--log`` overrides it)."""
+CURVE_KEYS = ("time", "score", "budget", "target")
+
+
+def read_log(path: Path = LOG) -> list[dict[str, Any]]:
+    """Every complete line of the log (a line cut short by a kill is skipped)."""
+    if not path.exists():
+        return []
+    runs = []
+    for line in path.read_text().splitlines():
+        try:
+            run = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(run, dict) and {"task", "method", "seed", "time", "score"} <= set(run):
+            runs.append(run)
+    return runs
+
+
+def done(path: Path = LOG) -> set[tuple[str, str, int]]:
+    """The ``(task, method, seed)`` triples already logged."""
+    return {(r["task"], r["method"], int(r["seed"])) for r in read_log(path)}
+
+
+def append(run: dict[str, Any], path: Path = LOG) -> None:
+    """Append one run as one line, flushed and synced before returning (a kill after
+    this keeps it; a kill during it leaves at most a partial last line, skipped)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = json.dumps(run, sort_keys=True, allow_nan=False) + "\n"
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(line)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def curves(task: str, path: Path = LOG, methods: list[str] | None = None) -> dict[str, list]:
+    """``{method: [curve, ...]}`` of one task, seeds in order, for ``compare`` (the
+    methods in ``methods`` order, the rest after them)."""
+    by: dict[str, list[tuple[int, dict]]] = {}
+    for r in read_log(path):
+        if r["task"] == task:
+            curve = {k: r[k] for k in CURVE_KEYS if k in r}
+            curve["source"] = f"{r['method']} seed {r['seed']}"
+            by.setdefault(r["method"], []).append((int(r["seed"]), curve))
+    order = [m for m in (methods or []) if m in by] + sorted(
+        m for m in by if m not in (methods or [])
+    )
+    return {m: [c for _, c in sorted(by[m], key=lambda p: p[0])] for m in order}
+
+
+def paired_seeds(runs: dict[str, list]) -> dict[str, list]:
+    """``runs`` cut to the seeds every method has (equal seeds for every method: a
+    method whose run of a seed is still missing does not get fewer, harder seeds)."""
+    seeds_of = {m: {c["source"].rsplit(" ", 1)[1] for c in cs} for m, cs in runs.items()}
+    common = set.intersection(*seeds_of.values()) if seeds_of else set()
+    return {m: [c for c in cs if c["source"].rsplit(" ", 1)[1] in common] for m, cs in runs.items()}

@@ -1,0 +1,262 @@
+"""``elegantpod.compare``: figures against a hand-computed case, real stores and pod runs,
+hostile stores, the CLI, and the report in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+import elegantpod
+from elegantpod.comparison.comparison import compare
+from elegantpod.comparison.runs import RunCurve, RunError
+from elegantpod.tournament.core.spec import TournamentSpec
+from tests.helpers import CHROMIUM, need_chromium
+from tests.tournament.store.test_hostile_store import make_store, record
+
+EVIL = '<img src=x onerror="window.__pwned=1;alert(1)">'
+CLOCK = {"total_steps": 0, "elapsed_seconds": 1000.0}
+"""A saved tournament clock past every history row below (a store checks it is)."""
+
+
+def curve(times, scores, **kw):
+    return {"time": list(times), "score": list(scores), **kw}
+
+
+def hand_case():
+    """Two methods, four runs each, target 10, budget 30.
+
+    fast: reaches 10 at 5, 10, 15 and never (9 at 25) -> censored times 5, 10, 15, 30;
+    slow: 20, 25, never, never -> 20, 25, 30, 30. Finals (best by 30 s): fast 12, 11,
+    10, 9; slow 10, 10, 8, 7 (a 50 at 40 s lies past the budget and is ignored)."""
+    fast = [
+        curve([0, 5, 20], [0, 10, 12]),
+        curve([0, 10], [1, 11]),
+        curve([0, 15], [2, 10]),
+        curve([0, 25], [3, 9]),
+    ]
+    slow = [
+        curve([0, 20], [0, 10]),
+        curve([0, 25], [0, 10]),
+        curve([0, 29, 40], [0, 8, 50]),
+        curve([0, 30], [0, 7]),
+    ]
+    return {"fast": fast, "slow": slow}
+
+
+def test_the_figures_of_a_hand_computed_case():
+    c = compare(hand_case(), target=10, budget=30, reps=2000)
+    assert c.times("fast").tolist() == [5, 10, 15, math.inf]
+    assert c.censored_times("slow").tolist() == [20, 25, 30, 30]
+    assert c.finals("slow").tolist() == [10, 10, 8, 7]
+    t = c.table
+    assert t.loc["fast", "solved"] == 0.75 and t.loc["slow", "solved"] == 0.5
+    # IQM of 4 runs drops one at each end: fast (10 + 15) / 2, slow (25 + 30) / 2
+    assert t.loc["fast", "time_iqm"] == 12.5 and t.loc["slow", "time_iqm"] == 27.5
+    assert t.loc["fast", "final_iqm"] == 10.5 and t.loc["slow", "final_iqm"] == 9.0
+    assert t.loc["fast", "solved_low"] == pytest.approx(0.3006, abs=1e-3)  # Wilson 3/4
+    (v,) = c.versus
+    assert (v.method, v.other) == ("fast", "slow")
+    assert v.time_difference.value == -15.0
+    # fast < slow in 12 of 16 pairs (5, 10 and 15 beat all four), tied in 2 (30 and the
+    # two 30s): (12 + 1) / 16
+    assert v.faster.value == pytest.approx(13 / 16)
+    assert v.time_difference.low <= -15.0 <= v.time_difference.high
+    pairs = c.pairs
+    assert pairs.loc[0, "verdict"] == v.verdict
+    assert list(c.run_table()["seconds_to_target"].isna()) == [False] * 3 + [True] + [
+        False,
+        False,
+        True,
+        True,
+    ]
+
+
+def test_a_method_pays_only_when_the_interval_excludes_zero():
+    rng = np.random.default_rng(0)
+    quick = [curve([0, t], [0, 1]) for t in rng.uniform(5, 10, 10)]
+    late = [curve([0, t], [0, 1]) for t in rng.uniform(40, 50, 10)]
+    mixed = [curve([0, t], [0, 1]) for t in rng.uniform(5, 50, 10)]
+    c = compare({"quick": quick, "late": late, "mixed": mixed}, target=1, budget=60)
+    verdicts = {v.other: v.verdict for v in c.versus}
+    assert verdicts["late"] == "pays"
+    assert c.versus[0].pays and c.versus[0].time_difference.high < 0
+    c2 = compare({"late": late, "quick": quick}, target=1, budget=60)
+    assert c2.versus[0].verdict == "loses"
+    same = compare({"a": quick, "b": quick}, target=1, budget=60)
+    assert same.versus[0].verdict == "undecided"
+
+
+def test_target_and_budget_come_from_the_stores_when_they_agree(tmp_path):
+    spec = TournamentSpec(env_id="CartPole-v1", target_reward=100.0, max_seconds=50.0).to_dict()
+    for i, hit in enumerate([10.0, 20.0]):
+        hist = [{"segment": 1, "env_steps": 10, "score": 5.0, "time": 1.0}]
+        hist.append({"segment": 2, "env_steps": 20, "score": 120.0, "time": hit})
+        make_store(
+            tmp_path / f"s{i}", pods=[record(history=hist, segment=2)], spec=spec, state=CLOCK
+        )
+    c = compare({"t": [tmp_path / "s0", tmp_path / "s1"]})
+    assert (c.target, c.budget) == (100.0, 50.0)
+    assert c.times("t").tolist() == [10.0, 20.0]
+    other = dict(spec, target_reward=90.0)
+    make_store(tmp_path / "s2", pods=[record()], spec=other)
+    with pytest.raises(
+        ValueError, match=r"give target=: the runs say different targets \[90.0, 100.0\]"
+    ):
+        compare({"t": [tmp_path / "s0", tmp_path / "s2"]})
+    assert compare({"t": [tmp_path / "s0", tmp_path / "s2"]}, target=100).target == 100
+
+
+@pytest.mark.parametrize(
+    "runs, target, budget, message",
+    [
+        ({}, 1, None, "non-empty mapping"),
+        ({"a": []}, 1, None, r"runs\['a'\] is empty"),
+        ({"a": "one/store"}, 1, None, r"runs\['a'\] must be a list of runs"),
+        ({"": [curve([0], [1])]}, 1, None, "method names must be non-empty strings"),
+        ({"a": [curve([0], [1])]}, math.nan, None, "target"),
+        ({"a": [curve([0], [1])]}, 1, -3.0, "budget must be > 0 seconds, got -3.0"),
+        ({"a": [curve([0], [1])]}, None, None, "give target=: no run says its target"),
+        ({"a": [{"time": [0, 1], "score": [1]}]}, 1, None, "'time' has 2 values and 'score' 1"),
+        ({"a": [{"time": [0], "score": ["x"]}]}, 1, None, r"\[0\].score must be a number"),
+        ({"a": [{"time": [-1], "score": [1]}]}, 1, None, r"\[0\].time must be a finite number"),
+        ({"a": [{"time": [0], "score": [1], "cmd": "x"}]}, 1, None, "unknown keys"),
+        ({"a": [42]}, 1, None, "a run must be a store"),
+    ],
+)
+def test_bad_input_is_refused_naming_the_value(runs, target, budget, message):
+    with pytest.raises(ValueError, match=message):
+        compare(runs, target, budget=budget)
+
+
+def test_hostile_stores_and_run_folders_are_refused_naming_the_run(tmp_path):
+    make_store(
+        tmp_path / "nan", pods=[record(history=[{"time": 1.0, "score": "NaN"}])], state=CLOCK
+    )
+    with pytest.raises(RunError, match=r"nan: not a readable tournament store: .*history\[0\]"):
+        compare({"a": [tmp_path / "nan"]}, 1)
+    make_store(tmp_path / "neg", pods=[record(history=[{"time": -5.0, "score": 1.0}])])
+    with pytest.raises(RunError, match="neg: not a readable tournament store"):
+        compare({"a": [tmp_path / "neg"]}, 1)
+    (tmp_path / "nothing").mkdir()
+    with pytest.raises(RunError, match="neither a tournament's store .* nor a pod's output"):
+        compare({"a": [tmp_path / "nothing"]}, 1)
+    run = tmp_path / "pod"
+    run.mkdir()
+    (run / "result.json").write_text(json.dumps({"curve": [{"wall_seconds": "soon", "score": 1}]}))
+    with pytest.raises(RunError, match=r"result.json: curve\[0\].time must be a number"):
+        compare({"a": [run]}, 1)
+    (run / "result.json").write_text("[1, 2]")
+    with pytest.raises(RunError, match="result.json must hold an object, got list"):
+        compare({"a": [run]}, 1)
+    os.remove(run / "result.json")
+    os.mkfifo(run / "result.json")  # a FIFO must not block the read
+    with pytest.raises(RunError, match="cannot read result.json"):
+        compare({"a": [run]}, 1)
+
+
+def test_real_stores_and_pod_runs_are_compared(client, tmp_path):
+    """A real tournament's store and a real single pod's output folder, side by side."""
+    t = elegantpod.Tournament(
+        "CartPole-v1",
+        algos=["ppo"],
+        pods=2,
+        store=str(tmp_path / "store"),
+        client=client,
+        max_steps=2 * 2_048,
+        segment_steps=2_048,
+        eval_episodes=2,
+    )
+    t.start()
+    t.wait(timeout=300)
+    elegantpod.train(
+        "CartPole-v1", "ppo", max_steps=4_096, eval_every_steps=2_048, out=tmp_path / "pod", seed=1
+    )
+    c = compare({"tournament": [tmp_path / "store"], "one pod": [tmp_path / "pod"]}, target=10)
+    runs = {r.kind: r for rs in c.runs.values() for r in rs}
+    assert set(runs) == {"tournament", "pod"}
+    assert len(runs["tournament"].times) == len(t.history().dropna(subset=["score"]))
+    assert max(runs["tournament"].scores) == pytest.approx(t.history()["score"].max())
+    assert runs["pod"].times and all(math.isfinite(x) for x in runs["pod"].scores)
+    assert c.table.loc["tournament", "runs"] == 1
+
+
+def test_the_cli_prints_the_figures_and_writes_the_report(tmp_path, capsys):
+    from elegantpod.cli.main import main
+
+    data = tmp_path / "d"
+    for i, hit in enumerate([3.0, 4.0]):
+        hist = [{"segment": 1, "env_steps": 10, "score": 50.0, "time": hit}]
+        make_store(data / f"a{i}", pods=[record(history=hist, segment=1)], state=CLOCK)
+        hist = [{"segment": 1, "env_steps": 10, "score": 50.0, "time": 10 * hit}]
+        make_store(data / f"b{i}", pods=[record(history=hist, segment=1)], state=CLOCK)
+    argv = ["compare", "--method", "a", str(data / "a0"), str(data / "a1")]
+    argv += ["--method", "b", str(data / "b0"), str(data / "b1"), "--target", "40"]
+    assert main([*argv, "--budget", "60", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["methods"]["a"]["seconds_to_target"] == [3.0, 4.0]
+    assert out["versus"][0]["other"] == "b" and out["target"] == 40
+    assert main([*argv, "--markdown"]) == 0
+    md = capsys.readouterr().out
+    assert md.startswith("| task | method |") and "| b |" in md
+    assert main([*argv, "--html", str(tmp_path / "r.html")]) == 0
+    assert "IQM" in capsys.readouterr().out and (tmp_path / "r.html").stat().st_size > 10_000
+    assert main(["compare", "--method", "a", "--target", "1"]) == 2
+    assert "--method 'a' has no runs" in capsys.readouterr().err
+    assert main([*argv, "--html", str(tmp_path / "missing" / "r.html")]) == 2
+    assert "report directory" in capsys.readouterr().err
+
+
+def test_the_report_is_self_contained_escaped_and_renders_in_chromium(tmp_path):
+    need_chromium()
+    from playwright.sync_api import sync_playwright
+
+    runs = hand_case()
+    runs[EVIL] = runs.pop("slow")
+    path = tmp_path / "report.html"
+    c = compare(runs, target=10, budget=30, title=f"trap {EVIL}", out=path)
+    html = path.read_text()
+    assert EVIL not in html and "&lt;img src=x" in html
+    assert EVIL not in c._repr_html_() and EVIL not in c.to_markdown()
+    requests, dialogs = [], []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"], headless=True
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            page.on("request", lambda r: requests.append(r.url))
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            page.goto(path.as_uri())
+            page.wait_for_load_state("load")
+            rows = [
+                [cell.inner_text() for cell in row.locator("td").all()]
+                for row in page.locator("#methods tbody tr").all()
+            ]
+            charts = page.locator("img.chart")
+            loaded = [
+                charts.nth(i).evaluate("img => img.complete && img.naturalWidth > 400")
+                for i in range(charts.count())
+            ]
+            verdict = page.locator("#pairs td.pays, #pairs td.loses, #pairs td.undecided")
+            verdict_text = verdict.inner_text()
+            pwned = page.evaluate("window.__pwned || 0")
+            title = page.title()
+        finally:
+            browser.close()
+    assert requests == [path.as_uri()]  # nothing else: no script, font or image fetched
+    assert not dialogs and not pwned
+    assert title == f"trap {EVIL}"  # shown as text
+    assert rows[0][:3] == ["fast", "4", "3/4 [0.3, 0.95]"]
+    assert rows[1][0] == EVIL and rows[1][3].startswith("27.5 [")
+    assert loaded == [True, True]
+    assert verdict_text == c.versus[0].verdict
+
+
+def test_a_run_curve_reads_as_its_evaluations():
+    r = RunCurve("x", "curve", (1.0, 2.0, 5.0), (0.0, 3.0, 9.0))
+    assert r.time_to(3.0) == 2.0 and r.time_to(9.0, budget=4.0) == math.inf
+    assert r.best() == 9.0 and r.best(budget=4.0) == 3.0 and math.isnan(r.best(budget=0.5))

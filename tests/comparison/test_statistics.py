@@ -1,0 +1,95 @@
+"""The statistics of a comparison against hand-computed values and known properties."""
+
+import math
+
+import numpy as np
+import pytest
+
+from elegantpod.comparison import statistics as st
+
+
+def test_wilson_interval_matches_the_hand_computed_value():
+    # 7 of 10: p = 0.7, z^2 = 3.8415; centre (0.7 + 0.19207) / 1.38415 = 0.64449,
+    # half-width 1.96 * sqrt(0.021 + 0.0096037) / 1.38415 = 0.24772
+    iv = st.wilson(7, 10)
+    assert iv.value == 0.7
+    assert iv.low == pytest.approx(0.39677, abs=1e-4)
+    assert iv.high == pytest.approx(0.89222, abs=1e-4)
+
+
+def test_wilson_interval_at_the_edges_stays_in_zero_one_and_is_not_empty():
+    none, every = st.wilson(0, 10), st.wilson(10, 10)
+    assert none.low == 0.0 and 0.2 < none.high < 0.35
+    assert every.high == 1.0 and 0.65 < every.low < 0.8
+    assert math.isnan(st.wilson(0, 0).value)
+    with pytest.raises(ValueError, match="between 0 and n=3, got 4"):
+        st.wilson(4, 3)
+
+
+def test_iqm_drops_the_lowest_and_highest_quarter():
+    assert st.iqm([1, 2, 3, 4, 5, 6, 7, 8, 9, 100]) == 5.5  # 3..8
+    assert st.iqm([5.0, 1.0, 3.0]) == 3.0  # under 4 runs nothing is dropped
+    assert st.iqm([1, 2, 3, 4]) == 2.5  # one each side
+    assert math.isnan(st.iqm([]))
+    rows = np.array([[1, 2, 3, 4, 5, 6, 7, 8, 9, 100], [10, 9, 8, 7, 6, 5, 4, 3, 2, 1]], float)
+    assert st._iqm_rows(rows).tolist() == [5.5, 5.5]
+
+
+def test_probability_of_improvement_counts_ties_half():
+    # x > y in 2 of 9 pairs, tied in 2: (2 + 1) / 9
+    assert st.probability_of_improvement([1, 2, 3], [2, 2, 4]) == pytest.approx(1 / 3)
+    # for times, lower is better: x < y in 5 pairs (1 < 2, 2, 4; 2 < 4; 3 < 4), tied in 2
+    assert st.probability_of_improvement(
+        [1, 2, 3], [2, 2, 4], lower_is_better=True
+    ) == pytest.approx(6 / 9)
+    assert st.probability_of_improvement([1, 1], [1, 1]) == 0.5
+    assert math.isnan(st.probability_of_improvement([], [1]))
+
+
+def test_bootstrap_intervals_are_seeded_and_contain_the_point():
+    x = np.arange(10.0)
+    a, b = st.iqm_interval(x, seed=3), st.iqm_interval(x, seed=3)
+    assert a == b and a.low <= a.value <= a.high and a.low < a.high
+    assert st.iqm_interval(x, seed=4) != a
+    # a constant sample has a point interval; an empty one has none
+    assert st.iqm_interval([2.0] * 5).as_list() == [2.0, 2.0, 2.0]
+    assert math.isnan(st.iqm_interval([]).low)
+
+
+def test_iqm_interval_covers_the_true_centre_about_95_percent_of_the_time():
+    """A broken resampling (no replacement, one stratum for both samples, the wrong
+    quantiles) shows as coverage far from 95%."""
+    rng = np.random.default_rng(0)
+    hits = 0
+    trials = 200
+    for i in range(trials):
+        x = rng.normal(10.0, 2.0, size=20)
+        iv = st.iqm_interval(x, reps=1000, seed=i)
+        hits += iv.low <= 10.0 <= iv.high
+    assert 0.85 <= hits / trials <= 0.99, hits
+
+
+def test_the_difference_is_stratified_each_sample_resampled_on_its_own():
+    x, y = np.full(10, 5.0), np.arange(10.0)
+    d = st.iqm_difference(x, y, seed=1)
+    assert d.value == 5.0 - st.iqm(y)
+    # x is constant, so the difference's spread is y's own IQM spread alone
+    own = st.iqm_interval(y, seed=1)
+    assert d.high - d.low == pytest.approx(own.high - own.low, rel=0.15)
+    far = st.iqm_difference(np.arange(10.0) + 100, np.arange(10.0))
+    assert far.excludes(0.0) and far.low > 90
+    assert not st.iqm_difference(np.arange(10.0), np.arange(10.0)).excludes(0.0)
+
+
+def test_improvement_interval_and_profiles():
+    iv = st.improvement_interval([10, 11, 12], [1, 2, 3])
+    assert iv.as_list() == [1.0, 1.0, 1.0]
+    fast = st.improvement_interval([1, 2, 3, 4], [5, 6, 7, 8], lower_is_better=True)
+    assert fast.value == 1.0
+    assert st.performance_profile([1, 2, 3, 4], [0, 2, 4]).tolist() == [1.0, 0.5, 0.0]
+    assert st.solved_by([1.0, math.inf, 3.0, math.nan], [0.5, 1, 3, 10]).tolist() == [
+        0.0,
+        0.25,
+        0.5,
+        0.5,
+    ]
