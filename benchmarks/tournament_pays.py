@@ -16,6 +16,12 @@ tasks where hyperparameters and luck matter, each with a target and a wall budge
     the -1200 plateau fast but oscillates around -300, a small one converges but slowly.
     PBT's mutations make a schedule (large early, smaller late) that no fixed setting
     has.
+``lander`` (LunarLanderContinuous-v3, SAC, target 0, 240 s)
+    A harder task, where learning-rate, entropy and replay settings decide whether a
+    lander learns to hover and set down (return above 0) or keeps crashing (-100 and
+    below) within a few minutes: one SAC pod with the box2d preset's settings, alone on
+    the 2-core box, scored -20 at 20k env steps and -38 at 75k (150 s), so the target
+    is within reach of a good schedule but not of every seed.
 ``trading`` (StockTrading-v0 on the shipped S&P 500 sample, PPO, fitness validation
 Sharpe, target 1.5, 60 s)
     Ranked by the validation Sharpe ratio (2017-2018) of training on 2010-2016;
@@ -125,6 +131,23 @@ TASKS = {
         budget=60.0,
         hparams={"num_envs": 64, "horizon": 32},
         segment_steps=20_480,
+    ),
+    "lander": Task(
+        env="LunarLanderContinuous-v3",
+        algo="sac",
+        target=0.0,
+        budget=240.0,
+        # the box2d preset's SAC settings (rl-zoo3's, adapted)
+        hparams={
+            "num_envs": 8,
+            "hidden": (256, 256),
+            "lr": 7.3e-4,
+            "gamma": 0.98,
+            "tau": 0.02,
+            "buffer_size": 300_000,
+            "learning_starts": 10_000,
+        },
+        segment_steps=10_000,
     ),
     "trading": Task(
         env="StockTrading-v0",
