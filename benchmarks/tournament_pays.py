@@ -77,7 +77,7 @@ from pathlib import Path
 from typing import Any
 
 import pays_runs
-from _common import RESULTS_DIR, loadavg, log, machine_info, now_iso, write_json_atomic
+from _common import loadavg, log, machine_info, now_iso, write_json_atomic
 
 from elegantpod import Tournament, cluster
 from elegantpod.tournament import GeneratorConfig
@@ -294,12 +294,17 @@ def report(log_path: Path = pays_runs.LOG, write: bool = True) -> str:
         runs = pays_runs.paired_seeds(pays_runs.curves(name, log_path, order))
         if not runs.get(order[0]):
             continue
-        title = f"{task.env} {task.algo.upper()} (target {task.target:g}, {task.budget:.0f} s)"
-        c = compare(runs, task.target, budget=task.budget, title=title)
+        budgets = {c["budget"] for cs in runs.values() for c in cs}
+        if len(budgets) != 1:  # runs of another budget (--budget) go to a log of their own
+            raise SystemExit(f"{name}: the log holds runs of budgets {sorted(budgets)}")
+        budget = budgets.pop()
+        title = f"{task.env} {task.algo.upper()} (target {task.target:g}, {budget:.0f} s)"
+        c = compare(runs, task.target, budget=budget, title=title)
         parts.append(c.to_markdown())
-        if write:
-            c.save(RESULTS_DIR / f"tournament_pays_{name}.html")
-            write_json_atomic(RESULTS_DIR / f"tournament_pays_{name}.json", c.to_dict())
+        if write:  # beside the log, named after it (another log: other files)
+            stem = "tournament_pays" if log_path == pays_runs.LOG else log_path.stem
+            c.save(log_path.parent / f"{stem}_{name}.html")
+            write_json_atomic(log_path.parent / f"{stem}_{name}.json", c.to_dict())
     return "\n\n".join(parts)
 
 
