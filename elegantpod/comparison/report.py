@@ -50,6 +50,8 @@ def fraction_text(iv: st.Interval, runs: int) -> str:
 
 # ------------------------------------------------------------------------- tables
 def methods_table(c) -> Markup:
+    """One row per method: runs, solved fraction, IQMs, each with its interval (``id``
+    ``methods``); method names escaped."""
     head = [
         th("method", class_="name"),
         "runs",
@@ -71,6 +73,9 @@ def methods_table(c) -> Markup:
 
 
 def pairs_table(c) -> Markup:
+    """One row per pair (the first method against another): the IQM differences and the
+    probabilities of improvement with their intervals, and the verdict, its cell classed
+    ``pays``, ``loses`` or ``undecided`` (``id`` ``pairs``)."""
     head = [
         th("method", class_="name"),
         "against",
@@ -96,6 +101,8 @@ def pairs_table(c) -> Markup:
 
 
 def runs_table(c) -> Markup:
+    """One row per run: method, source (as the user named it, escaped), kind, seconds to
+    the target, final score and evaluations (``id`` ``runs``)."""
     head = [
         th("method", class_="name"),
         "run",
@@ -222,6 +229,8 @@ def verdict_lines(c) -> list[str]:
 
 
 def method_note(c) -> str:
+    """How the figures are computed, in words, with this comparison's target, budget and
+    resamples (plain text: escaped where it is placed)."""
     return (
         f"Each run is judged on its first {_num(c.budget, 4)} seconds. Seconds to target: "
         f"until an evaluation first scored at least {_num(c.target, 4)}; a run that never "
