@@ -62,23 +62,16 @@ def append(run: dict[str, Any], path: Path = LOG) -> None:
 
 
 def curves(task: str, path: Path = LOG, methods: list[str] | None = None) -> dict[str, list]:
-    """``{method: [curve, ...]}`` of one task, seeds in order, for ``compare`` (the
-    methods in ``methods`` order, the rest after them)."""
-    by: dict[str, list[tuple[int, dict]]] = {}
+    """``{method: [curve, ...]}`` of one task for ``compare``, on the seeds every method
+    has (a method whose run of a seed is still missing does not get fewer, harder seeds
+    than the others), seeds in order; the methods in ``methods`` order, the rest after."""
+    by: dict[str, dict[int, dict]] = {}
     for r in read_log(path):
         if r["task"] == task:
             curve = {k: r[k] for k in CURVE_KEYS if k in r}
             curve["source"] = f"{r['method']} seed {r['seed']}"
-            by.setdefault(r["method"], []).append((int(r["seed"]), curve))
-    order = [m for m in (methods or []) if m in by] + sorted(
-        m for m in by if m not in (methods or [])
-    )
-    return {m: [c for _, c in sorted(by[m], key=lambda p: p[0])] for m in order}
-
-
-def paired_seeds(runs: dict[str, list]) -> dict[str, list]:
-    """``runs`` cut to the seeds every method has (equal seeds for every method: a
-    method whose run of a seed is still missing does not get fewer, harder seeds)."""
-    seeds_of = {m: {c["source"].rsplit(" ", 1)[1] for c in cs} for m, cs in runs.items()}
-    common = set.intersection(*seeds_of.values()) if seeds_of else set()
-    return {m: [c for c in cs if c["source"].rsplit(" ", 1)[1] in common] for m, cs in runs.items()}
+            by.setdefault(r["method"], {})[int(r["seed"])] = curve
+    common = sorted(set.intersection(*(set(s) for s in by.values()))) if by else []
+    order = [m for m in (methods or []) if m in by]
+    order += sorted(m for m in by if m not in order)
+    return {m: [by[m][seed] for seed in common] for m in order}

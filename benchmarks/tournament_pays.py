@@ -185,13 +185,12 @@ def run(
 ) -> dict[str, Any]:
     """One method on one seed: a tournament for ``task.budget`` seconds (``generator``:
     settings over the default generator's, for tuning runs on other seeds; ``init``:
-    how a tournament method's first pods start)."""
+    how the first pods start, ``METHOD_INIT``'s for each method)."""
     options = {k: v for k, v in task.options.items() if not k.startswith("_")}
     if method.startswith("tournament"):
         gen = GeneratorConfig(**(generator or {}))
     else:
         gen = GeneratorConfig(ready_segments=10**9, restart_after=0)
-        init = "base"  # a sweep's pods are the base and variations of it; random adds its own
     t = Tournament(
         env=task.env,
         algos=[task.algo],
@@ -291,7 +290,7 @@ def report(log_path: Path = pays_runs.LOG, write: bool = True) -> str:
     parts = []
     for name, task in TASKS.items():
         order = table_order()
-        runs = pays_runs.paired_seeds(pays_runs.curves(name, log_path, order))
+        runs = pays_runs.curves(name, log_path, order)
         if not runs.get(order[0]):
             continue
         budgets = {c["budget"] for cs in runs.values() for c in cs}

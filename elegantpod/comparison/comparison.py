@@ -104,8 +104,18 @@ class Comparison:
     seed: int = 0
     figures: dict[str, MethodFigures] = field(init=False, repr=False, compare=False)
     versus: tuple[Versus, ...] = field(init=False, repr=False, compare=False)
+    _seconds: dict[str, np.ndarray] = field(init=False, repr=False, compare=False)
+    _finals: dict[str, np.ndarray] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
+        # each run read once: every figure, table and chart below uses these arrays
+        seconds = {
+            m: np.array([r.time_to(self.target, self.budget) for r in rs])
+            for m, rs in self.runs.items()
+        }
+        finals = {m: np.array([r.best(self.budget) for r in rs]) for m, rs in self.runs.items()}
+        object.__setattr__(self, "_seconds", seconds)
+        object.__setattr__(self, "_finals", finals)
         figures = {m: self._method(m, rs) for m, rs in self.runs.items()}
         object.__setattr__(self, "figures", figures)
         first, *others = list(self.runs)
@@ -114,7 +124,7 @@ class Comparison:
     # ---------------------------------------------------------------- per run
     def times(self, method: str) -> np.ndarray:
         """Each run's seconds to the target, ``inf`` where it never got there."""
-        return np.array([r.time_to(self.target, self.budget) for r in self.runs[method]])
+        return self._seconds[method].copy()
 
     def censored_times(self, method: str) -> np.ndarray:
         """:meth:`times` with unsolved runs counted at the budget (what the IQMs use)."""
@@ -122,7 +132,7 @@ class Comparison:
 
     def finals(self, method: str) -> np.ndarray:
         """Each run's best score by the budget (NaN for a run with no evaluation)."""
-        return np.array([r.best(self.budget) for r in self.runs[method]])
+        return self._finals[method].copy()
 
     # ---------------------------------------------------------------- figures
     def _method(self, method: str, runs) -> MethodFigures:
@@ -201,15 +211,14 @@ class Comparison:
 
         rows = []
         for method, runs in self.runs.items():
-            for r in runs:
-                t = r.time_to(self.target, self.budget)
+            for r, t, final in zip(runs, self._seconds[method], self._finals[method], strict=True):
                 rows.append(
                     {
                         "method": method,
                         "source": r.source,
                         "kind": r.kind,
-                        "seconds_to_target": t if math.isfinite(t) else math.nan,
-                        "final_score": r.best(self.budget),
+                        "seconds_to_target": float(t) if math.isfinite(t) else math.nan,
+                        "final_score": float(final),
                         "evaluations": len(r.times),
                     }
                 )

@@ -291,7 +291,7 @@ def _md(text: str) -> str:
     return html.escape(str(text), quote=False).replace("|", "\\|").replace("\n", " ")
 
 
-def markdown(c, task: str | None = None) -> str:
+def markdown(c) -> str:
     """The methods as a Markdown table (a README's), the verdict of the first method
     against each other in the last column."""
     verdict = {
@@ -307,7 +307,7 @@ def markdown(c, task: str | None = None) -> str:
     ]
     for f in c.figures.values():
         lines.append(
-            f"| {_md(task or c.title)} | {_md(f.method)} | {fraction_text(f.solved, f.runs)} | "
+            f"| {_md(c.title)} | {_md(f.method)} | {fraction_text(f.solved, f.runs)} | "
             f"{interval_text(f.time_iqm)} | {interval_text(f.final_iqm)} | "
             f"{_md(verdict.get(f.method, '-'))} |"
         )
