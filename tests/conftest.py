@@ -1,7 +1,6 @@
 import faulthandler
 import logging
 import os
-import shutil
 import signal
 from pathlib import Path
 
@@ -18,9 +17,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # follow in the usual order). With two test processes taking whole files (`make test`),
 # the longest start first and the last file to finish is a short one: the wall time is
 # about half the work, not that plus a long file started last while the other process
-# idles (longest-processing-time-first scheduling). Files keep their own test order. (The
-# Makefile's --no-loadscope-reorder keeps this order: pytest-xdist's own sorts by count.)
+# idles (longest-processing-time-first scheduling). Files keep their own test order.
 HEAVY_FILES = [
+    "tests/envs/test_mjx.py",
     "tests/test_docs.py",
     "tests/test_notebooks.py",
     "tests/cli/test_main.py",
@@ -38,11 +37,6 @@ HEAVY_FILES = [
     "tests/finance/test_pipeline.py",
     "tests/test_hang_guard.py",
     "tests/tournament/worker/test_resident.py",
-    # not first, though its cold 270 s was the longest: about 110 s once the warm-up
-    # (tests/mjx_warmup.py) has filled JAX's cache, which it does on idle CPU time in
-    # the first ~450 s of a two-process run; started there, it still ends before the
-    # other process runs out of files
-    "tests/envs/test_mjx.py",
     "tests/tournament/store/test_object_store.py",
     "tests/tournament/test_ensemble.py",
     "tests/finance/report/test_report.py",
@@ -88,66 +82,6 @@ def _watching(what: str) -> None:
 
 def pytest_runtest_logstart(nodeid, location):
     _watching(nodeid)
-
-
-# -- JAX's compilation cache, filled in the background (tests/mjx_warmup.py) -----------
-_warmup = None
-
-
-def pytest_sessionstart(session):
-    """Start the MJX warm-up once per run (in the xdist controller, or the only process),
-    when the run includes ``tests/envs/test_mjx.py`` and MJX is installed. Its done file
-    travels to the test processes in :data:`tests.mjx_warmup.WARMUP` (xdist starts them
-    after this hook, with this environment)."""
-    global _warmup
-    import importlib.util
-    import subprocess
-    import sys
-    import tempfile
-
-    config = session.config
-    if hasattr(config, "workerinput") or config.option.collectonly or _warmup is not None:
-        return
-    target = Path(__file__).resolve().parent / "envs" / "test_mjx.py"
-    paths = [Path(str(a).split("::", 1)[0]).resolve() for a in config.args]
-    if not target.exists() or not any(p == target or p in target.parents for p in paths):
-        return
-    if importlib.util.find_spec("mujoco") is None or importlib.util.find_spec("jax") is None:
-        return
-    from tests.mjx_warmup import WARMUP
-
-    if WARMUP in os.environ:  # an outer run's (a test that runs the suite's own pytest)
-        return
-    done = Path(tempfile.mkdtemp(prefix="elegantpod-mjx-warmup-")) / "done"
-    log = open(done.with_name("log"), "w")  # noqa: SIM115 (the child's, closed at the end)
-    # the same session as the tests, on purpose: with the kernel's autogroups (one per
-    # session) a process in a session of its own gets an equal share of the CPU whatever
-    # its priority, and this one took half of it from the tests (measured: +70 s on
-    # tests/cli/test_main.py)
-    _warmup = subprocess.Popen(
-        [sys.executable, "-m", "tests.mjx_warmup", str(done)],
-        cwd=Path(__file__).resolve().parents[1],
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    log.close()
-    os.environ[WARMUP] = str(done)
-
-
-def pytest_sessionfinish(session):
-    """A warm-up still running when the run ends is stopped (no process outlives the
-    run), and its folder removed."""
-    global _warmup
-    if _warmup is None:
-        return
-    if _warmup.poll() is None:
-        _warmup.kill()
-    _warmup.wait(timeout=30)
-    from tests.mjx_warmup import WARMUP
-
-    shutil.rmtree(Path(os.environ.pop(WARMUP)).parent, ignore_errors=True)
-    _warmup = None
 
 
 def pytest_collection_modifyitems(config, items):

@@ -3,9 +3,7 @@ protocol, DLPack sharing, and errors. Everything runs on the CPU at 8 worlds.
 
 Compiling an MJX step takes 10-40 s on a CPU, so every test here uses the same sizes and
 settings per env (``N`` worlds, default keywords): each process compiles each env's two
-programs once (and JAX's persistent cache keeps them for the next run). In a run of the
-suite, ``tests/mjx_warmup.py`` has compiled them already, on CPU time other tests left
-idle, and the module waits for it before its first test.
+programs once (and JAX's persistent cache keeps them for the next run).
 """
 
 from __future__ import annotations
@@ -28,15 +26,6 @@ LOCOMOTION = ["HalfCheetah-v5", "Hopper-v5", "Ant-v5", "Humanoid-v5"]
 CONTACT_RICH = {"Ant-v5", "Humanoid-v5"}
 
 _envs: dict[tuple[str, str], MjxVecEnv] = {}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _compiled_in_the_background():
-    """Wait for this run's warm-up (``tests/mjx_warmup.py``, started by the conftest) to
-    have compiled this module's programs into JAX's cache, so they load, not compile."""
-    from tests.mjx_warmup import wait_for_warmup
-
-    print("MJX warm-up:", wait_for_warmup())
 
 
 def mjx_env(env_id: str, physics: str = "exact") -> MjxVecEnv:
@@ -513,12 +502,3 @@ def test_the_pod_size_estimate_counts_mjx_worlds():
 
     assert size(4096) - size(64) >= (4096 - 64) * GYM_SUB_ENV_BYTES
     assert size(4096, backend="mjx") >= size(4096, backend="mjx", physics="exact")
-
-
-def test_the_background_warm_up_compiles_this_modules_programs():
-    """The warm-up compiles what this module steps: every parity env under exact physics
-    and Ant under the fast one (at this module's ``N`` worlds, which it imports from
-    here), else it fills the cache in vain."""
-    from tests import mjx_warmup
-
-    assert set(mjx_warmup.PROGRAMS) == {(e, "exact") for e in LOCOMOTION} | {("Ant-v5", "fast")}
