@@ -17,7 +17,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # follow in the usual order). With two test processes taking whole files (`make test`),
 # the longest start first and the last file to finish is a short one: the wall time is
 # about half the work, not that plus a long file started last while the other process
-# idles (longest-processing-time-first scheduling). Files keep their own test order.
+# idles (longest-processing-time-first scheduling). Files keep their own test order. (The
+# Makefile's --no-loadscope-reorder keeps this order: pytest-xdist's own sorts by count.)
 HEAVY_FILES = [
     "tests/envs/test_mjx.py",
     "tests/test_docs.py",
