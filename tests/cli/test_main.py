@@ -225,7 +225,7 @@ TOURNAMENT_KEYS = {
 
 
 @pytest.mark.slow
-def test_tournament_json_contract(tmp_path):
+def test_tournament_json_contract(tmp_path, capsys, monkeypatch):
     store = tmp_path / "t"
     p = run(
         "tournament",
@@ -272,12 +272,14 @@ def test_tournament_json_contract(tmp_path):
     board = json.loads((store / "leaderboard.json").read_text())
     assert board[0]["pod_id"] == last["best_pod"]
 
-    # --resume needs no --env; what is given must agree with the store...
-    p = run("tournament", "--store", str(store), "--resume", "--env", "Pendulum-v1")
-    assert p.returncode == 2
-    assert "env_id='CartPole-v1'; a resume cannot change it to 'Pendulum-v1'" in p.stderr
-    p = run("tournament", "--store", str(store), "--resume", "--pods", "8")
-    assert p.returncode == 2 and "pods=2; a resume cannot change it to 8" in p.stderr
+    # --resume needs no --env; what is given must agree with the store (checked in this
+    # process: a refusal needs no process of its own)...
+    resume = ["tournament", "--store", store, "--resume"]
+    status, _, err = main_in_process([*resume, "--env", "Pendulum-v1"], capsys, monkeypatch)
+    assert status == 2
+    assert "env_id='CartPole-v1'; a resume cannot change it to 'Pendulum-v1'" in err
+    status, _, err = main_in_process([*resume, "--pods", "8"], capsys, monkeypatch)
+    assert status == 2 and "pods=2; a resume cannot change it to 8" in err
     # ...and a budget changes visibly; the store's spec is used for everything else
     p = run(
         "tournament",
@@ -298,42 +300,17 @@ def test_tournament_json_contract(tmp_path):
     assert resumed["env"] == "CartPole-v1" and resumed["env_steps_total"] > last["env_steps_total"]
 
 
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["--algos", "ppo,dqn9"], "unknown algorithm 'dqn9'"),
-        (["--pods", "0"], "pods must be > 0, got 0"),
-        # an address error through the CLI (an unreachable one waits out the connect
-        # timeout: tests/clusters/test_cluster.py checks that message in-process, in 2 s)
-        (["--address", "tls://127.0.0.1:9"], "'tls://127.0.0.1:9' is a TLS scheduler but no"),
-    ],
-)
-def test_tournament_bad_input(args, message, tmp_path):
-    p = run(
-        "tournament",
-        "--env",
-        "CartPole-v1",
-        "--max-seconds",
-        "5",
-        "--store",
-        str(tmp_path / "t"),
-        *args,
-    )
-    assert p.returncode == 2, p.stderr
-    assert message in p.stderr
-
-
-def test_tournament_set_needs_an_algorithm(tmp_path):
+def test_tournament_bad_input_is_exit_status_2_from_the_real_process(tmp_path):
+    """One refusal through a real ``elegantpod`` process (exit status and stderr as a
+    shell sees them); the other refusals run ``main()`` in-process, in
+    ``test_bad_arguments_are_one_clear_error``: a process costs about 4 s of imports."""
     p = run(
         "tournament", "--env", "CartPole-v1", "--max-seconds", "5",
-        "--store", str(tmp_path / "bad"), "--set", "lr=3e-4",
+        "--store", str(tmp_path / "t"), "--pods", "0",
     )  # fmt: skip
-    assert p.returncode == 2 and "--set expects ALGO.KEY=VALUE in a tournament" in p.stderr
-
-
-def test_tournament_needs_an_end_condition(tmp_path):
-    p = run("tournament", "--env", "CartPole-v1", "--store", str(tmp_path / "t"))
-    assert p.returncode == 2 and "end condition" in p.stderr
+    assert p.returncode == 2, p.stderr
+    assert "pods must be > 0, got 0" in p.stderr
+    assert not (tmp_path / "t").exists()
 
 
 @pytest.mark.slow
@@ -355,24 +332,6 @@ def test_demo_runs_tournament_backtest_and_writes_the_report(tmp_path):
     assert report == tmp_path / "backtest_report.html"
     html = report.read_text()
     assert html.startswith("<!DOCTYPE html>") and "<script src=" not in html
-
-
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["--max-seconds", "0"], "max_seconds must be > 0, got 0.0"),
-        (["--max-steps", "-5"], "max_steps must be an integer > 0, got -5"),
-    ],
-)
-def test_demo_bad_budget_is_a_clear_error(args, message):
-    p = subprocess.run(
-        [sys.executable, "-m", "elegantpod.cli", "demo", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert p.returncode == 2
-    assert message in p.stderr
 
 
 PLUGIN = '''
@@ -541,6 +500,21 @@ TOURNAMENT = ["tournament", "--env", "CartPole-v1", "--max-seconds", "5"]
         (TOURNAMENT + ["--store", "https://example.com/s"], "https:// is read-only"),
         (TOURNAMENT + ["--store", "{tmp}/t", "--allow-remote"], "goes with --resume"),
         (TOURNAMENT + ["--store", "{tmp}/t", "--device", "meta"], "unknown device 'meta'"),
+        (TOURNAMENT + ["--store", "{tmp}/t", "--algos", "ppo,dqn9"], "unknown algorithm 'dqn9'"),
+        (
+            TOURNAMENT + ["--store", "{tmp}/t", "--address", "tls://127.0.0.1:9"],
+            "'tls://127.0.0.1:9' is a TLS scheduler but no",
+        ),
+        (
+            TOURNAMENT + ["--store", "{tmp}/t", "--set", "lr=3e-4"],
+            "--set expects ALGO.KEY=VALUE in a tournament",
+        ),
+        (["tournament", "--env", "CartPole-v1", "--store", "{tmp}/t"], "end condition"),
+        (["demo", "--max-seconds", "0", "--out", "{tmp}/d"], "max_seconds must be > 0, got 0.0"),
+        (
+            ["demo", "--max-steps", "-5", "--out", "{tmp}/d"],
+            "max_steps must be an integer > 0, got -5",
+        ),
         (
             ["backtest", "--checkpoint", "{tmp}/x.pt", "--index", "http://127.0.0.1:9/i.csv"],
             "is a URL: give a built-in index (sp500) or a local CSV",
