@@ -11,9 +11,15 @@ log by ``compare`` (``python benchmarks/tournament_pays.py --report``), the same
 user runs on their own stores.
 
 Each line: ``task``, ``method``, ``seed``, ``time`` and ``score`` (every evaluation of
-the run: the best-so-far is computed by ``compare``), ``budget``, ``target``, the
-machine and date, and whatever the method adds (replacements, restarts, backtest
-figures).
+the run: the best-so-far is computed by ``compare``), ``budget``, ``target``,
+``segment_steps``, the machine and date, and whatever the method adds (replacements,
+restarts, backtest figures).
+
+A task's runs are compared only with runs of the same segment size: when a task's
+segments change (the lander's went from 10,000 to 5,000 steps, because at 10,000 a
+240 s run gave each pod about three segments and the evidence rule never acted), its
+earlier runs stay in the log, as measured, but leave its table, and every seed runs
+again at the new size.
 """
 
 from __future__ import annotations
@@ -28,6 +34,19 @@ from _common import RESULTS_DIR
 LOG = RESULTS_DIR / "tournament_pays_runs.jsonl"
 """The run log (``--log`` overrides it)."""
 CURVE_KEYS = ("time", "score", "budget", "target")
+SEGMENT_STEPS_BEFORE_LOGGED = {
+    "trap": 8_000,
+    "schedule": 20_480,
+    "lander": 10_000,
+    "trading": 4_000,
+}
+"""The segment size of the runs logged before each line recorded its own (until
+2026-12-05): each task's size in ``tournament_pays.TASKS`` then."""
+
+
+def segment_steps(run: dict[str, Any]) -> int | None:
+    """The segment size ``run`` trained with (recorded, or its task's before it was)."""
+    return run.get("segment_steps", SEGMENT_STEPS_BEFORE_LOGGED.get(run["task"]))
 
 
 def read_log(path: Path = LOG) -> list[dict[str, Any]]:
@@ -45,9 +64,14 @@ def read_log(path: Path = LOG) -> list[dict[str, Any]]:
     return runs
 
 
-def done(path: Path = LOG) -> set[tuple[str, str, int]]:
-    """The ``(task, method, seed)`` triples already logged."""
-    return {(r["task"], r["method"], int(r["seed"])) for r in read_log(path)}
+def done(path: Path = LOG, sizes: dict[str, int | None] | None = None) -> set[tuple[str, str, int]]:
+    """The ``(task, method, seed)`` triples already logged; with ``sizes`` (task ->
+    segment size), only the runs of each task's size count as done."""
+    return {
+        (r["task"], r["method"], int(r["seed"]))
+        for r in read_log(path)
+        if sizes is None or r["task"] not in sizes or segment_steps(r) == sizes[r["task"]]
+    }
 
 
 def append(run: dict[str, Any], path: Path = LOG) -> None:
@@ -61,13 +85,16 @@ def append(run: dict[str, Any], path: Path = LOG) -> None:
         os.fsync(f.fileno())
 
 
-def curves(task: str, path: Path = LOG, methods: list[str] | None = None) -> dict[str, list]:
+def curves(
+    task: str, path: Path = LOG, methods: list[str] | None = None, size: int | None = None
+) -> dict[str, list]:
     """``{method: [curve, ...]}`` of one task for ``compare``, on the seeds every method
     has (a method whose run of a seed is still missing does not get fewer, harder seeds
-    than the others), seeds in order; the methods in ``methods`` order, the rest after."""
+    than the others), seeds in order; the methods in ``methods`` order, the rest after.
+    With ``size``, only the runs of that segment size."""
     by: dict[str, dict[int, dict]] = {}
     for r in read_log(path):
-        if r["task"] == task:
+        if r["task"] == task and (size is None or segment_steps(r) == size):
             curve = {k: r[k] for k in CURVE_KEYS if k in r}
             curve["source"] = f"{r['method']} seed {r['seed']}"
             by.setdefault(r["method"], {})[int(r["seed"])] = curve

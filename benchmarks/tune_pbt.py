@@ -89,7 +89,7 @@ def main() -> None:
     log_path = Path(a.log) if a.log else pays_runs.LOG
     if a.quick:
         log_path = log_path.with_name(log_path.stem + "_quick.jsonl")
-    already = pays_runs.done(log_path)
+    already = pays_runs.done(log_path, {a.task: task.segment_steps})
     seeds = [seed for seed in seeds if (a.task, "tune_pbt", seed) not in already]
     info = machine_info()
     info["ray"] = ray.__version__
@@ -244,6 +244,7 @@ def main() -> None:
                     "score": [s for _, s in curve],
                     "budget": budget,
                     "target": task.target,
+                    "segment_steps": task.segment_steps,
                     "date": now_iso(),
                     "machine": info,
                     "loadavg": loadavg(),

@@ -28,6 +28,7 @@ VERDICT_TEXT = {
     "pays": "faster, interval below zero",
     "loses": "slower, interval above zero",
     "undecided": "interval includes zero",
+    "too few runs": "fewer than three runs of one of them: no interval to judge by",
 }
 
 
@@ -93,7 +94,7 @@ def pairs_table(c) -> Markup:
             interval_text(v.faster, 2),
             interval_text(v.final_difference),
             interval_text(v.better, 2),
-            td(v.verdict, class_=v.verdict),
+            td(v.verdict, class_=v.verdict.replace(" ", "-")),
         ]
         for v in c.versus
     ]
@@ -210,7 +211,7 @@ th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }
 th.name, td.name { text-align: left; }
 td.pays { background: #d9f2d9; }
 td.loses { background: #f8d7d7; }
-td.undecided { background: #f3f3f3; }
+td.undecided, td.too-few-runs { background: #f3f3f3; }
 img.chart { max-width: 100%; }
 p.note { color: #555; font-size: 0.9em; }
 """

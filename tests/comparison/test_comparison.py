@@ -90,6 +90,22 @@ def test_a_method_pays_only_when_the_interval_excludes_zero():
     assert same.versus[0].verdict == "undecided"
 
 
+@pytest.mark.parametrize("n", [1, 2])
+def test_too_few_runs_get_no_verdict_however_far_apart(n):
+    """One run's bootstrap interval is a point, so 5 s against 50 s looked like "pays"
+    with the interval [-45, -45] (the first lander seed of the benchmark did this)."""
+    quick = [curve([0, 5.0 + i], [0, 1]) for i in range(n)]
+    late = [curve([0, 50.0 + i], [0, 1]) for i in range(n)]
+    c = compare({"quick": quick, "late": late}, target=1, budget=60)
+    (v,) = c.versus
+    assert v.runs == n and v.time_difference.high < 0  # the interval alone would say pays
+    assert v.verdict == "too few runs" and not v.pays
+    assert c.pairs.loc[0, "verdict"] == "too few runs"
+    assert "too few runs: " in c.to_markdown() and 'class="too-few-runs"' in c.to_html()
+    more = compare({"quick": quick * 3, "late": late * 3}, target=1, budget=60)
+    assert more.versus[0].verdict == "pays"
+
+
 def test_target_and_budget_come_from_the_stores_when_they_agree(tmp_path):
     spec = TournamentSpec(env_id="CartPole-v1", target_reward=100.0, max_seconds=50.0).to_dict()
     for i, hit in enumerate([10.0, 20.0]):
