@@ -30,6 +30,7 @@ from elegantpod.clusters.local import (
     check_not_bootstrapping,
     dashboard_off,
     forget_stdin_main,
+    forkserver_workers,
     local_cluster,
     start_deadline,
     start_failure,
@@ -238,6 +239,10 @@ def cluster(
     kwargs = dashboard_off(dashboard_address, kwargs)
     dask.config.set({"distributed.worker.daemon": False})  # see worker_settings()
     settings = worker_settings()
+    forked = forkserver_workers(settings["distributed.nanny.pre-spawn-environ"])
+    if forked is not None:  # workers forked with torch imported (a restart spawns one)
+        settings.update(forked["config"])
+        kwargs = {**kwargs, "env": {**forked["env"], **kwargs.get("env", {})}}
     # LocalCluster and Client each start a LoopRunner: no finalizer inside (gc_pause)
     with gc_paused():
         with dask.config.set(settings), start_deadline(float(start_timeout)) as expired:

@@ -3,7 +3,8 @@
 What a ``LocalCluster`` of CPU workers and a GPU node's
 :class:`~elegantpod.clusters.gpu.GPUCluster` share: the malloc settings of every worker
 process, the deadline that stops workers that never come up, and the error a script
-without the ``__main__`` guard gets instead of a hang. Apart from
+without the ``__main__`` guard gets instead of a hang; and how CPU workers are started
+(:func:`forkserver_workers`: forked from a server that has torch imported). Apart from
 :mod:`elegantpod.clusters.cluster`, which starts both, so that the GPU layout needs nothing
 back from it (they imported each other).
 """
@@ -11,6 +12,7 @@ back from it (they imported each other).
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 
@@ -104,12 +106,20 @@ def start_deadline(seconds: float):
 
 
 def kill_spawned_children(since: float) -> None:
-    """Kill this process's multiprocessing children (spawned workers) made since ``since``."""
+    """Kill the worker processes this process started since ``since``: its spawned
+    multiprocessing children, and the processes its forkserver forked for it (the
+    forkserver's children, not the forkserver itself)."""
     import psutil
 
-    for child in psutil.Process().children():
+    me = os.getpid()
+    for child in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error):
-            if child.create_time() >= since - 1 and "--multiprocessing-fork" in child.cmdline():
+            if child.create_time() < since - 1:
+                continue
+            command = " ".join(child.cmdline())
+            spawned = child.ppid() == me and "--multiprocessing-fork" in command
+            forked = child.ppid() != me and "multiprocessing.forkserver" in command
+            if spawned or forked:
                 child.kill()
 
 
@@ -178,6 +188,86 @@ def forget_stdin_main() -> None:
     main = sys.modules.get("__main__")
     if getattr(main, "__file__", None) == "<stdin>":
         del main.__file__
+
+
+WORKER_PRELOAD = (
+    "torch",
+    "gymnasium",
+    "elegantpod.agents",
+    "elegantpod.pod.pod",
+    "elegantpod.tournament.worker.segment",
+)
+"""What the forkserver imports once, so that no CPU worker imports it again: the modules
+a worker needs to train a pod's segment (torch alone is about 1.2 s of one core)."""
+
+_forkserver_lock = threading.Lock()
+_forkserver: dict = {"pid": None, "environ": {}}
+"""The forkserver this module started: its pid and the environment it started with."""
+
+
+def forkserver_workers(pre_spawn_environ: dict[str, str]) -> dict | None:
+    """Start CPU workers by forking them from this process's forkserver, and return the
+    Dask config and the workers' ``env`` to start them with; ``None`` where the platform
+    has no forkserver (Windows), so that they are spawned as before.
+
+    Why: a spawned worker is a new Python that imports torch, gymnasium and the pod code,
+    about 1.5 s of one core each; a forked one starts in about 0.1 s. That is each
+    worker of every ``cluster()`` (16 at once on a 16-core node, all importing torch) and
+    every CLI run's. The forkserver is a fresh Python, started once per process (not a
+    fork of this one, which may hold threads, CUDA or a notebook's state), that imports
+    :data:`WORKER_PRELOAD` and then forks a worker per request; each worker still
+    prepares itself as a spawned one does (the parent's ``sys.path``, working folder,
+    the script's ``__main__`` without its guarded code).
+
+    What forking changes, and how it is kept as before: a forked process inherits the
+    forkserver's environment, not this process's now. So the forkserver starts with the
+    workers' malloc settings (glibc reads them when a process starts: in a fork they are
+    inherited, and nothing can set them later) and the Nanny's fixed ``PYTHONHASHSEED``;
+    and the variables this process set or changed after the forkserver started are
+    returned as the workers' ``env``, which the Nanny sets in each worker before it
+    starts. The GPU layout keeps spawning: nothing there has run on a GPU yet. Where the
+    forkserver cannot start (its socket's path too long), workers are spawned too.
+    """
+    import multiprocessing
+    import multiprocessing.forkserver as forkserver
+
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return None
+    server_environ = {
+        "PYTHONHASHSEED": "6640",
+        **dict(os.environ),
+        **{k: str(v) for k, v in pre_spawn_environ.items()},
+    }
+    if server_environ.get("PYTHONHASHSEED") == "0":
+        server_environ["PYTHONHASHSEED"] = "6640"  # as the Nanny does for spawned workers
+    with _forkserver_lock:
+        server = forkserver._forkserver
+        if server._forkserver_pid not in (None, _forkserver["pid"]):
+            server._stop()  # another's (its own preload and environment): ours instead
+        multiprocessing.get_context("forkserver").set_forkserver_preload(
+            ["distributed", *WORKER_PRELOAD]
+        )
+        # started (or restarted, had it died) under the workers' environment; only the
+        # differing variables are set meanwhile, never the whole environment cleared
+        saved = {k: os.environ.get(k) for k, v in server_environ.items() if os.environ.get(k) != v}
+        os.environ.update({k: server_environ[k] for k in saved})
+        try:
+            server.ensure_running()
+        except OSError:
+            # its socket is a file under TMPDIR (Python 3.11), and a long TMPDIR exceeds
+            # a Unix socket's 108 bytes ("AF_UNIX path too long"): spawn instead
+            return None
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        if server._forkserver_pid != _forkserver["pid"]:
+            _forkserver.update(pid=server._forkserver_pid, environ=server_environ)
+        started_with = _forkserver["environ"]
+    env = {k: v for k, v in os.environ.items() if started_with.get(k) != v}
+    return {"config": {"distributed.worker.multiprocessing-method": "forkserver"}, "env": env}
 
 
 def local_cluster(n, threads_per_worker, dashboard_address, memory_limit, kwargs):

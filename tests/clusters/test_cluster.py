@@ -33,6 +33,71 @@ def test_default_local_cluster_is_processes_on_loopback():
         cl.close()
 
 
+def _worker_process():
+    """What a worker's process holds: its parent, the preloaded modules, its settings."""
+    import psutil
+
+    from elegantpod.clusters.local import WORKER_PRELOAD
+
+    parent = psutil.Process(os.getppid())
+    return {
+        "parent": parent.pid,
+        "parent_command": " ".join(parent.cmdline()),
+        "preloaded": all(m in sys.modules for m in WORKER_PRELOAD),
+        "trim": os.environ.get("MALLOC_TRIM_THRESHOLD_"),
+        "late": os.environ.get("ELEGANTPOD_TEST_LATE_VARIABLE"),
+        "hash_seed": os.environ.get("PYTHONHASHSEED"),
+    }
+
+
+def test_cpu_workers_are_forked_with_torch_imported_and_this_processs_environment(monkeypatch):
+    """Workers come from one forkserver that imported torch and the pod code once (a
+    spawned worker spent about 1.5 s of a core importing them), with the workers' malloc
+    settings, and with a variable this process set after that server started."""
+    from elegantpod.clusters.local import TRIM_THRESHOLD, forkserver_workers
+
+    forkserver_workers({})  # the server runs from here on, whatever ran before
+    monkeypatch.setenv("ELEGANTPOD_TEST_LATE_VARIABLE", "set after the server started")
+    c = cluster(n_workers=2, dashboard_address=None)
+    try:
+        seen = list(c.run(_worker_process).values())
+    finally:
+        cl = c.cluster
+        c.close()
+        cl.close()
+    assert len(seen) == 2 and seen[0]["parent"] == seen[1]["parent"] != os.getpid(), seen
+    assert "multiprocessing.forkserver" in seen[0]["parent_command"], seen
+    assert all(w["preloaded"] for w in seen), seen
+    assert all(w["trim"] == str(TRIM_THRESHOLD) for w in seen), seen
+    assert all(w["late"] == "set after the server started" for w in seen), seen
+    assert all(w["hash_seed"] == "6640" for w in seen), seen  # as the Nanny's spawned ones
+
+
+def test_a_forkserver_that_cannot_start_leaves_the_workers_spawned(tmp_path):
+    """On Python 3.11 the forkserver's socket is a file under TMPDIR, and a long
+    TMPDIR made its path too long for a Unix socket: cluster() failed in the dashboard
+    notebooks' test, which gives each kernel a private TMPDIR. It spawns instead."""
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    script = (
+        "import os, elegantpod\n"
+        "if __name__ == '__main__':\n"
+        "    c = elegantpod.cluster(n_workers=1, dashboard_address=None)\n"
+        "    (parent,) = c.run(os.getppid).values()\n"
+        "    print('spawned' if parent == os.getpid() else 'forked')\n"
+        "    elegantpod.shutdown(c)\n"
+    )
+    env = dict(os.environ, TMPDIR=str(deep))
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    # (a Python whose socket is not a file under TMPDIR forks here as anywhere)
+    assert done.stdout.split()[-1] in ("spawned", "forked"), done.stdout
+    if sys.version_info < (3, 12):
+        assert done.stdout.split()[-1] == "spawned", done.stdout
+
+
 def test_existing_scheduler_by_address():
     with LocalCluster(n_workers=1, processes=True, host="127.0.0.1", dashboard_address=None) as lc:
         c = cluster(lc.scheduler_address)
