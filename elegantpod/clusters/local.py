@@ -233,12 +233,8 @@ def forkserver_workers(pre_spawn_environ: dict[str, str]) -> dict | None:
 
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return None
-    server_environ = {
-        "PYTHONHASHSEED": "6640",
-        **dict(os.environ),
-        **{k: str(v) for k, v in pre_spawn_environ.items()},
-    }
-    if server_environ.get("PYTHONHASHSEED") == "0":
+    server_environ = {**os.environ, **{k: str(v) for k, v in pre_spawn_environ.items()}}
+    if server_environ.get("PYTHONHASHSEED") in (None, "0"):
         server_environ["PYTHONHASHSEED"] = "6640"  # as the Nanny does for spawned workers
     with _forkserver_lock:
         server = forkserver._forkserver

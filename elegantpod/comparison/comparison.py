@@ -9,9 +9,10 @@ bootstrap intervals; per pair (the first method against each other) the differen
 those IQMs and the probability of improvement, each with its interval
 (:mod:`~elegantpod.comparison.statistics`). A method *pays* against another on a task only
 where the interval of the time-to-target difference lies wholly below zero, and only
-with at least :data:`MIN_RUNS` runs of each: the bootstrap interval of one run is a
-point (every resample is that run) and of two runs has at most three values, so a
-"pays" on so few would be the interval's artefact, not evidence.
+with at least :data:`~elegantpod.comparison.statistics.MIN_RUNS` runs of each: the
+bootstrap interval of one run is a point (every resample is that run) and of two runs
+has at most three values, so a "pays" on so few would be the interval's artefact, not
+evidence.
 
 Why censoring rather than dropping unsolved runs: dropping them would make a method that
 solves one seed in ten, quickly, look faster than one that solves ten of ten a little
@@ -37,8 +38,6 @@ MAX_METHODS = 32
 """Methods in one comparison (a bound on what a hostile call can make us draw)."""
 MAX_NAME = 80
 """The longest method name shown."""
-MIN_RUNS = 3
-"""Runs of each method below which a pair's verdict is ``"too few runs"``."""
 
 
 @dataclass(frozen=True)
@@ -69,21 +68,23 @@ class Versus:
     """``IQM(method's final score) - IQM(other's)``: above zero is better."""
     better: st.Interval
     """``P(a run of method ends with a higher score than a run of other)``."""
-    runs: int = MIN_RUNS
+    runs: int
     """The runs of whichever of the two has fewer."""
 
     @property
     def pays(self) -> bool:
         """Whether ``method`` is faster to the target with the difference's interval
-        wholly below zero, on at least :data:`MIN_RUNS` runs of each (the only "pays"
-        a reviewer accepts)."""
-        return self.runs >= MIN_RUNS and bool(self.time_difference.high < 0)
+        wholly below zero, on at least
+        :data:`~elegantpod.comparison.statistics.MIN_RUNS` runs of each (the only
+        "pays" a reviewer accepts)."""
+        return self.runs >= st.MIN_RUNS and bool(self.time_difference.high < 0)
 
     @property
     def verdict(self) -> str:
         """``"pays"``, ``"loses"`` (the interval wholly above zero), ``"undecided"``, or
-        ``"too few runs"`` (fewer than :data:`MIN_RUNS` of either method)."""
-        if self.runs < MIN_RUNS:
+        ``"too few runs"`` (fewer than
+        :data:`~elegantpod.comparison.statistics.MIN_RUNS` of either method)."""
+        if self.runs < st.MIN_RUNS:
             return "too few runs"
         if self.pays:
             return "pays"

@@ -28,7 +28,7 @@ VERDICT_TEXT = {
     "pays": "faster, interval below zero",
     "loses": "slower, interval above zero",
     "undecided": "interval includes zero",
-    "too few runs": "fewer than three runs of one of them: no interval to judge by",
+    "too few runs": f"fewer than {st.MIN_RUNS} runs of one of them: no interval to judge by",
 }
 
 

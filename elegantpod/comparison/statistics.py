@@ -37,6 +37,10 @@ import numpy as np
 Z95 = 1.959963984540054
 """The standard normal quantile of 0.975: two-sided 95% intervals."""
 
+MIN_RUNS = 3
+"""Runs of each method below which two methods get no verdict ("too few runs"): the
+bootstrap interval of one run is a point (every resample is that run), and of two runs
+has at most three values."""
 BOOTSTRAP_REPS = 5_000
 """Bootstrap resamples per interval: the percentile interval's endpoints then move by
 well under 1% of the interval's width from one seed of the resampling to the next."""
