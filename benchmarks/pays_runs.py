@@ -25,6 +25,7 @@ again at the new size.
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,14 @@ SEGMENT_STEPS_BEFORE_LOGGED = {
 }
 """The segment size of the runs logged before each line recorded its own (until
 2026-12-05): each task's size in ``tournament_pays.TASKS`` then."""
+
+
+def outcome(solved_at: float, budget: float) -> str:
+    """A run's progress line: when it reached the target, or that it did not (an
+    unsolved run's time is NaN, which a format string prints as "nans")."""
+    if math.isfinite(solved_at):
+        return f"solved at {solved_at:.1f} s"
+    return f"not solved in {budget:g} s"
 
 
 def segment_steps(run: dict[str, Any]) -> int | None:

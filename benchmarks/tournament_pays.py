@@ -259,7 +259,8 @@ def run(
         out["backtest_sharpe_ci"] = [ci.low, ci.high]
         out["backtest_sharpe_benchmarks"] = {str(k): float(v) for k, v in table.iloc[1:].items()}
     log(
-        f"  {method:<18} seed {seed}: solved at {solved_at:.1f}s, best {out['best']}, "
+        f"  {method:<18} seed {seed}: {pays_runs.outcome(solved_at, task.budget)}, "
+        f"best {out['best']:.3g}, "
         f"{s['pods_total']} pods ({s['pods_replaced']} replaced, "
         f"{out['restarts']} restarts, {out['kept_in_noise']} kept in the noise), "
         f"{s['env_steps_total']:,} env steps"

@@ -251,7 +251,9 @@ def main() -> None:
                 },
                 log_path,
             )
-            log(f"  tune_pbt   seed {seed}: solved at {solved_at:.1f}s, best {best:.3g}")
+            log(
+                f"  tune_pbt   seed {seed}: {pays_runs.outcome(solved_at, budget)}, best {best:.3g}"
+            )
     finally:
         ray.shutdown()
 
