@@ -39,6 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv-tune"
 RAY = "ray[tune]==2.60.0"
+EXTRAS = "box2d"  # the lander task's env
 
 
 def ensure_venv() -> None:
@@ -47,13 +48,14 @@ def ensure_venv() -> None:
     if Path(sys.prefix).resolve() == VENV.resolve():
         return
     ready = VENV / ".elegantpod-ready"
-    if not ready.exists():
+    wanted = f"{RAY} elegantpod[{EXTRAS}]\n"
+    if not ready.exists() or ready.read_text() != wanted:  # a venv of other pins: top it up
         if not python.exists():
             subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
         pip = [str(python), "-m", "pip", "install", "-q"]
         subprocess.run([*pip, "torch==2.13.0"], check=True)  # the CPU wheel, first
-        subprocess.run([*pip, RAY, "-e", str(ROOT)], check=True)
-        ready.write_text(RAY + "\n")
+        subprocess.run([*pip, RAY, "-e", f"{ROOT}[{EXTRAS}]"], check=True)
+        ready.write_text(wanted)
     os.execv(str(python), [str(python), *sys.argv])
 
 
