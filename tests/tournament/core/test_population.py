@@ -85,6 +85,23 @@ def test_runnable_is_fair_share_and_skips_pods_in_flight():
     assert "p003" not in [r.pod_id for r in p.runnable(set(), 4)]
 
 
+def test_a_child_queues_by_its_lineage_seconds_so_the_leader_is_not_starved():
+    p = pop(algos=("ppo",), generator=GeneratorConfig(ready_segments=2, score_window=2))
+    p.fill()
+    for pod, score in [("p000", 10.0), ("p001", 8.0), ("p002", 5.0), ("p003", 1.0)]:
+        finish(p, pod, score)  # each result: 1.0 s of training
+    finish(p, "p000", 10.0)
+    finish(p, "p001", 8.0)
+    (child,) = finish(p, "p003", 1.0)  # the bottom pod replaced by a copy of the top
+    assert child.segment == 0 and child.wall_seconds == 2.0
+    finish(p, child.pod_id, 9.0)  # the child's first segment: 3.0 s of its lineage
+    order = [r.pod_id for r in p.runnable(set(), 4)]
+    # by the pod's own segments the child (1) would have gone before the leader (2)
+    assert order == ["p002", "p000", "p001", child.pod_id]
+    fresh = p.fresh_pod("ppo", {"kind": "restart"})  # a fresh pod catches up first
+    assert [r.pod_id for r in p.runnable(set(), 2)] == [fresh.pod_id, "p002"]
+
+
 def test_a_result_updates_record_leaderboard_and_counters():
     p = pop()
     p.fill()
