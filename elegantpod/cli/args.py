@@ -178,7 +178,8 @@ def parser() -> argparse.ArgumentParser:
         choices=("base", "sample"),
         default=None,
         help="first pods of each algorithm: the base hyperparameters, then variations of "
-        "them (base) or draws from the search space (sample)",
+        "them (base, the default) or draws of every searched hyperparameter, yours "
+        "included (sample)",
     )
     _env_options(r)
     _track_options(r)
