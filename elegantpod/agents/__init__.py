@@ -14,7 +14,7 @@ The names below are the part's public face, and ``register_algo`` the registry u
 add their own learner to.
 """
 
-from elegantpod.agents.base import Learner
+from elegantpod.agents.base import REGISTRY, Learner
 from elegantpod.agents.ddpg import DDPG, DDPGConfig
 from elegantpod.agents.dqn import DQN, DQNConfig
 from elegantpod.agents.ppo import PPO, PPOConfig
@@ -22,7 +22,8 @@ from elegantpod.agents.sac import SAC, SACConfig
 from elegantpod.agents.td3 import TD3, TD3Config
 from elegantpod.search.space import Bound, Choice, check_search_space
 
-ALGOS: dict[str, type[Learner]] = {"ppo": PPO, "sac": SAC, "td3": TD3, "ddpg": DDPG, "dqn": DQN}
+ALGOS: dict[str, type[Learner]] = REGISTRY  # one dict: the learners read it too
+ALGOS.update({"ppo": PPO, "sac": SAC, "td3": TD3, "ddpg": DDPG, "dqn": DQN})
 BUILTIN = frozenset(ALGOS)
 """The algorithms that ship with elegantpod (every worker knows them)."""
 

@@ -145,7 +145,9 @@ class Learner(ABC):
         is_box = isinstance(observation_space, gymnasium.spaces.Box)
         dims = len(observation_space.shape) if is_box else 0
         if is_box and dims == 3 and not cls.takes_images:
-            takers = ", ".join(sorted({c.name for c in _learner_classes() if c.takes_images}))
+            # the registered ones, those get_algo finds: a subclass defined and never
+            # registered (or unregistered) is no choice a user has
+            takers = ", ".join(sorted(n for n, c in REGISTRY.items() if c.takes_images))
             raise ValueError(
                 f"{cls.name} takes vector observations, not images "
                 f"{tuple(observation_space.shape)}: use an algorithm with an image encoder "
@@ -303,15 +305,10 @@ class Learner(ABC):
         self._apply_lr()
 
 
-def _learner_classes() -> list[type[Learner]]:
-    """Every concrete learner class defined so far (built-in and user subclasses)."""
-    found, todo = [], list(Learner.__subclasses__())
-    while todo:
-        cls = todo.pop()
-        todo += cls.__subclasses__()
-        if isinstance(getattr(cls, "name", None), str):
-            found.append(cls)
-    return found
+REGISTRY: dict[str, type[Learner]] = {}
+"""Every algorithm usable by name, filled by :mod:`elegantpod.agents` (its ``ALGOS`` is
+this dict): here, so that a learner's own messages can name the others without importing
+the package that imports it."""
 
 
 def _never() -> bool:

@@ -127,6 +127,32 @@ def test_ppo_and_dqn_take_images_and_the_others_say_which_do():
         get_algo("ppo")(gym.spaces.Box(0.0, 1.0, (2, 3), np.float32), two)
 
 
+def test_the_image_takers_named_are_the_registered_ones():
+    # A subclass defined but not registered (a test's, a notebook cell's, one popped
+    # from the registry) is not a choice: get_algo cannot find it by name.
+    from elegantpod.agents import ALGOS, register_algo
+    from elegantpod.agents.ppo import PPO
+
+    image = gym.spaces.Box(0.0, 255.0, (10, 10, 3), np.float32)
+    box = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+
+    class Unlisted(PPO):
+        name = "unlisted"
+
+    class Listed(PPO):
+        name = "listed"
+
+    with pytest.raises(ValueError, match=r"encoder \(dqn, ppo\)"):
+        get_algo("sac")(image, box)
+    register_algo(Listed)
+    try:
+        with pytest.raises(ValueError, match=r"encoder \(dqn, listed, ppo\)"):
+            get_algo("sac")(image, box)
+    finally:
+        ALGOS.pop("listed", None)
+    assert Unlisted.takes_images
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("algo", ["ppo", "dqn"])
 def test_ppo_and_dqn_learn_from_pixels_and_the_policy_reads_frames(algo, tmp_path):

@@ -78,7 +78,7 @@ def test_runnable_is_fair_share_and_skips_pods_in_flight():
     finish(p, "p000", 1.0)
     finish(p, "p001", 1.0)
     order = [r.pod_id for r in p.runnable(set(), 4)]
-    assert order == ["p002", "p003", "p000", "p001"]  # fewest segments first
+    assert order == ["p002", "p003", "p000", "p001"]  # least training time first
     assert [r.pod_id for r in p.runnable({"p002"}, 2)] == ["p003", "p000"]
     assert p.runnable(set(), 0) == []
     p.pause("p003")
