@@ -20,6 +20,15 @@ segments change (the lander's went from 10,000 to 5,000 steps, because at 10,000
 240 s run gave each pod about three segments and the evidence rule never acted), its
 earlier runs stay in the log, as measured, but leave its table, and every seed runs
 again at the new size.
+
+Likewise the tournament's queue: on 2026-12-06 a free slot began to go to the pod whose
+agent had trained the fewest seconds, ancestors included, not the fewest segments of its
+own (``Population.runnable``). Every method this script runs through ``Tournament``
+(both tournaments, the sweep and random search) queues its pods that way, so each line
+records ``queue``; a line without it was measured with the old order (``"segments"``).
+A run of the old order does not count as done, so the next invocation measures it again,
+and the table takes each seed's newest run. Tune PBT's runs do not go through our queue
+(``queue`` is ``None`` for them) and stay as they are.
 """
 
 from __future__ import annotations
@@ -43,6 +52,10 @@ SEGMENT_STEPS_BEFORE_LOGGED = {
 }
 """The segment size of the runs logged before each line recorded its own (until
 2026-12-05): each task's size in ``tournament_pays.TASKS`` then."""
+QUEUE = "lineage_seconds"
+"""The order in which ``Tournament`` gives free slots to queued pods, as of this code."""
+OWN_QUEUE_FREE = {"tune_pbt"}
+"""Methods whose pods Tune schedules, not ``Tournament``'s queue."""
 
 
 def outcome(solved_at: float, budget: float) -> str:
@@ -56,6 +69,14 @@ def outcome(solved_at: float, budget: float) -> str:
 def segment_steps(run: dict[str, Any]) -> int | None:
     """The segment size ``run`` trained with (recorded, or its task's before it was)."""
     return run.get("segment_steps", SEGMENT_STEPS_BEFORE_LOGGED.get(run["task"]))
+
+
+def queue(run: dict[str, Any]) -> str | None:
+    """The queue order ``run`` was measured with (``None``: its method has no such
+    queue); a line logged before the field existed used the old order, ``"segments"``."""
+    if run["method"] in OWN_QUEUE_FREE:
+        return None
+    return run.get("queue", "segments")
 
 
 def read_log(path: Path = LOG) -> list[dict[str, Any]]:
@@ -74,12 +95,14 @@ def read_log(path: Path = LOG) -> list[dict[str, Any]]:
 
 
 def done(path: Path = LOG, sizes: dict[str, int | None] | None = None) -> set[tuple[str, str, int]]:
-    """The ``(task, method, seed)`` triples already logged; with ``sizes`` (task ->
-    segment size), only the runs of each task's size count as done."""
+    """The ``(task, method, seed)`` triples already logged with today's queue
+    (:data:`QUEUE`); with ``sizes`` (task -> segment size), only the runs of each task's
+    size count as done."""
     return {
         (r["task"], r["method"], int(r["seed"]))
         for r in read_log(path)
-        if sizes is None or r["task"] not in sizes or segment_steps(r) == sizes[r["task"]]
+        if (sizes is None or r["task"] not in sizes or segment_steps(r) == sizes[r["task"]])
+        and queue(r) in (None, QUEUE)
     }
 
 
@@ -100,12 +123,15 @@ def curves(
     """``{method: [curve, ...]}`` of one task for ``compare``, on the seeds every method
     has (a method whose run of a seed is still missing does not get fewer, harder seeds
     than the others), seeds in order; the methods in ``methods`` order, the rest after.
-    With ``size``, only the runs of that segment size."""
+    With ``size``, only the runs of that segment size. A seed run twice counts once, as
+    its newest run (appended last: a rerun with today's queue replaces the old order's),
+    and a run of the old queue says so in its ``source``."""
     by: dict[str, dict[int, dict]] = {}
     for r in read_log(path):
         if r["task"] == task and (size is None or segment_steps(r) == size):
             curve = {k: r[k] for k in CURVE_KEYS if k in r}
-            curve["source"] = f"{r['method']} seed {r['seed']}"
+            old = " (queue by segments)" if queue(r) == "segments" else ""
+            curve["source"] = f"{r['method']} seed {r['seed']}{old}"
             by.setdefault(r["method"], {})[int(r["seed"])] = curve
     common = sorted(set.intersection(*(set(s) for s in by.values()))) if by else []
     order = [m for m in (methods or []) if m in by]

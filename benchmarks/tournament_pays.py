@@ -225,6 +225,7 @@ def run(
         "budget": task.budget,
         "target": task.target,
         "segment_steps": task.segment_steps,
+        "queue": pays_runs.QUEUE,
         "best": s["best_score"] if s["best_score"] is not None else None,
         "pods_total": s["pods_total"],
         "pods_replaced": s["pods_replaced"],
