@@ -8,6 +8,7 @@ and what Ctrl-C leaves behind. The arguments are parsed and checked in
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shlex
@@ -70,6 +71,36 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point; bad input prints one ``error:`` line and exits with status 2, Ctrl-C
     ends with one line on what was kept and how to continue (status 130)."""
     _drop_working_folder()  # before anything imports lazily (torch imports sympy late)
+    with _safe_path_for_children():
+        return _main(argv)
+
+
+@contextlib.contextmanager
+def _safe_path_for_children():
+    """Keep the working folder off the import path of every Python this command starts.
+
+    Why: multiprocessing starts a spawned Dask worker (a worker restart, the GPU layout,
+    a TMPDIR too long for the forkserver) as ``python -c ...`` in the working folder, and
+    ``-c`` puts that folder first, before the standard library: a stray ``tempfile.py``
+    there ran in the worker before it took this process's ``sys.path``. With
+    ``PYTHONSAFEPATH`` set (Python 3.11+), no folder is put first, in the workers and in
+    whatever they start. (The forkserver gets it whoever calls ``cluster()``:
+    :func:`elegantpod.clusters.local.forkserver_workers`.) Only for the command: a
+    notebook or test that calls :func:`main` gets its environment back as it was.
+    """
+    before = os.environ.get("PYTHONSAFEPATH")
+    os.environ["PYTHONSAFEPATH"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PYTHONSAFEPATH", None)
+        else:
+            os.environ["PYTHONSAFEPATH"] = before
+
+
+def _main(argv: list[str] | None) -> int:
+    """:func:`main` once the working folder is off the path."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser().parse_args(argv)
     if args.command == "presets" or getattr(args, "preset", None) == "list":
@@ -211,10 +242,43 @@ def entry() -> None:
     """
     code = main()
     if _QUIT_NOW:
+        _end_children()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
     sys.exit(code)
+
+
+def _end_children() -> None:
+    """End this process's worker processes at once, and run multiprocessing's clean-up,
+    before a second Ctrl-C's ``os._exit``: nothing they print follows the one line.
+
+    Why: left to notice that their parent is gone, the workers first logged distributed's
+    heartbeat ``CommClosedError`` tracebacks on the user's terminal (seen on a loaded
+    machine, where they notice late), and multiprocessing's resource tracker then warned
+    of "leaked semaphore objects": the semaphores this process had made for its workers,
+    which its exit would have unlinked. So every process below this one but the tracker
+    is killed (they hold nothing the store needs: its files are written atomically), and
+    the clean-up a normal exit runs first (unlink those semaphores, remove the socket
+    folder) runs here; the tracker then ends with nothing to say.
+    """
+    import multiprocessing.resource_tracker as resource_tracker
+    import multiprocessing.util as util
+
+    import psutil
+
+    tracker = getattr(resource_tracker._resource_tracker, "_pid", None)
+    try:
+        below = [c for c in psutil.Process().children(recursive=True) if c.pid != tracker]
+    except psutil.Error:
+        below = []
+    for child in below:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
+    psutil.wait_procs(below, timeout=10)
+    with contextlib.suppress(Exception):  # at exit, as multiprocessing's own hook does
+        util._run_finalizers(0)
+        util._run_finalizers()
 
 
 if __name__ == "__main__":

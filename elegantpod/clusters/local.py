@@ -12,12 +12,15 @@ back from it (they imported each other).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
 import time
 
 import dask
 from distributed import LocalCluster
+
+logger = logging.getLogger(__name__)
 
 
 def worker_settings() -> dict:
@@ -236,10 +239,29 @@ def forkserver_workers(pre_spawn_environ: dict[str, str]) -> dict | None:
     server_environ = {**os.environ, **{k: str(v) for k, v in pre_spawn_environ.items()}}
     if server_environ.get("PYTHONHASHSEED") in (None, "0"):
         server_environ["PYTHONHASHSEED"] = "6640"  # as the Nanny does for spawned workers
+    # The working folder never reaches the server's import path. multiprocessing starts
+    # it as `python -c ...` in this process's working folder, and -c puts that folder
+    # first, before the standard library; the server then imports multiprocessing and its
+    # preload (distributed imports yaml) from there, so a yaml.py lying where a user ran
+    # `elegantpod tournament` ran in the server and in every worker forked from it, though
+    # the CLI keeps the folder off its own path (3.11's forkserver.main ignores the
+    # sys_path it is given). PYTHONSAFEPATH (Python 3.11+, -P) puts no folder first; each
+    # worker still takes this process's sys.path as it prepares, so a notebook's own
+    # modules reach its workers as before.
+    server_environ["PYTHONSAFEPATH"] = "1"
     with _forkserver_lock:
         server = forkserver._forkserver
+        _socket_folder_back(server)
         if server._forkserver_pid not in (None, _forkserver["pid"]):
-            server._stop()  # another's (its own preload and environment): ours instead
+            _stop(server)  # another's (its own preload and environment): ours instead
+        elif server._forkserver_pid is not None and (
+            lost := [k for k in _forkserver["environ"] if k not in server_environ]
+        ):
+            # a variable deleted here since the server started (a revoked token) would
+            # live on in every worker forked from it: the Nanny's env can set variables
+            # but not remove them, so the server starts again without it
+            logger.debug("forkserver restarted: %s no longer set", ", ".join(sorted(lost)))
+            _stop(server)
         multiprocessing.get_context("forkserver").set_forkserver_preload(
             ["distributed", *WORKER_PRELOAD]
         )
@@ -261,9 +283,69 @@ def forkserver_workers(pre_spawn_environ: dict[str, str]) -> dict | None:
                     os.environ[k] = v
         if server._forkserver_pid != _forkserver["pid"]:
             _forkserver.update(pid=server._forkserver_pid, environ=server_environ)
+            _socket_folder_at_exit()
         started_with = _forkserver["environ"]
     env = {k: v for k, v in os.environ.items() if started_with.get(k) != v}
+    # the workers' own children see this process's setting again ("" is unset to Python)
+    env["PYTHONSAFEPATH"] = os.environ.get("PYTHONSAFEPATH", "")
     return {"config": {"distributed.worker.multiprocessing-method": "forkserver"}, "env": env}
+
+
+def _socket_folder_back(server) -> None:
+    """Make the forkserver's socket folder again if it was removed while we ran.
+
+    Why: multiprocessing keeps the server's socket in a temporary folder (``pymp-*``
+    under TMPDIR) that it removes at exit. Removed mid-run (a tmp cleaner, a user's
+    ``rm -rf /tmp/pymp-*``), every later worker start failed with distributed's raw
+    ``FileNotFoundError`` tracebacks, and the exit printed one more. The folder is made
+    again, private as ``mkdtemp`` makes it, and a server whose socket went with it is
+    stopped, so that a new one binds its socket there.
+    """
+    import multiprocessing.process
+    import multiprocessing.util as util
+
+    folder = multiprocessing.process.current_process()._config.get("tempdir")
+    if folder:
+        _make_folder(folder)
+    address = server._forkserver_address
+    if (
+        server._forkserver_pid is not None
+        and isinstance(address, str)
+        and not util.is_abstract_socket_namespace(address)
+        and not os.path.exists(address)
+    ):
+        logger.debug("forkserver restarted: its socket %s was removed", address)
+        _stop(server)
+
+
+def _stop(server) -> None:
+    """Stop the forkserver; a socket file already gone is no error (it unlinks it)."""
+    with contextlib.suppress(OSError):
+        server._stop()
+
+
+_at_exit: set[str] = set()
+"""The socket folders :func:`_socket_folder_at_exit` looks after."""
+
+
+def _socket_folder_at_exit() -> None:
+    """At exit, make the socket folder again just before multiprocessing removes it, so
+    that one removed mid-run costs no ``FileNotFoundError`` traceback as the process ends
+    (its clean-up runs at priority -100; this one first)."""
+    import multiprocessing.process
+    import multiprocessing.util as util
+
+    folder = multiprocessing.process.current_process()._config.get("tempdir")
+    if folder and folder not in _at_exit:
+        _at_exit.add(folder)
+        util.Finalize(None, _make_folder, args=(folder,), exitpriority=-99)
+
+
+def _make_folder(folder: str) -> None:
+    """``folder`` made again, private, if it no longer exists; never an error at exit."""
+    if not os.path.lexists(folder):
+        with contextlib.suppress(OSError):
+            os.mkdir(folder, 0o700)
 
 
 def local_cluster(n, threads_per_worker, dashboard_address, memory_limit, kwargs):

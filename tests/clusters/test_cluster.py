@@ -98,6 +98,61 @@ def test_a_forkserver_that_cannot_start_leaves_the_workers_spawned(tmp_path):
         assert done.stdout.split()[-1] == "spawned", done.stdout
 
 
+FORKSERVER_SCRIPT = """\
+import os, shutil, sys, multiprocessing.util
+import elegantpod
+
+def token():
+    return os.environ.get("ELEGANTPOD_TEST_TOKEN"), os.environ.get("PYTHONSAFEPATH")
+
+if __name__ == "__main__":
+    os.environ["ELEGANTPOD_TEST_TOKEN"] = "secret"
+    c = elegantpod.cluster(n_workers=1, dashboard_address=None)
+    print("first", *c.run(token).values())
+    elegantpod.shutdown(c)
+    del os.environ["ELEGANTPOD_TEST_TOKEN"]  # revoked
+    shutil.rmtree(multiprocessing.util.get_temp_dir())  # a tmp cleaner, mid-run
+    c = elegantpod.cluster(n_workers=1, dashboard_address=None)
+    print("second", *c.run(token).values())
+    shutil.rmtree(multiprocessing.util.get_temp_dir())  # and once more before the exit
+    elegantpod.shutdown(c)
+"""
+
+
+def test_the_forkserver_holds_no_stray_module_no_removed_variable_and_outlives_its_folder(
+    tmp_path,
+):
+    """What forked workers inherit from the forkserver, checked where it went wrong:
+    started as ``python -c`` in a folder holding a ``yaml.py``, the server imported it
+    (distributed imports yaml) and every worker ran it; a variable deleted after the
+    server started (a revoked token) lived on in every later worker; and a removed socket
+    folder (``/tmp/pymp-*``) failed every later worker start and the exit with raw
+    tracebacks. The workers' own children still see this process's ``PYTHONSAFEPATH``."""
+    work = tmp_path / "work"
+    work.mkdir()
+    marker = tmp_path / "marker"
+    (work / "yaml.py").write_text(
+        f"open({str(marker)!r}, 'a').write('ran')\nraise ImportError('a stray yaml.py')\n"
+    )
+    script = tmp_path / "script.py"
+    script.write_text(FORKSERVER_SCRIPT)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONSAFEPATH"}
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        env=env,
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr and "Error" not in done.stderr, done.stderr[-3000:]
+    lines = [ln.split() for ln in done.stdout.splitlines()]
+    assert ["first", "('secret',", "'')"] in lines, done.stdout
+    assert ["second", "(None,", "'')"] in lines, done.stdout
+    assert not marker.exists(), "the working folder's yaml.py ran in the forkserver"
+
+
 def test_existing_scheduler_by_address():
     with LocalCluster(n_workers=1, processes=True, host="127.0.0.1", dashboard_address=None) as lc:
         c = cluster(lc.scheduler_address)
