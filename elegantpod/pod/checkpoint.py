@@ -281,6 +281,193 @@ def _tensor_problem(t: torch.Tensor) -> str | None:
     return None
 
 
+# -- tensors against what loads them ------------------------------------------------------
+# check_tensors judges each tensor alone; whether it fits the network or optimizer that
+# loads it only that network or optimizer can tell. Torch's own loads copy into each
+# parameter whatever has its shape (casting an int or bool weight), and an optimizer
+# takes any moment at all: these checks come first.
+
+
+def check_module_state(
+    module: torch.nn.Module, state: Any, where: str, field: str, network: str
+) -> None:
+    """Raise :class:`CheckpointError` unless ``state`` holds exactly ``module``'s own
+    tensors: its names, and for each its shape and dtype, floats all finite.
+
+    Why: ``load_state_dict`` casts an ``int64`` or ``bool`` weight to the parameter's
+    dtype without a word, and an infinite weight acts as NaN from the first step on. A
+    pod and a :class:`~elegantpod.policy.policy.Policy` load the same networks from the
+    same files, so both check them here and refuse the same files.
+
+    Parameters
+    ----------
+    where
+        ``checkpoint '<path>'``: how errors name the file.
+    field
+        The state's place in the checkpoint (``learner.modules.actor``).
+    network
+        How errors name what it should fit (``this ppo network (hidden=(64, 64))``).
+    """
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{where}: field {field!r} is missing or not a dict of tensors")
+    own = module.state_dict()
+    lacks = sorted(k for k in own if k not in state)
+    extra = sorted(str(k)[:60] for k in state if k not in own)
+    if lacks or extra:
+        said = [f"it lacks {lacks[:8]}"] if lacks else []
+        said += [f"it has no place for {extra[:8]}"] if extra else []
+        raise CheckpointError(f"{where}: field {field!r} does not fit {network}: {'; '.join(said)}")
+    for key, mine in own.items():
+        value, name = state[key], f"{field}.{key}"
+        if not torch.is_tensor(value):
+            raise CheckpointError(
+                f"{where}: field {name!r} must be a tensor, got {type(value).__name__}"
+            )
+        if value.shape != mine.shape:
+            raise CheckpointError(
+                f"{where}: field {field!r} does not fit {network}: tensor {name!r} has shape "
+                f"{tuple(value.shape)}, the network's {tuple(mine.shape)}"
+            )
+        if value.dtype != mine.dtype:
+            raise CheckpointError(
+                f"{where}: tensor {name!r} has dtype {value.dtype}, the network's {mine.dtype}"
+            )
+        problem = _non_finite(value)
+        if problem:
+            raise CheckpointError(f"{where}: tensor {name!r} {problem}")
+
+
+_ADAM_STATE = ("exp_avg", "exp_avg_sq", "step")
+"""What Adam (and AdamW) keep for each parameter; ``max_exp_avg_sq`` too with ``amsgrad``."""
+_SQUARES = ("exp_avg_sq", "max_exp_avg_sq")
+"""State of squared gradients' averages, which Adam's square root needs >= 0."""
+
+
+def check_optimizer_state(
+    optimizer: torch.optim.Optimizer, saved: Any, where: str, name: str
+) -> None:
+    """Raise :class:`CheckpointError` unless ``saved`` fits ``optimizer``: its parameter
+    groups (as many, each of as many parameters, ``amsgrad`` alike) and each parameter's
+    state (Adam's: exactly its moments, each of the parameter's shape, dtype and memory
+    layout, finite, squares >= 0; a ``step`` a finite scalar >= 0).
+
+    Why: ``optimizer.load_state_dict`` takes any tensor as a moment, and fused Adam then
+    reads and writes as many numbers as the parameter holds, wherever the moment ends: a
+    one-number moment made it write past its buffer, a million-number one trained with no
+    error. Devices are not compared: ``torch.load``'s ``map_location`` puts all of a
+    file's tensors on one device, and ``load_state_dict`` moves each to its parameter's.
+    An optimizer other than Adam keeps state this does not know by name: there, every
+    tensor of one or more dimensions must be shaped as its parameter.
+    """
+    what = f"{where}: optimizer {name!r}"
+    if (
+        not isinstance(saved, dict)
+        or not isinstance(saved.get("state"), dict)
+        or not isinstance(saved.get("param_groups"), list)
+        or not all(isinstance(g, dict) for g in saved["param_groups"])
+    ):
+        raise CheckpointError(
+            f"{what} must be a dict of 'state' and 'param_groups' (an optimizer's state_dict)"
+        )
+    groups = optimizer.param_groups
+    if len(saved["param_groups"]) != len(groups):
+        raise CheckpointError(
+            f"{what} has {len(saved['param_groups'])} parameter groups, this learner's "
+            f"{len(groups)}"
+        )
+    params: dict[int, tuple[torch.Tensor, dict]] = {}  # saved id: the parameter, its group
+    for i, (group, mine) in enumerate(zip(saved["param_groups"], groups, strict=True)):
+        ids = group.get("params")
+        if (
+            not isinstance(ids, list)
+            or not all(type(k) is int for k in ids)
+            or len(set(ids)) != len(ids)
+            or any(k in params for k in ids)
+        ):
+            raise CheckpointError(f"{what} group {i} must list distinct integer parameter ids")
+        if len(ids) != len(mine["params"]):
+            raise CheckpointError(
+                f"{what} group {i} lists {len(ids)} parameters, this learner's "
+                f"{len(mine['params'])}"
+            )
+        # amsgrad adds a moment per parameter: a saved group must keep this one's
+        if "amsgrad" in mine and group.get("amsgrad", False) is not mine["amsgrad"]:
+            raise CheckpointError(
+                f"{what} group {i} has amsgrad={str(group.get('amsgrad'))[:40]}, this "
+                f"learner's {mine['amsgrad']}"
+            )
+        params.update((k, (p, mine)) for k, p in zip(ids, mine["params"], strict=True))
+    is_adam = isinstance(optimizer, torch.optim.Adam | torch.optim.AdamW)
+    for k, state in saved["state"].items():
+        if type(k) is not int or k not in params:
+            raise CheckpointError(
+                f"{what} state {str(k)[:40]} belongs to no parameter of its groups"
+            )
+        param, group = params[k]
+        if not isinstance(state, dict):
+            raise CheckpointError(f"{what} state {k} must be a dict, got {type(state).__name__}")
+        keys = sorted(str(key)[:40] for key in state)
+        if not all(isinstance(key, str) for key in state):
+            raise CheckpointError(f"{what} state {k} must be keyed by names, got {keys[:8]}")
+        if is_adam:
+            keeps = sorted(_ADAM_STATE + (("max_exp_avg_sq",) if group.get("amsgrad") else ()))
+            if keys != keeps:
+                raise CheckpointError(
+                    f"{what} state {k} holds {keys[:8]}, where Adam keeps {keeps}"
+                )
+        for key, value in state.items():
+            _check_param_state(value, param, key, f"{what} state {k}", is_adam)
+
+
+def _check_param_state(value: Any, param: torch.Tensor, key: Any, what: str, is_adam: bool) -> None:
+    """One entry of a parameter's optimizer state (see :func:`check_optimizer_state`)."""
+    if key == "step":
+        if not (
+            torch.is_tensor(value)
+            and value.dim() == 0
+            and value.dtype != torch.bool
+            and bool(torch.isfinite(value))
+            and bool(value >= 0)
+        ):
+            shown = str(value)
+            shown = shown if len(shown) <= 60 else shown[:60] + "..."
+            raise CheckpointError(
+                f"{what} 'step' must be a scalar tensor of a finite number >= 0, got {shown}"
+            )
+        return
+    if not torch.is_tensor(value):
+        if is_adam:
+            raise CheckpointError(f"{what} {key!r} must be a tensor, got {type(value).__name__}")
+        return  # another optimizer's own bookkeeping (a count, a flag)
+    if not is_adam and value.dim() == 0:
+        return  # another optimizer's scalar (a rate, a product): not one per weight
+    if value.shape != param.shape:
+        raise CheckpointError(
+            f"{what} {key!r} has shape {tuple(value.shape)}, its parameter {tuple(param.shape)}"
+        )
+    if value.dtype != param.dtype:
+        raise CheckpointError(
+            f"{what} {key!r} has dtype {value.dtype}, its parameter {param.dtype}"
+        )
+    if param.is_contiguous() and not value.is_contiguous():
+        # a fused kernel walks the moment's memory in its parameter's order
+        raise CheckpointError(
+            f"{what} {key!r} is not contiguous (strides {value.stride()}) as its parameter is"
+        )
+    problem = _non_finite(value)
+    if problem:
+        raise CheckpointError(f"{what} {key!r} {problem}")
+    if key in _SQUARES and value.numel() and bool((value < 0).any()):
+        raise CheckpointError(f"{what} {key!r} holds negative values (an average of squares)")
+
+
+def _non_finite(t: torch.Tensor) -> str | None:
+    """What makes a float tensor's values unusable, or ``None``."""
+    if not t.is_floating_point() or not t.numel() or bool(torch.isfinite(t).all()):
+        return None
+    return "holds NaN values" if bool(torch.isnan(t).any()) else "holds infinite values"
+
+
 def strip_replay_from_file(path: str | os.PathLike) -> bool:
     """Drop the replay buffer(s) from the checkpoint at ``path``, in place.
 

@@ -70,6 +70,8 @@ from elegantpod.pod.build import check_learner_rng, device_types, each_learner, 
 from elegantpod.pod.checkpoint import (
     CheckpointError,
     check_devices,
+    check_module_state,
+    check_optimizer_state,
     checked_rng_state,
     resolve_checkpoint,
     resolve_env_kwargs,
@@ -117,15 +119,16 @@ class Restore:
     ) -> Restore:
         """Check ``saved`` against the pod of ``spec`` with ``learner`` and ``env``.
 
-        Every random-generator state is tried before anything changes, so a bad one
-        leaves the pod as it was. Whether the learner state fits the network shows only
-        when it is loaded (:meth:`load_learner`).
+        Every random-generator state is tried, and the networks and optimizer states
+        checked against the learner's (:func:`check_learner_state`), before anything
+        changes, so a bad one leaves the pod as it was.
 
         Raises
         ------
         CheckpointError
-            Naming the file: another algorithm or env, or a generator state (field
-            ``learner....generator`` or ``env_rng``) that is not one.
+            Naming the file: another algorithm or env, a generator state (field
+            ``learner....generator`` or ``env_rng``) that is not one, or a tensor that
+            does not fit the learner.
         """
         where = f"checkpoint {saved.path!r}"
         if saved.spec.algo != spec.algo or saved.spec.env_id != spec.env_id:
@@ -143,6 +146,7 @@ class Restore:
             # nor the exploration noise drawn from them: a fresh stream starts fresh noise
             learner_state = strip(learner_state, "generator", "noise")
         check_learner_rng(learner_state, learner, where)
+        check_learner_state(learner_state, learner, spec.algo, where)
         env_gen = getattr(env, "generator", None)
         env_rng = saved.env_rng if restore_rng and is_same_kind else None
         if env_rng is not None and env_gen is not None:
@@ -175,8 +179,8 @@ class Restore:
         except (RuntimeError, ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise CheckpointError(
-                f"{self.where}: field 'learner' does not fit this {self.algo} network "
-                f"(hidden={learner.config.hidden}): {first}"
+                f"{self.where}: field 'learner' does not fit {_network(self.algo, learner)}: "
+                f"{first}"
             ) from exc
         if self.reseed is not None:
             for part, seed in zip(each_learner(learner), self.reseed, strict=True):
@@ -185,6 +189,37 @@ class Restore:
             evaluator.count = self.eval_count
         if self.env_rng is not None:
             env.generator.set_state(self.env_rng)
+
+
+def check_learner_state(state: dict[str, Any], learner: Learner, algo: str, where: str) -> None:
+    """Raise :class:`CheckpointError` naming the first tensor of a saved learner state
+    that does not fit ``learner``: its networks' (field ``learner.modules``; see
+    :func:`~elegantpod.pod.checkpoint.check_module_state`) and its optimizers' (field
+    ``learner.optimizers``; see :func:`~elegantpod.pod.checkpoint.check_optimizer_state`).
+
+    Why before the load: ``load_state_dict`` loads one network after the other, so a
+    misfit found by loading would leave the pod half loaded; and an optimizer loads any
+    moment at all, which its next step then overruns. Fused learners share one
+    architecture and load one saved network and optimizer state: the lead's is checked.
+    """
+    network = _network(algo, learner)
+    modules = state.get("modules")
+    if not isinstance(modules, dict):
+        raise CheckpointError(f"{where}: field 'learner.modules' is missing or not a dict")
+    for name, module in learner.modules.items():
+        check_module_state(module, modules.get(name), where, f"learner.modules.{name}", network)
+    optimizers = state.get("optimizers", {})
+    if not isinstance(optimizers, dict):
+        raise CheckpointError(f"{where}: field 'learner.optimizers' must be a dict")
+    for name, optimizer in learner.optimizers.items():
+        if name in optimizers:
+            check_optimizer_state(optimizer, optimizers[name], where, name)
+
+
+def _network(algo: str, learner: Learner) -> str:
+    """How errors name a learner's network: ``this ppo network (hidden=(64, 64))``."""
+    hidden = getattr(learner.config, "hidden", None)
+    return f"this {algo} network" + (f" (hidden={hidden})" if hidden is not None else "")
 
 
 def check_layout(saved: SavedPod, env: VecEnv, where: str) -> None:

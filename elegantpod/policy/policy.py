@@ -27,7 +27,7 @@ from elegantpod.agents import get_algo
 from elegantpod.agents.base import DeployedActor
 from elegantpod.config import PodSpec
 from elegantpod.devices import resolve_device
-from elegantpod.pod.checkpoint import CheckpointError, resolve_checkpoint
+from elegantpod.pod.checkpoint import CheckpointError, check_module_state, resolve_checkpoint
 from elegantpod.pod.saved import SavedPod
 
 Tensor = torch.Tensor
@@ -197,10 +197,13 @@ class Policy:
         Raises
         ------
         ValueError
-            For an observation of another shape (naming the shape expected) or of a
-            non-numeric type.
+            For an observation of another shape (naming the shape expected), of a
+            non-numeric type, or a tensor that holds no values to read here (on the
+            ``meta`` device; sparse or nested).
         """
         is_torch = torch.is_tensor(obs)
+        if is_torch:
+            _check_usable(obs)
         x = obs if is_torch else _as_array(obs)
         shape = tuple(x.shape)
         single = shape == self.obs_shape
@@ -240,6 +243,21 @@ class Policy:
         from elegantpod.policy.recording import record
 
         return record(self, env_id or self.env_id, episodes=episodes, **kwargs)
+
+
+def _check_usable(obs: Tensor) -> None:
+    """Raise ``ValueError`` naming what makes a tensor unusable as observations: a meta
+    tensor has a shape but no values; a sparse or nested one is not the dense batch the
+    network reads. A tensor on any device that holds values is used (copied to the
+    policy's device, its actions copied back)."""
+    if obs.is_meta:
+        raise ValueError(
+            f"observations are on the meta device, which holds no values (shape "
+            f"{tuple(obs.shape)}): pass a tensor on a real device, or a numpy array"
+        )
+    if obs.is_nested or obs.layout != torch.strided:
+        got = "a nested tensor" if obs.is_nested else f"layout {obs.layout}"
+        raise ValueError(f"observations must be a dense tensor of numbers, got {got}")
 
 
 def _as_array(obs) -> np.ndarray:
@@ -305,18 +323,8 @@ def _checked_spaces(spaces, where: str):
 
 
 def _load(module: nn.Module, state, field: str, where: str) -> None:
-    """``module.load_state_dict(state)``, refusing what is not a dict of finite float
-    tensors of the module's own names and shapes."""
-    if not isinstance(state, dict) or not all(
-        torch.is_tensor(v) and v.is_floating_point() and bool(v.isfinite().all())
-        for v in state.values()
-    ):
-        raise CheckpointError(f"{where}: field {field!r} must be a dict of finite float tensors")
-    try:
-        module.load_state_dict({k: v.to(torch.float32) for k, v in state.items()})
-    except RuntimeError as exc:
-        reason = str(exc).strip().splitlines()
-        raise CheckpointError(
-            f"{where}: field {field!r} does not fit the network its spec describes: "
-            f"{' '.join(reason[1:3] or reason)[:300]}"
-        ) from None
+    """``module.load_state_dict(state)``, refusing what a pod refuses (see
+    :func:`~elegantpod.pod.checkpoint.check_module_state`): other names, shapes or
+    dtypes, values that are not finite."""
+    check_module_state(module, state, where, field, "the network its spec describes")
+    module.load_state_dict(state)

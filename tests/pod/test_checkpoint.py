@@ -178,7 +178,7 @@ def _actor_weight(value):
     return change
 
 
-def _adam_moment(value):
+def _adam_moment(value, moment="exp_avg"):
     """Replace an Adam moment (of more than one number) of the optimizer state."""
 
     def change(data):
@@ -186,7 +186,7 @@ def _adam_moment(value):
         while stack:
             node = stack.pop()
             for key, item in list(node.items()):
-                if key == "exp_avg" and torch.is_tensor(item) and item.numel() > 1:
+                if key == moment and torch.is_tensor(item) and item.numel() > 1:
                     node[key] = value(item)
                     return
                 if isinstance(item, dict):
@@ -231,6 +231,130 @@ HOSTILE_TENSORS = {
 MALFORMED.update(HOSTILE_TENSORS)
 
 
+# weights that Policy.load refused and a pod took (issue 56, item 2): one check for both
+WEIGHTS = {
+    "infinite weight": (
+        _actor_weight(lambda w: torch.full_like(w, float("inf"))),
+        r"tensor 'learner.modules.actor.0.weight' holds infinite values",
+    ),
+    "int64 weight": (
+        _actor_weight(lambda w: torch.ones_like(w, dtype=torch.int64)),
+        r"tensor 'learner.modules.actor.0.weight' has dtype torch.int64, the network's "
+        r"torch.float32",
+    ),
+    "bool weight": (
+        _actor_weight(lambda w: w > 0),
+        r"tensor 'learner.modules.actor.0.weight' has dtype torch.bool",
+    ),
+    "float64 weight": (
+        _actor_weight(lambda w: w.double()),
+        r"tensor 'learner.modules.actor.0.weight' has dtype torch.float64",
+    ),
+    "missing weight": (
+        lambda d: d["learner"]["modules"]["actor"].pop("0.bias"),
+        r"field 'learner.modules.actor' does not fit .*: it lacks \['0.bias'\]",
+    ),
+    "weight of another shape": (
+        _actor_weight(lambda w: torch.zeros(3, 3)),
+        r"field 'learner.modules.actor' does not fit .*: tensor 'learner.modules.actor.0.weight' "
+        r"has shape \(3, 3\), the network's \(64, 4\)",
+    ),
+}
+MALFORMED.update(WEIGHTS)
+
+
+def _ppo_adam(change):
+    """Change the PPO optimizer's saved state (``{"state": ..., "param_groups": ...}``)."""
+    return lambda data: change(data["learner"]["optimizers"]["ppo"])
+
+
+def _weight_state(change):
+    """Change the saved Adam state of the PPO optimizer's first weight matrix."""
+
+    def at_matrix(saved):
+        state = next(s for s in saved["state"].values() if s["exp_avg"].dim() == 2)
+        change(state)
+
+    return _ppo_adam(at_matrix)
+
+
+# optimizer states that do not fit their parameters (issue 56, item 1): Adam reads and
+# writes as many numbers as the parameter holds, whatever its state's shape
+OPTIMIZER_STATES = {
+    "Adam moment of one number": (
+        _adam_moment(lambda m: torch.zeros(1)),
+        r"optimizer 'ppo' state \d+ 'exp_avg' has shape \(1,\), its parameter \(\d+",
+    ),
+    "Adam moment of a million numbers": (
+        _adam_moment(lambda m: torch.zeros(10**6)),
+        r"optimizer 'ppo' state \d+ 'exp_avg' has shape \(1000000,\), its parameter",
+    ),
+    "float64 Adam moment": (
+        _adam_moment(lambda m: m.double()),
+        r"optimizer 'ppo' state \d+ 'exp_avg' has dtype torch.float64, its parameter "
+        r"torch.float32",
+    ),
+    "transposed Adam moment": (
+        _weight_state(lambda s: s.update(exp_avg=s["exp_avg"].T.contiguous().T)),
+        r"optimizer 'ppo' state \d+ 'exp_avg' is not contiguous",
+    ),
+    "infinite Adam moment": (
+        _adam_moment(lambda m: torch.full_like(m, float("inf"))),
+        r"optimizer 'ppo' state \d+ 'exp_avg' holds infinite values",
+    ),
+    "negative second moment": (
+        _adam_moment(lambda m: -torch.ones_like(m), "exp_avg_sq"),
+        r"optimizer 'ppo' state \d+ 'exp_avg_sq' holds negative values",
+    ),
+    "missing Adam moment": (
+        _weight_state(lambda s: s.pop("exp_avg_sq")),
+        r"optimizer 'ppo' state \d+ holds \['exp_avg', 'step'\], where Adam keeps "
+        r"\['exp_avg', 'exp_avg_sq', 'step'\]",
+    ),
+    "step of three numbers": (
+        _weight_state(lambda s: s.update(step=torch.ones(3))),
+        r"optimizer 'ppo' state \d+ 'step' must be a scalar tensor of a finite number >= 0",
+    ),
+    "negative step": (
+        _weight_state(lambda s: s.update(step=torch.tensor(-1.0))),
+        r"optimizer 'ppo' state \d+ 'step' must be .*, got tensor\(-1.\)",
+    ),
+    "infinite step": (
+        _weight_state(lambda s: s.update(step=torch.tensor(float("inf")))),
+        r"optimizer 'ppo' state \d+ 'step' must be .*, got tensor\(inf\)",
+    ),
+    "bool step": (
+        _weight_state(lambda s: s.update(step=torch.tensor(True))),
+        r"optimizer 'ppo' state \d+ 'step' must be a scalar tensor",
+    ),
+    "second parameter group": (
+        _ppo_adam(lambda o: o["param_groups"].append(dict(o["param_groups"][0]))),
+        r"optimizer 'ppo' has 2 parameter groups, this learner's 1",
+    ),
+    "parameter group short of a parameter": (
+        _ppo_adam(lambda o: o["param_groups"][0].update(params=o["param_groups"][0]["params"][1:])),
+        r"optimizer 'ppo' group 0 lists \d+ parameters, this learner's \d+",
+    ),
+    "parameter listed twice": (
+        _ppo_adam(lambda o: o["param_groups"][0]["params"].__setitem__(1, 0)),
+        r"optimizer 'ppo' group 0 must list distinct integer parameter ids",
+    ),
+    "state of no parameter": (
+        _ppo_adam(lambda o: o["state"].__setitem__(10**6, o["state"][0])),
+        r"optimizer 'ppo' state 1000000 belongs to no parameter of its groups",
+    ),
+    "amsgrad switched on": (
+        _ppo_adam(lambda o: o["param_groups"][0].update(amsgrad=True)),
+        r"optimizer 'ppo' group 0 has amsgrad=True, this learner's False",
+    ),
+    "optimizer state of junk": (
+        lambda d: d["learner"]["optimizers"].update(ppo=[1, 2]),
+        r"optimizer 'ppo' must be a dict of 'state' and 'param_groups'",
+    ),
+}
+MALFORMED.update(OPTIMIZER_STATES)
+
+
 def test_a_checkpoint_that_would_inflate_is_refused_before_loading(good_checkpoint, tmp_path):
     """A zip entry deflated from a gigabyte of zeros: refused from the archive's directory,
     before torch.load inflates anything; the CLI's export says so in one line."""
@@ -265,6 +389,20 @@ def test_a_policy_refuses_hostile_tensors_before_building(good_checkpoint, tmp_p
         torch.save(data, tmp_path / "bad.pt")
         with pytest.raises(CheckpointError, match=message):
             Policy.load(tmp_path / "bad.pt")
+
+
+def test_a_policy_refuses_the_weights_a_pod_refuses(good_checkpoint, tmp_path):
+    """One check of the network weights for both ways in (issue 56, item 2)."""
+    from elegantpod.policy.policy import Policy
+
+    for case, (change, message) in WEIGHTS.items():
+        data = torch.load(good_checkpoint, weights_only=True)
+        change(data)
+        path = tmp_path / f"{case.replace(' ', '-')}.pt"
+        torch.save(data, path)
+        with pytest.raises(CheckpointError, match=message) as info:
+            Policy.load(path)
+        assert str(info.value).startswith(f"checkpoint {str(path)!r}"), case
 
 
 @pytest.fixture(scope="module")
@@ -390,3 +528,27 @@ def test_strip_replay_of_fused_learners_and_at_a_url(tmp_path):
     assert [len(x.replay) for x in again.learner.learners] == [0, 0]
     ppo = Pod(PodSpec(env_id="CartPole-v1", algo="ppo"), out_dir=tmp_path)
     assert strip_replay_from_file(ppo.save()) is False  # an on-policy learner keeps no replay
+
+
+def test_a_fused_adam_moment_that_does_not_fit_is_refused_before_loading(tmp_path):
+    """Fused Adam (SAC's, on a CPU too) reads and writes as many numbers as each parameter
+    holds, wherever its moment ends: a 1-number moment made it write past its buffer, a
+    10**6-number one trained with no error (issue 56, item 1). No step is taken here."""
+    hp = dataclasses.replace(_sac_spec().hparams, learning_starts=64)
+    pod = Pod(_sac_spec(max_steps=128, hparams=hp), out_dir=tmp_path)
+    pod.run()
+    adam = pod.learner.optimizers["actor"]
+    assert adam.param_groups[0]["fused"] and pod.learner.gradient_steps > 0
+    mine = {k: v.clone() for k, v in adam.state[adam.param_groups[0]["params"][0]].items()}
+    for moment, shape in ((torch.zeros(1), r"\(1,\)"), (torch.zeros(10**6), r"\(1000000,\)")):
+        data = torch.load(pod.checkpoint_path, weights_only=True)
+        data["learner"]["optimizers"]["actor"]["state"][0]["exp_avg"] = moment
+        path = tmp_path / "bad.pt"
+        torch.save(data, path)
+        message = rf"optimizer 'actor' state 0 'exp_avg' has shape {shape}, its parameter \(16, 3\)"
+        with pytest.raises(CheckpointError, match=message):
+            Pod.from_checkpoint(path)
+        with pytest.raises(CheckpointError, match=message):
+            pod.load(path)
+    after = adam.state[adam.param_groups[0]["params"][0]]
+    assert all(torch.equal(after[k], v) for k, v in mine.items())

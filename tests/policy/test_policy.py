@@ -89,6 +89,12 @@ def test_stochastic_predict_is_reproducible_with_a_generator(runs, algo):
         (torch.zeros(2, 2, 4), "got (2, 2, 4)"),
         (np.array(["a", "b", "c", "d"]), "must be real numbers"),
         (torch.zeros(4, dtype=torch.bool), "must be real numbers"),
+        (torch.zeros(2, 4, device="meta"), "on the meta device, which holds no values"),
+        (torch.zeros(2, 4).to_sparse(), "a dense tensor of numbers, got layout torch.sparse_coo"),
+        (
+            torch.nested.nested_tensor([torch.zeros(4), torch.zeros(4)], layout=torch.jagged),
+            "a dense tensor of numbers, got a nested tensor",
+        ),
     ],
 )
 def test_bad_observations_are_named(runs, obs, message):
