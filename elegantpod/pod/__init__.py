@@ -14,6 +14,8 @@ process (a Dask worker's, or the caller's for ``train()``).
 - ``collector``, ``evaluator``: rollouts from a batched env; deterministic episodes.
 - ``capture``: whole PPO iterations replayed as CUDA graphs.
 - ``memory``: how much memory a pod will allocate, refused before it is built.
+- ``finite``: a pod whose losses or state went NaN or infinite fails, saying whether
+  its env caused it, and never saves that state.
 - ``checkpoint``, ``saved``, ``restore``: checkpoint files (atomic, ``weights_only``),
   their fields parsed and checked, and a checkpoint checked against the pod loading it.
 """

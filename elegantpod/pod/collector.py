@@ -71,6 +71,24 @@ class Collector:
         self.obs = obs
         return self.buffer.batch()
 
+    def env_values(self) -> dict[str, list[torch.Tensor]]:
+        """The env's recent output, by kind: the current observations, the last rollout's
+        and, for a learner with a replay, the replay's (its filled part).
+
+        What a pod whose training went non-finite is traced back to (see
+        :mod:`elegantpod.pod.finite`): read only then, never while collecting, so the
+        rollout pays nothing for it.
+        """
+        buf = self.buffer
+        obs, rewards = [self.obs, buf.obs, buf.next_obs], [buf.reward]
+        for learner in getattr(self.learner, "learners", None) or (self.learner,):
+            replay = getattr(learner, "replay", None)
+            if replay is not None and len(replay):
+                n = len(replay)
+                obs += [replay.obs[:n], replay.next_obs[:n]]
+                rewards.append(replay.reward[:n])
+        return {"observations": obs, "rewards": rewards}
+
     def pop_train_return(self) -> float:
         """Mean return of training episodes finished since the last call (NaN if none)."""
         n = int(self.episodes)

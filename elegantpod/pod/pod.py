@@ -45,6 +45,7 @@ from elegantpod.pod.checkpoint import (
     write_checkpoint_bytes,
 )
 from elegantpod.pod.collector import Collector
+from elegantpod.pod.finite import non_finite_error, nonfinite_state, nonfinite_stats
 from elegantpod.pod.hooks import PodHooks, continues
 from elegantpod.pod.restore import Restore, rebuilt_spec
 from elegantpod.pod.run import PodRun
@@ -145,6 +146,14 @@ class Pod:
             Torch's intra-op thread count during the run (restored after it): ``None``
             is :func:`~elegantpod.threads.default_threads` of the pod's device (one on a
             CPU), ``0`` leaves torch's own setting alone.
+
+        Raises
+        ------
+        NonFiniteError
+            When an update's losses, or the state at a checkpoint or at the end, go NaN
+            or infinite (an env's NaN or huge observations, or a diverged learning): the
+            pod can learn nothing more, so the run fails rather than end as finished,
+            and that state is never saved (see :mod:`elegantpod.pod.finite`).
         """
         budget = Budget.of(self.spec, self.learner) if budget is None else budget
         hooks = PodHooks() if hooks is None else hooks
@@ -170,6 +179,7 @@ class Pod:
                 else:
                     stats = self.learner.update(self.collector.rollout()) or stats
                 self.env_steps += per_rollout
+                self._fail_if(nonfinite_stats(stats))  # floats already: no device sync
                 if hooks.should_stop() or not continues(hooks.on_update(self, stats)):
                     break
                 if run.is_due(self.env_steps):
@@ -190,7 +200,26 @@ class Pod:
         if self.out_dir is not None:
             # an evaluation that ended the run has just saved this very state
             ckpt = self.checkpoint_path if self._saved_at == self.env_steps else self.save()
+        else:  # a save checks the state it writes; a run that writes none checks it here
+            self._fail_if(nonfinite_state({"learner": self._weights_and_moments()}))
         return run.result(spec, self.env_steps, self.last_eval, self.curve, wall, ckpt)
+
+    def _fail_if(self, found: list[str]) -> None:
+        """Raise :class:`~elegantpod.pod.finite.NonFiniteError` for the ``found``
+        non-finite losses or tensors, if any, with what the env's recent output says."""
+        if found:
+            spec = self.spec
+            pod = f"{spec.algo} on {spec.env_id} (seed {spec.seed}), env step {self.env_steps:,}"
+            raise non_finite_error(pod, found, self.collector.env_values())
+
+    def _weights_and_moments(self) -> dict[str, Any]:
+        """The learner's networks and optimizer state as its ``state_dict`` has them,
+        without the copies it makes of the rest (a replay)."""
+        learner = self.learner
+        return {
+            "modules": {k: m.state_dict() for k, m in learner.modules.items()},
+            "optimizers": {k: o.state_dict() for k, o in learner.optimizers.items()},
+        }
 
     def _save_evaluated(self, score: float) -> None:
         """After an evaluation: ``checkpoint.pt``, and ``best.pt`` on a best score yet."""
@@ -338,8 +367,15 @@ class Pod:
         ``evaluations_ahead``: evaluations the caller will run before anything else
         changes the pod (a segment snapshots, then evaluates while it is written): the
         evaluator's episode counter is saved as it will be after them.
+
+        Raises
+        ------
+        NonFiniteError
+            When weights or optimizer moments hold NaN or infinity, or any other tensor
+            NaN (:func:`~elegantpod.pod.finite.nonfinite_state`): a checkpoint the loader
+            would refuse, or one that could only train to nothing, is never written.
         """
-        return {
+        payload = {
             "spec": self.spec.to_json(),
             "env_steps": self.env_steps,
             "best_score": self.best_score,
@@ -349,6 +385,8 @@ class Pod:
             "spaces": spaces_payload(self.env.observation_space, self.env.action_space),
             "env_layout": self.env.layout() if hasattr(self.env, "layout") else None,
         }
+        self._fail_if(nonfinite_state(payload))
+        return payload
 
     def load(
         self,

@@ -48,6 +48,12 @@ SAME_FAILURES = 3
 replaced (:meth:`Population.failing_alike`)."""
 
 
+def _reason(error: str | None) -> str:
+    """A pod's failure reason: its error's first line (the lines after it may name the
+    pod or its step, and differ between pods failing alike)."""
+    return error.splitlines()[0] if error else ""
+
+
 class Population:
     """Pod records, the leaderboard and the counters of one tournament.
 
@@ -356,11 +362,7 @@ class Population:
         records = self.records.values()
         if any(r.segment >= 1 and r.status != PodStatus.FAILED for r in records):
             return None
-        reasons = Counter(
-            (r.error or "").splitlines()[0] if r.error else ""
-            for r in records
-            if r.status == PodStatus.FAILED
-        )
+        reasons = Counter(_reason(r.error) for r in records if r.status == PodStatus.FAILED)
         reason, n = reasons.most_common(1)[0] if reasons else ("", 0)
         return reason if n >= SAME_FAILURES else None
 
@@ -397,7 +399,9 @@ class Population:
 
         Stopped pods end ``stopped``; live ones ``idle`` (a resume continues them). A
         tournament where pods failed and none finished a segment has failed: the
-        reasons, counted, say why.
+        reasons, counted, say why. A reason is an error's first line, as
+        :meth:`failing_alike` counts them; the lines after it (which pod, which step)
+        are shown for the first pod of each reason only.
         """
         for rec in self.records.values():
             if rec.stop_requested and rec.status in ACTIVE:
@@ -408,9 +412,12 @@ class Population:
         failed = [r for r in records if r.status == PodStatus.FAILED]
         trained = any(r.segment >= 1 and r.status != PodStatus.FAILED for r in records)
         if failed and not trained:  # replacements the budget cut short failed no better
-            reasons = Counter(r.error for r in failed)
+            reasons = Counter(_reason(r.error) for r in failed)
+            first: dict[str, str] = {}  # reason -> the first full error of it
+            for r in failed:
+                first.setdefault(_reason(r.error), r.error or "")
             return "every pod failed: " + "; ".join(
-                f"{n} x {why}" for why, n in reasons.most_common()
+                f"{n} x {first[why]}" for why, n in reasons.most_common()
             )
         return None
 

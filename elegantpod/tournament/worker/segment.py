@@ -29,6 +29,7 @@ from elegantpod.pod.checkpoint import (
     strip_replay_from_file,
     write_checkpoint_bytes,
 )
+from elegantpod.pod.finite import NonFiniteError
 from elegantpod.pod.hooks import PodHooks
 from elegantpod.pod.saved import SavedPod
 from elegantpod.tournament.core.protocol import EventKind, OutcomeKind, PodStatus, SegmentEnd, event
@@ -146,12 +147,21 @@ def run_segment(task: SegmentTask) -> SegmentResult | SegmentFailure:
     built and loads its checkpoint; either way it stays resident for its next segment.
     A checkpoint the store refuses, or a lease another writer took, comes back as a
     :class:`SegmentFailure` (the pod is dropped: its state was not kept).
+
+    A pod whose training went non-finite raises :class:`~elegantpod.pod.finite.
+    NonFiniteError`, naming the pod: it fails, with nothing of that state written, and
+    the tournament counts it as any pod's failure (pods failing alike for one env end
+    the run ``failed``).
     """
     try:
         return _run_segment(task)
     except (StoreUnwritable, Fenced) as exc:
         kind = OutcomeKind.FENCED if isinstance(exc, Fenced) else OutcomeKind.STORE
         return SegmentFailure(pod_id=task.pod_id, segment=task.segment, kind=kind, error=str(exc))
+    except NonFiniteError as exc:
+        # Its first line stays the reason alone: pods failing alike are counted by it.
+        where = f"tournament pod {task.pod_id}, segment {task.segment}"
+        raise NonFiniteError(f"{exc}\n  {where}") from None
 
 
 def _run_segment(task: SegmentTask) -> SegmentResult:

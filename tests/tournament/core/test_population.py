@@ -248,6 +248,17 @@ def test_end_conditions_and_final_statuses():
     assert q.end() == "every pod failed: 2 x E: a"
 
 
+def test_pods_failing_for_one_reason_are_counted_once_whatever_their_details():
+    """An error's first line is its reason; the lines after it name the pod (a
+    NonFiniteError does): the end counts the reason once, with one pod's details."""
+    q = pop(algos=("ppo",), pods=3, failed_replacements=0)
+    q.fill()
+    for pod in ("p000", "p001", "p002"):
+        q.on_failure(pod, f"E: a\n  pod {pod}", retry=False, parent_broken=False)
+    assert q.failing_alike() == "E: a"
+    assert q.end() == "every pod failed: 3 x E: a\n  pod p000"
+
+
 def test_state_round_trips_through_the_checks_and_prunes_what_nobody_needs():
     p = pop(algos=("ppo",), generator=GeneratorConfig(ready_segments=1, truncation=0.25))
     p.fill()

@@ -1,10 +1,19 @@
 """run_segment in-process (no Dask): the unit that workers run, on a URL store too."""
 
+import dataclasses
+import re
+
+import pytest
+
+from elegantpod import Tournament, TournamentFailed
 from elegantpod.agents.ppo import PPOConfig
 from elegantpod.config import PodSpec
-from elegantpod.pod.checkpoint import load_checkpoint
+from elegantpod.envs.user_gym import as_env_id
+from elegantpod.pod.checkpoint import checkpoint_exists, load_checkpoint
+from elegantpod.pod.finite import NonFiniteError
 from elegantpod.tournament.store.store import Store
 from elegantpod.tournament.worker.segment import SegmentTask, run_segment
+from tests.pod.test_finite import HugeObs, NanObs
 
 SPEC = PodSpec(env_id="CartPole-v1", algo="ppo", hparams=PPOConfig(num_envs=8, horizon=32), seed=3)
 
@@ -215,3 +224,47 @@ def test_a_control_message_of_another_shape_is_refused_and_the_last_one_kept(cli
         assert control.stop_requested() and control.latest.version == 3
     finally:
         control.close()
+
+
+@pytest.mark.filterwarnings("ignore:.*not within the observation space")
+def test_a_segment_whose_env_poisons_its_pod_fails_naming_it_and_writes_nothing(tmp_path):
+    store = Store(tmp_path)
+    store.ensure()
+    spec = PodSpec(env_id=as_env_id(NanObs), algo="ppo", hparams=PPOConfig(num_envs=4, horizon=32))
+    named = r"(?s)observations are NaN.*tournament pod p000, segment 1"
+    with pytest.raises(NonFiniteError, match=named):
+        run_segment(dataclasses.replace(task(store, 1), spec_json=spec.to_json()))
+    assert not checkpoint_exists(store.checkpoint("p000", 1))
+
+
+@pytest.mark.parametrize("env, algo", [(NanObs, "ppo"), (HugeObs, "dqn")])
+@pytest.mark.filterwarnings("ignore:.*not within the observation space")
+def test_a_tournament_whose_env_poisons_every_pod_fails_and_keeps_no_bad_checkpoint(
+    client, tmp_path, env, algo
+):
+    """Every pod fails alike at its first segment: the run ends ``failed`` (not
+    ``finished``) with the reason, and the store holds no checkpoint the loader refuses
+    (none at all: no pod kept a state)."""
+    hp = {"ppo": {"num_envs": 4, "horizon": 32}, "dqn": {"num_envs": 4, "learning_starts": 64}}
+    t = Tournament(
+        env,
+        [algo],
+        pods=2,
+        max_steps=8192,
+        segment_steps=512,
+        eval_episodes=2,
+        hparams={algo: hp[algo]},
+        store=tmp_path / "s",
+        client=client,
+    )
+    t.start()
+    with pytest.raises(TournamentFailed) as failed:
+        t.wait(timeout=120)
+    s = failed.value.summary
+    assert s["status"] == "failed", s
+    # pods failing alike: counted once, by their reason, which says what the env did
+    why = "NonFiniteError: training went non-finite: the env's observations are"
+    assert re.match(rf"every pod failed: \d+ x {why}", s["error"]), s["error"]
+    assert s["error"].count("non-finite") == 2, s["error"]  # the reason, and one's details
+    assert s["pods_failed"] >= 2 and s["env_steps_total"] == 0, s
+    assert sorted((tmp_path / "s").rglob("*.pt")) == []
