@@ -203,6 +203,8 @@ def _tournament(args) -> int:
         print(json.dumps(json_safe(summary), sort_keys=True), flush=True)
     else:
         print(summary_line(summary, t.spec.fitness, t.spec.target_reward))
+    if summary.get("warning"):  # what the end found: pods that hung, a save that failed
+        print(f"elegantpod: warning: {summary['warning']}", file=sys.stderr)
     if guard.pressed:
         print(
             "elegantpod: stopped by Ctrl-C; the store keeps every finished segment. "

@@ -467,7 +467,12 @@ class Tournament:
             return views.schedule(self.population, None if pod is None else str(pod))
 
     def summary(self) -> dict[str, Any]:
-        """The tournament's outcome so far (what ``elegantpod tournament --json`` prints)."""
+        """The tournament's outcome so far (what ``elegantpod tournament --json`` prints).
+
+        ``pods_hung`` names the pods whose segment had not returned when the last run's
+        grace after its budget ran out (an env that never returns from ``reset`` or
+        ``step``, a worker that keeps dying): abandoned, and said in ``warning``; a run
+        in which no segment returned ends ``failed``, its ``error`` saying why."""
         with self._lock:
             self.engine.drain_events()
             return views.summary(
@@ -481,6 +486,7 @@ class Tournament:
                 error=self.engine.error,
                 warning=self.warning or self.population.warning,
                 saved=self.engine.saver.saved,
+                pods_hung=list(self.engine.pods_hung),
             )
 
     def best(self, device: str | None = None):

@@ -31,16 +31,32 @@ from elegantpod.tournament.store.saver import Saver
 from elegantpod.tracking.tracker import Tracker, group_name
 
 LOOP_SECONDS = 0.1
-FINISH_SECONDS = 120.0
-"""How long the end of a tournament waits for running segments to checkpoint and return."""
+GRACE_SECONDS = (10.0, 0.1, 120.0)
+"""How long the end of a tournament waits for running segments to checkpoint and return
+(see :func:`grace_seconds`): at least 10 s, else a tenth of the run's time, at most 120 s.
+A segment asked to stop checkpoints within a gradient step and one evaluation; one that
+has not returned by then hangs (an env whose ``reset`` or ``step`` never returns) or
+dies over and over, and waiting longer would only overrun the budget."""
 LEASE_SECONDS = 2.0
 """How often the loop checks the lease (one read), saves or not; the lease heartbeats itself."""
+SLOW_ROUND_SECONDS = 10.0
+"""A round of the loop that took this long waited on a scheduler that did not answer
+(SIGSTOPped, overloaded) or on a slow store: said at the end of the run, in a warning
+and in the reason of a run that trained nothing."""
 MAX_TRANSIENT_FAILURES = 20
 """Consecutive scheduler errors after which a tournament gives up."""
 
 
 TRANSIENT_ERRORS = (OSError, CommClosedError, TimeoutError)
 """Scheduler errors the loop rides out (up to :data:`MAX_TRANSIENT_FAILURES` in a row)."""
+
+
+def grace_seconds(run_seconds: float) -> float:
+    """How long the end of a run that took ``run_seconds`` waits for its running
+    segments (:data:`GRACE_SECONDS`): long enough for a segment to checkpoint, short
+    against the budget, bounded however long the run."""
+    least, share, most = GRACE_SECONDS
+    return min(most, max(least, share * run_seconds))
 
 
 class SchedulerLost(RuntimeError):
@@ -110,7 +126,12 @@ class Engine:
         scheduler hiccup, an unusable checkpoint), or None; a landed save clears it."""
         self.workers_warning: str | None = None
         """Which pods wait on (or, at the end, were given up with) a worker whose
-        heartbeat stopped; apart from :attr:`warning`, which a landed save clears."""
+        heartbeat stopped, and at the end whose segments did not return within the
+        grace and how long the loop waited on the scheduler; apart from :attr:`warning`,
+        which a landed save clears."""
+        self.pods_hung: list[str] = []
+        """Pods whose segment had not returned when the last run's grace ran out
+        (:func:`grace_seconds`): abandoned, each continues from its last checkpoint."""
         self.saver = Saver(store, self.lock)
         """Writes the snapshots (``saver.saved``: whether the store holds the state the
         views report; ``saver.store_bytes``: its checkpoints' size at the last pruning)."""
@@ -124,6 +145,8 @@ class Engine:
         self._last_worker: dict[str, str] = {}  # where each pod is resident
         self._lease_checked_at = -float("inf")
         self._freed: Counter = Counter()  # slots that finished segments freed, by worker
+        self._submitted = self._completed = 0  # segments of this run: sent, returned
+        self._slowest_round = 0.0  # seconds: a scheduler that does not answer blocks one
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, client=None, *, close_client: bool | None = None) -> None:
@@ -137,6 +160,9 @@ class Engine:
             elif close_client is not None:
                 self.own_client = close_client
             self.workers_warning = None  # a resume starts on whatever workers answer now
+            self.pods_hung = []
+            self._submitted = self._completed = 0
+            self._slowest_round = 0.0
         self.store.ensure()
         lease = Lease(self.store).acquire(force=self._force)
         lease.keep_alive()  # until release: a writer waiting at its end is not stale
@@ -232,7 +258,10 @@ class Engine:
             failures = 0
             while True:
                 try:
-                    if self._step():
+                    began = time.monotonic()
+                    ended = self._step()
+                    self._slowest_round = max(self._slowest_round, time.monotonic() - began)
+                    if ended:
                         break
                     failures = 0
                 except TRANSIENT_ERRORS as exc:
@@ -306,6 +335,7 @@ class Engine:
                 todo.append((rec.pod_id, task, rec.retries, ship, worker))
                 runner.reserve(rec.pod_id)
                 self.population.submitted(rec)
+                self._submitted += 1
             self._freed.clear()
         for pod_id, task, retries, ship, worker in todo:  # network calls: never under the lock
             runner.submit(pod_id, task, retries, uses_gpu, ship, worker)
@@ -321,6 +351,7 @@ class Engine:
                 if o.pod_id not in self.population.records:
                     continue
                 if o.kind == OutcomeKind.RESULT:
+                    self._completed += 1
                     self.progress.events_sent += o.result.events_sent
                     if o.result.worker:
                         self._last_worker[o.pod_id] = o.result.worker
@@ -361,10 +392,17 @@ class Engine:
             runner.publish(messages)
 
     def _finish(self) -> None:
-        """Ask running pods to stop, collect their last segments, save, release, then end
-        tracking. Whatever fails on the way (a scheduler gone, a store gone), the final
-        statuses are set, the lease is released and an own cluster is closed."""
+        """Ask running pods to stop, collect their last segments (for a bounded grace,
+        :func:`grace_seconds`), save, release, then end tracking. Whatever fails on the
+        way (a scheduler gone, a store gone), the final statuses are set, the lease is
+        released and an own cluster is closed.
+
+        A segment still running after the grace is abandoned and its pod named (in
+        :attr:`pods_hung` and a warning); a run in which no segment returned has
+        failed, saying so: a hung or dying env never reads as "finished"."""
         runner = self.runner
+        grace = grace_seconds(self.elapsed() - self._elapsed_before)
+        held: dict[str, str] = {}
         try:
             with self.lock:
                 self._stop_requested = True
@@ -372,7 +410,8 @@ class Engine:
                 messages = [(p, control_message(self.population.records[p], True)) for p in flying]
             with contextlib.suppress(Exception):
                 runner.publish(messages)
-            self._warn_stalled(runner.wait_all(FINISH_SECONDS), ending=True)
+            held = runner.wait_all(grace)
+            self._warn_stalled(held, ending=True)
             while True:
                 done = runner.take_done(0.01)
                 if not done:
@@ -381,10 +420,15 @@ class Engine:
         except Exception:
             self.error = self.error or traceback.format_exc()
         finally:
-            for pod in runner.cancel_all():
+            hung = runner.cancel_all()
+            for pod in hung:
                 with self.lock:
                     self.population.on_lost(pod)
+            self._warn_hung(hung, grace, held)
+            if self._slowest_round >= SLOW_ROUND_SECONDS:
+                self._add_workers_warning(self._slow_round())
             with self.lock:
+                idle = self._nothing_returned()  # before end(): which pods were alive
                 why = self.population.end()
                 self._deaths_at_start = self.worker_deaths_survived  # the runner goes
                 self._elapsed_before = self.elapsed()
@@ -401,6 +445,8 @@ class Engine:
                 elif self.status != TournamentStatus.FAILED and (lost := self._scheduler_lost()):
                     # the budget ended while the scheduler was gone: not "finished"
                     self.status, self.error = TournamentStatus.FAILED, lost
+                elif self.status != TournamentStatus.FAILED and idle is not None:
+                    self.status, self.error = TournamentStatus.FAILED, idle
                 elif self.status != TournamentStatus.FAILED:
                     early = self._stopped_by_user
                     self.status = TournamentStatus.STOPPED if early else TournamentStatus.FINISHED
@@ -469,6 +515,67 @@ class Engine:
                 f"worker {workers} stopped answering: pod {pods} waits for it (Dask "
                 "removes a silent worker after its worker-ttl, and the pod moves on)"
             )
+
+    def _warn_hung(self, pods: list[str], grace: float, held: dict[str, str]) -> None:
+        """Name the pods whose segment had not returned when the grace ran out; those
+        ``held`` by a stopped worker are named already (:meth:`_warn_stalled`)."""
+        self.pods_hung = sorted(pods)
+        rest = [p for p in self.pods_hung if p not in held]
+        if not rest:
+            return
+        hung = (
+            f"pod {', '.join(rest)} did not return within the budget + {grace:.0f} s grace "
+            "(an env whose reset or step never returns, or a worker that keeps dying?): "
+            "its segment was abandoned (its last saved checkpoint, if any, stands)"
+        )
+        if not self.own_client:  # an own cluster closes, its stuck threads with it
+            hung += "; a thread stuck in an env holds its worker until that worker restarts"
+        self.workers_warning = None if not held else self.workers_warning
+        self._add_workers_warning(hung)
+
+    def _add_workers_warning(self, text: str) -> None:
+        """Say ``text`` too: at a run's end, several things may have gone wrong."""
+        old = self.workers_warning
+        self.workers_warning = f"{old}; {text}" if old else text
+
+    def _slow_round(self) -> str:
+        """The loop's longest wait, in words (see :data:`SLOW_ROUND_SECONDS`)."""
+        return (
+            f"the loop waited {self._slowest_round:.0f} s at once on the Dask scheduler (or "
+            "the store): was it stopped (SIGSTOP) or overloaded?"
+        )
+
+    def _nothing_returned(self) -> str | None:
+        """Why a run that trained nothing failed, or ``None``: a run ended by its budget
+        (not by :meth:`request_stop` before any segment was sent) with pods to train and
+        no segment returned. A hung env, a worker that keeps dying, a cluster with no
+        worker slot or a scheduler that did not answer (SIGSTOP) must never end as
+        "finished" with nothing done (call with the lock held, before
+        ``population.end()``)."""
+        if self._completed:
+            return None
+        if not self._submitted and (self._stopped_by_user or not self.population.alive()):
+            return None  # nothing to train, or the user ended it before it began
+        why = []
+        if self.pods_hung:
+            why.append(f"pod {', '.join(self.pods_hung)} still running after the grace")
+        if self.runner.worker_deaths:
+            why.append(f"{self.runner.worker_deaths} lost with a dying worker")
+        if self._slowest_round >= SLOW_ROUND_SECONDS:
+            why.append(self._slow_round())
+        if self.warning:
+            why.append(f"last trouble: {self.warning}")
+        said = "".join(f"; {w}" for w in why)
+        if not self._submitted:
+            return (
+                f"no segment was sent in this run (no worker slot, or a scheduler that did "
+                f"not answer{said})"
+            )
+        return (
+            f"no segment completed in this run ({self._submitted} sent, none returned{said}): "
+            "check that the env's reset and step return (build and step it in this process) "
+            "and that a worker has the memory a pod needs"
+        )
 
     # ------------------------------------------------------------------ the store
     def save(self, force: bool = False) -> None:

@@ -4,7 +4,11 @@ second writer, and a store that stays bounded over many segments."""
 import contextlib
 import os
 import shutil
+import threading
+import time
 
+import gymnasium
+import numpy as np
 import pytest
 from distributed import Future
 
@@ -20,7 +24,7 @@ FINAL = {"idle", "stopped", "replaced", "failed"}
 def tiny(store, client, **kw):
     kw.setdefault("max_seconds", 40)
     return Tournament(
-        "CartPole-v1",
+        kw.pop("env", "CartPole-v1"),
         ["ppo"],
         kw.pop("pods", 2),
         store=store,
@@ -243,6 +247,48 @@ def test_a_killed_scheduler_fails_the_tournament(tmp_path):
         worker.kill()
 
 
+@pytest.mark.slow
+def test_a_run_whose_scheduler_did_not_answer_for_its_budget_fails_saying_so(tmp_path):
+    """Found (issue 56): a scheduler SIGSTOPped for a tournament's whole budget, then
+    continued, ended it ``finished`` with 0 env steps. A run that trained nothing has
+    failed, and says how long the loop waited on the scheduler. (No worker here: a
+    segment sent before the stop would train a little once the scheduler continues.)"""
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    from distributed import Client
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    scheduler = subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+         "--port", str(port), "--no-dashboard"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        assert wait_until(lambda: _listening(port), 60)
+        client = Client(f"tcp://127.0.0.1:{port}", timeout=10)
+        t = tiny(tmp_path / "s", client, max_seconds=5)
+        t.start()
+        scheduler.send_signal(signal.SIGSTOP)
+        time.sleep(12)  # the whole budget and more
+        scheduler.send_signal(signal.SIGCONT)
+        with pytest.raises(TournamentFailed) as failed:
+            t.wait(60)
+        s = failed.value.summary
+        assert s["status"] == "failed" and s["env_steps_total"] == 0, s
+        assert "no segment was sent in this run" in s["error"], s["error"]
+        assert "waited" in s["error"] and "on the Dask scheduler" in s["error"], s["error"]
+        assert "waited" in s["warning"], s["warning"]
+        client.close()
+    finally:
+        scheduler.send_signal(signal.SIGCONT)
+        scheduler.kill()
+
+
 def _listening(port: int) -> bool:
     import socket
 
@@ -292,3 +338,122 @@ def test_a_stopped_worker_is_given_up_when_the_tournament_ends(tmp_path, monkeyp
         cl = c.cluster
         c.close()
         cl.close()
+
+
+# -- envs that hang (issue 56) --------------------------------------------------------------
+class StuckWalk(gymnasium.Env):
+    """A walk on a line whose ``step`` never returns on a Dask worker: a hung simulator.
+
+    ``claim``: only the first env to step, of all the pods, hangs (it creates the file
+    ``claim`` names; the others find it there and walk on); ``None``: every env hangs.
+    Never in the test's own process, which a tournament may ask to build the env."""
+
+    def __init__(self, claim: str | None = None):
+        self.claim, self.x = claim, 0.0
+        self.observation_space = gymnasium.spaces.Box(-5.0, 5.0, (1,), np.float32)
+        self.action_space = gymnasium.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.x = 0.0
+        return np.array([self.x], np.float32), {}
+
+    def step(self, action):
+        if self._hangs():
+            threading.Event().wait()  # forever: only the worker process's end ends it
+        self.x += 1.0 if action == 1 else -1.0
+        done = abs(self.x) >= 5
+        return np.array([self.x], np.float32), float(self.x >= 5), done, False, {}
+
+    def _hangs(self) -> bool:
+        from distributed import get_worker
+
+        try:
+            get_worker()
+        except ValueError:
+            return False  # not on a worker
+        if self.claim is None:
+            return True
+        try:
+            os.close(os.open(self.claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return False
+        return True
+
+
+def own_cluster():
+    """A fresh two-worker cluster and its worker processes' ids: a hung segment holds a
+    worker thread until its process ends, so it never shares the session's cluster."""
+    from elegantpod import cluster
+
+    c = cluster(n_workers=2, dashboard_address=None)
+    return c, list(c.run(os.getpid).values())
+
+
+def close_and_check_gone(c, pids):
+    """Close ``c``, then check that its worker processes, hung threads and all, ended."""
+    cl = c.cluster
+    c.close()
+    cl.close()
+
+    def gone(pid):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    assert wait_until(lambda: all(map(gone, pids)), 30), pids
+
+
+@pytest.mark.slow
+def test_a_tournament_whose_every_segment_hangs_fails_in_its_budget_naming_them(tmp_path):
+    """Found (issue 56): an env whose ``step`` never returns ended ``finished`` 136 s into
+    a 15 s budget, with 0 env steps and no warning. Now the end waits a bounded grace for
+    running segments, gives up those that did not return, names them, and a run in
+    which no segment completed has failed."""
+    gymnasium.register("StuckWalk-v0", entry_point=StuckWalk, max_episode_steps=20)
+    c, pids = own_cluster()
+    try:
+        t = tiny(tmp_path / "s", c, env="StuckWalk-v0", max_seconds=5, segment_steps=512)
+        began = time.monotonic()
+        t.start()
+        with pytest.raises(TournamentFailed) as failed:
+            t.wait(120)
+        took = time.monotonic() - began
+        s = failed.value.summary
+        assert s["status"] == "failed" and s["env_steps_total"] == 0, s
+        assert "no segment completed" in s["error"], s["error"]
+        assert "p000" in s["error"] and "p001" in s["error"]
+        assert s["pods_hung"] == ["p000", "p001"]
+        assert took < 60, took  # budget 5 s + grace 10 s + the cluster's own time
+        assert set(t.pods["status"]) <= FINAL and t.pods_in_flight == 0
+    finally:
+        close_and_check_gone(c, pids)
+
+
+@pytest.mark.slow
+def test_a_pod_that_hangs_is_named_while_the_others_finish(tmp_path):
+    """Issue 56: a run in which some pods trained ends ``finished``, and names the pod
+    whose segment never returned (``pods_hung``, the warning)."""
+    gymnasium.register("StuckWalk-v0", entry_point=StuckWalk, max_episode_steps=20)
+    c, pids = own_cluster()
+    try:
+        t = tiny(
+            tmp_path / "s",
+            c,
+            env="StuckWalk-v0",
+            max_seconds=8,
+            segment_steps=512,
+            env_kwargs={"claim": str(tmp_path / "claimed")},
+        )
+        s = t.start().wait(120)
+        assert s["status"] == "finished", s
+        assert len(s["pods_hung"]) == 1, s
+        hung = s["pods_hung"][0]
+        assert s["pods_finished"] >= 1 and s["env_steps_total"] > 0
+        assert hung in s["warning"] and "did not return" in s["warning"], s["warning"]
+        assert "holds its worker until that worker restarts" in s["warning"]  # our cluster
+        assert t.pod(hung)["segment"] == 0  # the hung pod trained nothing
+    finally:
+        close_and_check_gone(c, pids)
