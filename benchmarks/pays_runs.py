@@ -41,6 +41,9 @@ from typing import Any
 
 from _common import RESULTS_DIR
 
+from elegantpod.checks.limits import check_finite
+from elegantpod.checks.text import is_printable, short
+
 LOG = RESULTS_DIR / "tournament_pays_runs.jsonl"
 """The run log (``--log`` overrides it)."""
 CURVE_KEYS = ("time", "score", "budget", "target")
@@ -56,6 +59,8 @@ QUEUE = "lineage_seconds"
 """The order in which ``Tournament`` gives free slots to queued pods, as of this code."""
 OWN_QUEUE_FREE = {"tune_pbt"}
 """Methods whose pods Tune schedules, not ``Tournament``'s queue."""
+MAX_NAME = 80
+"""The longest task or method name read from the log (``compare``'s bound on names)."""
 
 
 def outcome(solved_at: float, budget: float) -> str:
@@ -80,18 +85,41 @@ def queue(run: dict[str, Any]) -> str | None:
 
 
 def read_log(path: Path = LOG) -> list[dict[str, Any]]:
-    """Every complete line of the log (a line cut short by a kill is skipped)."""
+    """Every complete line of the log (a line cut short by a kill is skipped).
+
+    Raises ``ValueError`` naming the line and the field for a line whose task or method
+    is not a printable string of at most :data:`MAX_NAME` characters, whose seed is not
+    an integer or whose budget is not a finite number: the report prints names as they
+    are, so a log from elsewhere with ``\\x1b[2J`` in a method name would drive the
+    terminal (the curves' numbers are ``compare``'s to check).
+    """
     if not path.exists():
         return []
     runs = []
-    for line in path.read_text().splitlines():
+    for number, line in enumerate(path.read_text().splitlines(), 1):
         try:
             run = json.loads(line)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             continue
         if isinstance(run, dict) and {"task", "method", "seed", "time", "score"} <= set(run):
+            _check_run(run, f"{path}:{number}")
             runs.append(run)
     return runs
+
+
+def _check_run(run: dict[str, Any], where: str) -> None:
+    for key in ("task", "method"):
+        name = run[key]
+        if not isinstance(name, str):
+            raise ValueError(f"{where}: {key} must be a string, got {short(name)}")
+        if not is_printable(name):
+            raise ValueError(f"{where}: {key} {short(name)} holds a control or invisible character")
+        if len(name) > MAX_NAME:
+            raise ValueError(f"{where}: {key} {short(name, 60)} is over {MAX_NAME} characters")
+    seed = run["seed"]
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"{where}: seed must be an integer, got {short(seed)}")
+    check_finite(f"{where}: budget", run.get("budget"))  # the report groups runs by it
 
 
 def done(path: Path = LOG, sizes: dict[str, int | None] | None = None) -> set[tuple[str, str, int]]:

@@ -333,7 +333,10 @@ def main() -> None:
     a = p.parse_args()
     log_path = Path(a.log)
     if a.report:
-        print(report(log_path))
+        try:
+            print(report(log_path))
+        except ValueError as exc:  # a bad log line or run: one line, its values escaped
+            raise SystemExit(f"error: {exc}") from None
         return
     if a.task is None:
         p.error("--task is required (or --report)")

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from elegantpod.checks.json_values import check_json
+from elegantpod.checks.json_values import check_json, parse_json
 from elegantpod.checks.limits import (
     MAX_EVAL_EPISODES,
     MAX_LEARNERS,
@@ -173,8 +173,5 @@ class PodSpec:
         """Rebuild and validate a spec from :meth:`to_json` output."""
         if not isinstance(text, str | bytes):
             raise ValueError(f"a spec must be JSON text, got {type(text).__name__}")
-        try:
-            d = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"a spec must be JSON text: {exc}") from None
-        return cls.from_dict(d)
+        # a checkpoint's spec is untrusted: nested past the parser is a ValueError too
+        return cls.from_dict(parse_json(text, "a spec must be JSON text"))

@@ -60,6 +60,15 @@ def test_pod_spec_json_round_trip():
     assert back.device == "auto"  # decided where the pod is built
 
 
+def test_a_spec_nested_past_the_parser_is_one_error():
+    """A checkpoint's spec is untrusted JSON: nested 100,000 deep it raised a raw
+    RecursionError from json.loads."""
+    with pytest.raises(ValueError, match="a spec must be JSON text: nested too deeply"):
+        PodSpec.from_json('{"env_id": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(ValueError, match="a spec must be JSON text: Expecting"):
+        PodSpec.from_json("{not json")
+
+
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
@@ -126,7 +135,7 @@ def test_defaults_limits_and_search_spaces_stay_valid():
     for config_cls in ALL_CONFIGS:
         config_cls().validate()
     replace_checked(PPOConfig(), {"epochs": 1000, "lr": 1.0, "num_envs": 2**22})
-    replace_checked(SACConfig(), {"hidden": (65_536,), "batch_size": 2**24})
+    replace_checked(SACConfig(), {"hidden": (65_536,), "batch_size": 2**24, "buffer_size": 2**24})
     from elegantpod.search.space import Choice
 
     for algo, space in {a: cls.search_space for a, cls in ALGOS.items()}.items():

@@ -6,5 +6,5 @@ They import nothing else from elegantpod, so every layer may use them.
 - ``overrides``: a frozen config's fields overridden from keywords, strings or JSON.
 - ``limits``: hard limits of hyperparameters and sizes (``Limit``, the ``MAX_*``).
 - ``text``: untrusted values shown short in messages; characters a name may not hold.
-- ``json_values``: values JSON carries unchanged.
+- ``json_values``: values JSON carries unchanged; JSON read from an untrusted file.
 """

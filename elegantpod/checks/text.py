@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import reprlib
+import unicodedata
 from typing import Any
 
 MAX_SHOWN = 200
@@ -50,3 +51,13 @@ UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 """Unicode categories a name read from a file may not hold: control characters, format
 characters (a right-to-left override would show ``KO`` as another name), surrogates,
 private-use, unassigned, and line or paragraph separators."""
+
+
+def is_printable(text: str) -> bool:
+    """Whether ``text`` holds no character of the :data:`UNPRINTABLE` categories.
+
+    Why: a name read from a file (a method in a run log, a title) is printed to a
+    terminal as it is, where ``\\x1b[2J`` clears the screen and an OSC sequence retitles
+    the window or writes a link; refusing such a name keeps every view of it plain.
+    """
+    return not any(unicodedata.category(c) in UNPRINTABLE for c in text)

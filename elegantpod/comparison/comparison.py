@@ -31,13 +31,24 @@ from typing import Any
 
 import numpy as np
 
+from elegantpod.checks.text import is_printable, short
 from elegantpod.comparison import statistics as st
-from elegantpod.comparison.runs import RunCurve, read_run
+from elegantpod.comparison.runs import MAX_SCORE, MAX_SECONDS, RunCurve, read_run
 
 MAX_METHODS = 32
 """Methods in one comparison (a bound on what a hostile call can make us draw)."""
 MAX_NAME = 80
 """The longest method name shown."""
+MAX_RUNS = 1_000
+"""Runs of one method: far past any study of seeds (Agarwal et al. judge 3 to 100), and
+a bound on what one comparison reads, holds and lists in its report."""
+MAX_RESAMPLED = 10_000_000
+"""Bootstrap resamples times the runs of the largest method: each interval holds that
+many drawn indices and values at once (80 MB of each), so ``reps=1_000_000`` is
+accepted for a few runs but not for a thousand (8 GB)."""
+MIN_BUDGET = 1e-3
+"""The shortest budget accepted (a millisecond): below it the seconds were surely given
+in another unit, and no run evaluates that fast."""
 
 
 @dataclass(frozen=True)
@@ -308,7 +319,20 @@ def _method_name(name: Any) -> str:
         raise ValueError(f"method names must be non-empty strings, got {name!r}")
     if len(name) > MAX_NAME:
         raise ValueError(f"method name {name[:40]!r}... is longer than {MAX_NAME} characters")
+    if not is_printable(name):  # printed to terminals by the CLI and the benchmarks
+        raise ValueError(
+            f"method name {short(name)} holds a control or invisible character; "
+            "a name is printed as it is"
+        )
     return name
+
+
+def _check_budget(budget: float, given: str) -> None:
+    if not MIN_BUDGET <= budget <= MAX_SECONDS:
+        raise ValueError(
+            f"budget must be between {MIN_BUDGET:g} and {MAX_SECONDS:g} seconds "
+            f"(ten years), got {budget!r}{given}"
+        )
 
 
 def compare(
@@ -356,7 +380,11 @@ def compare(
     ------
     ValueError
         Naming the bad value, before anything is read: no methods, an empty method, a
-        bad name, target or budget. :class:`~elegantpod.comparison.runs.RunError` (a
+        bad name or title (one with a control character included), a target beyond
+        :data:`~elegantpod.comparison.runs.MAX_SCORE` either way, a budget outside
+        :data:`MIN_BUDGET` to :data:`~elegantpod.comparison.runs.MAX_SECONDS`, more
+        than :data:`MAX_RUNS` runs of a method, or ``reps`` times those runs past
+        :data:`MAX_RESAMPLED`. :class:`~elegantpod.comparison.runs.RunError` (a
         ``ValueError``) naming the run that cannot be read or that fails a check.
     """
     from elegantpod.checks.limits import check_finite
@@ -371,14 +399,33 @@ def compare(
             raise ValueError(f"runs[{name!r}] must be a list of runs, got {given!r:.80}")
         if not given:
             raise ValueError(f"runs[{name!r}] is empty: a method needs at least one run")
+        if len(given) > MAX_RUNS:
+            raise ValueError(
+                f"runs[{name!r}] has {len(given):,} runs; at most {MAX_RUNS:,} a method"
+            )
     check_finite("target", target, allow_none=True)
     check_finite("budget", budget, allow_none=True)
+    if target is not None and not -MAX_SCORE <= target <= MAX_SCORE:
+        raise ValueError(f"target must be within +-{MAX_SCORE:g}, got {target!r}")
     if budget is not None and budget <= 0:
         raise ValueError(f"budget must be > 0 seconds, got {budget}")
+    if budget is not None:
+        _check_budget(budget, "")
     if isinstance(reps, bool) or not isinstance(reps, int) or not 100 <= reps <= 1_000_000:
         raise ValueError(f"reps must be an integer in [100, 1000000], got {reps!r}")
+    largest = max(runs, key=lambda name: len(runs[name]))
+    if reps * len(runs[largest]) > MAX_RESAMPLED:
+        raise ValueError(
+            f"reps={reps:,} resamples of the {len(runs[largest]):,} runs of {largest!r} are "
+            f"{reps * len(runs[largest]):,} values; at most {MAX_RESAMPLED:,} (fewer reps)"
+        )
     if title is not None and not isinstance(title, str):
         raise ValueError(f"title must be a string, got {title!r:.80}")
+    if title is not None and not is_printable(title):
+        raise ValueError(
+            f"title {short(title)} holds a control or invisible character; "
+            "a title is printed as it is"
+        )
 
     curves = {name: tuple(read_run(r) for r in given) for name, given in runs.items()}
     every = [c for cs in curves.values() for c in cs]
@@ -399,6 +446,7 @@ def compare(
         budget = said.pop() if len(said) == 1 else max((c.duration for c in every), default=0.0)
         if budget <= 0:
             raise ValueError("give budget=: no run says its budget and none has an evaluation")
+        _check_budget(budget, " (from the runs: give budget=)")
     result = Comparison(
         runs=curves,
         target=float(target),

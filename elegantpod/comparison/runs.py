@@ -8,14 +8,15 @@ evaluations it made over its own clock, and the statistics never see where it ca
 
 Everything read here is untrusted input, as everywhere in elegantpod: a store goes
 through the store's own checks (:func:`~elegantpod.tournament.store.reading.read_store`),
-a ``result.json`` and a curve given as data are checked field by field here (sizes,
-types, finite numbers, bounded lengths), and the only text kept from a source is the
-name the user gave it, which every view escapes.
+a ``result.json`` is read as a store's files are (a regular file inside its run folder,
+never through a link, of bounded size and nesting) and, like a curve given as data, is
+checked field by field here (sizes, types, finite numbers within bounds, bounded
+lengths), and the only text kept from a source is the name the user gave it, which
+every view escapes.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Mapping
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from elegantpod.checks.json_values import parse_json
 from elegantpod.checks.text import short
 
 MAX_POINTS = 200_000
@@ -31,6 +33,12 @@ MAX_RESULT_BYTES = 64 * 2**20
 """The largest ``result.json`` read."""
 MAX_SECONDS = 10 * 365 * 86_400.0
 """The longest run clock accepted (ten years): anything longer is a corrupt field."""
+MAX_SCORE = 1e15
+"""The largest score (and target) accepted, either sign. Returns and Sharpe ratios sit
+many orders below it; what lies beyond is a corrupt or hostile field, and bounding it
+keeps every figure finite: a mean of scores of 1e308 overflows to infinity (and a
+difference of two to NaN), which a report would print with a verdict, while sums of
+scores within it stay near 1e21 even over a million runs."""
 
 
 class RunError(ValueError):
@@ -90,10 +98,13 @@ class RunCurve:
         return self.times[-1] if self.times else 0.0
 
 
-def _number(value: Any, where: str, *, low: float = -math.inf, high: float = math.inf) -> float:
+def _number(value: Any, where: str, *, low: float = -MAX_SCORE, high: float = MAX_SCORE) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise RunError(f"{where} must be a number, got {short(value)}")
-    x = float(value)
+    try:
+        x = float(value)
+    except OverflowError:  # an integer of 400 digits, say: JSON reads it whole
+        x = math.inf
     if not math.isfinite(x) or not (low <= x <= high):
         raise RunError(
             f"{where} must be a finite number in [{low:g}, {high:g}], got {short(value)}"
@@ -186,9 +197,15 @@ def from_pod_output(folder: str | os.PathLike) -> RunCurve:
     source = os.fspath(folder)
     path = Path(folder) / "result.json"
     try:
-        raw = json.loads(read_bytes(path, MAX_RESULT_BYTES))
-    except (OSError, ValueError) as exc:
+        # the folder is the root: it may be a link the user typed, but result.json in
+        # it may not be one (a store's rule: a link would read some other file)
+        data = read_bytes(path, MAX_RESULT_BYTES, root=folder)
+    except (OSError, ValueError) as exc:  # a link, a FIFO, a file over its limit
         raise RunError(f"{source}: cannot read result.json: {exc}") from exc
+    try:
+        raw = parse_json(data, f"{source}: cannot read result.json")
+    except ValueError as exc:
+        raise RunError(str(exc)) from None
     if not isinstance(raw, dict):
         raise RunError(f"{source}/result.json must hold an object, got {type(raw).__name__}")
     curve = raw.get("curve")

@@ -115,12 +115,55 @@ def probability_of_improvement(x, y, *, lower_is_better: bool = False) -> float:
     return float(_poi_rows(x[None, :], y[None, :], lower_is_better)[0])
 
 
+SORTED_AT_ONCE = 1 << 18
+"""Values :func:`_poi_rows` sorts in one block of resamples (2 MiB of floats; the block
+and its sort's arrays take a few times that)."""
+
+
 def _poi_rows(x: np.ndarray, y: np.ndarray, lower_is_better: bool) -> np.ndarray:
-    """:func:`probability_of_improvement` of every pair of rows (resamples)."""
+    """:func:`probability_of_improvement` of every pair of rows (resamples): rows of
+    ``x`` of shape ``(reps, n)`` against the same rows of ``y``, ``(reps, m)``.
+
+    Why by sorting and not by comparing every run of ``x`` with every run of ``y``: that
+    comparison is ``reps x n x m`` floats, 3.6 GB at 5,000 resamples of 300 runs a
+    method and 40 GB at 1,000. Sorting each row of ``x`` and ``y`` together counts, for
+    every run of ``x``, the runs of ``y`` below it and those tied with it (the
+    Mann-Whitney U statistic) in ``O((n + m) log(n + m))``, a bounded block of rows at a
+    time. The counts are integers and the probability is made from them as the
+    comparison made it (``wins / nm + 0.5 * ties / nm``), so every figure is the same
+    to the last bit.
+    """
     if lower_is_better:
         x, y = -x, -y
-    diff = x[:, :, None] - y[:, None, :]
-    return ((diff > 0).mean(axis=(1, 2)) + 0.5 * (diff == 0).mean(axis=(1, 2))).astype(float)
+    reps, n = x.shape
+    pairs = n * y.shape[1]
+    out = np.empty(reps)
+    step = max(1, SORTED_AT_ONCE // (n + y.shape[1]))
+    for start in range(0, reps, step):
+        a, b = x[start : start + step], y[start : start + step]
+        below = _ys_before(a, b, ties_before=False)
+        ties = _ys_before(a, b, ties_before=True) - below
+        out[start : start + step] = below / pairs + 0.5 * (ties / pairs)
+    return out
+
+
+def _ys_before(x: np.ndarray, y: np.ndarray, *, ties_before: bool) -> np.ndarray:
+    """Per row, the runs of ``y`` sorted before each run of ``x``, summed over ``x``:
+    those below it, and with ``ties_before`` those equal to it too.
+
+    A stable sort keeps equal values in the order given, so ``y`` put first places its
+    ties before ``x``'s and ``y`` put last after them. NaN sorts last and beats nothing
+    (as no comparison with it holds), so a NaN of ``x`` counts nothing.
+    """
+    n, m = x.shape[1], y.shape[1]
+    both = np.concatenate([y, x] if ties_before else [x, y], axis=1)
+    column = np.arange(n + m)
+    is_y = column < m if ties_before else column >= n
+    order = np.argsort(both, axis=1, kind="stable")
+    y_at = is_y[order]
+    ys_so_far = np.cumsum(y_at, axis=1)
+    counted = ~y_at & ~np.isnan(np.take_along_axis(both, order, axis=1))
+    return np.where(counted, ys_so_far, 0).sum(axis=1)
 
 
 def _resample(sample: np.ndarray, reps: int, rng: np.random.Generator) -> np.ndarray:

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import elegantpod
-from elegantpod.comparison.comparison import compare
-from elegantpod.comparison.runs import RunCurve, RunError
+from elegantpod.comparison.comparison import MAX_RESAMPLED, MAX_RUNS, compare
+from elegantpod.comparison.runs import MAX_SCORE, RunCurve, RunError
 from elegantpod.tournament.core.spec import TournamentSpec
 from tests.helpers import CHROMIUM, need_chromium
 from tests.tournament.store.test_hostile_store import make_store, record
@@ -141,11 +141,72 @@ def test_target_and_budget_come_from_the_stores_when_they_agree(tmp_path):
         ({"a": [{"time": [-1], "score": [1]}]}, 1, None, r"\[0\].time must be a finite number"),
         ({"a": [{"time": [0], "score": [1], "cmd": "x"}]}, 1, None, "unknown keys"),
         ({"a": [42]}, 1, None, "a run must be a store"),
+        # a target or budget no run can mean: refused, not turned into figures
+        ({"a": [curve([0], [1])]}, 1e308, 10, r"target must be .* got 1e\+308"),
+        ({"a": [curve([0], [1])]}, 1, 1e-300, r"budget must be between .*, got 1e-300"),
+        ({"a": [curve([0], [1])]}, 1, 1e300, r"budget must be between .*, got 1e\+300"),
+        ({"a": [curve([0], [1e308])]}, 1, 10, r"\[0\].score must be .* got 1e\+308"),
+        ({"a": [curve([0], [1], target=-1e300)]}, None, 10, r"target must be .* got -1e\+300"),
+        ({"\x1b[2Jpwned": [curve([0], [1])]}, 1, 10, r"'\\x1b\[2Jpwned' holds a control"),
     ],
 )
 def test_bad_input_is_refused_naming_the_value(runs, target, budget, message):
     with pytest.raises(ValueError, match=message):
         compare(runs, target, budget=budget)
+
+
+def test_a_title_that_would_drive_the_terminal_is_refused():
+    with pytest.raises(ValueError, match=r"title .*'\\x1b\]0;x\\x07' holds a control"):
+        compare(hand_case(), 10, budget=30, title="\x1b]0;x\x07")
+
+
+def test_too_many_runs_are_refused_before_any_is_read():
+    """Past the bounds, one line naming the count and the bound, and no run is read
+    (these paths do not exist)."""
+    runs = {"a": ["missing"] * 3, "b": ["missing"] * (MAX_RUNS + 1)}
+    with pytest.raises(ValueError, match=rf"runs\['b'\] has 1,001 runs; at most {MAX_RUNS:,}"):
+        compare(runs, 1)
+    reps = MAX_RESAMPLED // 400 + 1
+    with pytest.raises(ValueError, match=rf"{reps:,} resamples of the 400 runs of 'b' .* at most"):
+        compare({"a": ["missing"], "b": ["missing"] * 400}, 1, reps=reps)
+
+
+def test_scores_at_the_bound_give_finite_figures_and_a_verdict():
+    """The largest scores accepted: every IQM, difference and interval stays finite."""
+    top = [curve([0, 1 + i], [-MAX_SCORE, MAX_SCORE]) for i in range(8)]
+    bottom = [curve([0, 20 + i], [-MAX_SCORE, -MAX_SCORE]) for i in range(8)]
+    c = compare({"top": top, "bottom": bottom}, MAX_SCORE, budget=30, reps=200)
+    figures = c.to_dict()
+    for f in figures["methods"].values():
+        assert all(math.isfinite(x) for x in f["time_iqm"] + f["final_iqm"])
+    (v,) = figures["versus"]
+    assert all(math.isfinite(x) for k in ("time_difference", "final_difference") for x in v[k])
+    assert v["verdict"] == "pays"
+
+
+def test_hostile_run_folders_are_refused_in_one_line_naming_the_file(tmp_path):
+    run = tmp_path / "pod"
+    run.mkdir()
+    result = run / "result.json"
+    result.write_text('{"curve": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(RunError, match=r"pod: cannot read result.json: nested too deeply"):
+        compare({"a": [run]}, 1)
+    result.write_text('{"curve": [{"wall_seconds": 1, "score": ' + "9" * 400 + "}]}")
+    with pytest.raises(RunError, match=r"result.json: curve\[0\].score must be a finite number"):
+        compare({"a": [run]}, 1)
+    # a link out of the run folder is refused as a store refuses one, even to a good file
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(json.dumps({"curve": [{"wall_seconds": 1.0, "score": 5.0}]}))
+    result.unlink()
+    result.symlink_to(elsewhere)
+    with pytest.raises(RunError, match=r"result.json' is a symbolic link"):
+        compare({"a": [run]}, 1)
+    good = tmp_path / "good"
+    good.mkdir()
+    (good / "result.json").write_bytes(elsewhere.read_bytes())
+    (tmp_path / "linked").symlink_to(good, target_is_directory=True)
+    # the run folder itself may be a link the user typed, as a store's root may
+    assert compare({"a": [tmp_path / "linked"]}, 1).times("a").tolist() == [1.0]
 
 
 def test_hostile_stores_and_run_folders_are_refused_naming_the_run(tmp_path):

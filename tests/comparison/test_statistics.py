@@ -1,6 +1,7 @@
 """The statistics of a comparison against hand-computed values and known properties."""
 
 import math
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -44,6 +45,55 @@ def test_probability_of_improvement_counts_ties_half():
     ) == pytest.approx(6 / 9)
     assert st.probability_of_improvement([1, 1], [1, 1]) == 0.5
     assert math.isnan(st.probability_of_improvement([], [1]))
+
+
+def _pairwise(x, y) -> float:
+    """``P(X > Y)``, ties counting half, pair by pair: the definition itself."""
+    wins = sum(1.0 if a > b else 0.5 if a == b else 0.0 for a in x for b in y)
+    return wins / (len(x) * len(y))
+
+
+def test_probability_of_improvement_is_the_pairwise_count_to_the_last_bit():
+    """Rows of few distinct values (ties everywhere), of each size from one run up: the
+    counted probability equals the n x m comparison it replaced bit for bit (so every
+    interval printed before is printed again) and the pairwise definition."""
+    rng = np.random.default_rng(0)
+    for n, m in [(1, 1), (1, 4), (3, 5), (7, 4), (12, 12), (30, 17)]:
+        x = rng.integers(-3, 4, size=(50, n)).astype(float)
+        y = rng.integers(-3, 4, size=(50, m)).astype(float)
+        y[:, 0] = -0.0  # equal to 0.0, as the comparison says
+        for lower in (False, True):
+            sx, sy = (-x, -y) if lower else (x, y)
+            diff = sx[:, :, None] - sy[:, None, :]
+            cube = (diff > 0).mean(axis=(1, 2)) + 0.5 * (diff == 0).mean(axis=(1, 2))
+            got = st._poi_rows(x, y, lower)
+            assert got.tolist() == cube.tolist()
+            pairwise = [_pairwise(a, b) for a, b in zip(sx, sy, strict=True)]
+            assert got.tolist() == pytest.approx(pairwise)
+    x, y = rng.normal(size=(20, 9)), rng.normal(size=(20, 6))
+    diff = x[:, :, None] - y[:, None, :]
+    assert st._poi_rows(x, y, False).tolist() == (diff > 0).mean(axis=(1, 2)).tolist()
+    # the pairwise definition where a difference is NaN: inf ties inf, NaN beats nothing
+    odd = [math.inf, 2.0, math.nan, -math.inf, 2.0]
+    other = [math.inf, 2.0, math.nan, 1.0]
+    for a, b in ((odd, other), (other, odd)):
+        assert st.probability_of_improvement(a, b) == _pairwise(a, b)
+
+
+def test_probability_of_improvement_of_many_runs_never_holds_runs_squared():
+    """Every resample's n x m comparison was 5,000 x n x m floats: 400 MB at 100 runs a
+    method, 3.6 GB at 300 and 40 GB at 1,000 (an outside review's finding). Counted by
+    sorting, 100 runs take the resamples themselves and little more."""
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=100), rng.normal(0.5, size=100)
+    tracemalloc.start()
+    try:
+        iv = st.improvement_interval(x, y, lower_is_better=True)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 2**20, peak  # the cube alone was 400 MB
+    assert iv.value == _pairwise(-x, -y) and iv.low < iv.value < iv.high
 
 
 def test_bootstrap_intervals_are_seeded_and_contain_the_point():
