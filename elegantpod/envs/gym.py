@@ -22,11 +22,20 @@ flattened pixels learns little, so they keep their shape, as float32 pixel value
 see :mod:`elegantpod.agents.nets`).
 Actions are passed on as they come (learners already send them within the Box bounds),
 cast to the action space's dtype.
+
+A user's env is held to what it declares (:class:`DeclaredEnv`): an observation of more
+than :data:`~elegantpod.envs.limits.MAX_OBS_VALUES` numbers is refused when the first
+sub-env is built, and each reset's and the first step's observation must have the
+declared dtype, shape and ``Dict`` keys; a ``close()`` that raises is a warning.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 import multiprocessing
+import warnings
+from collections.abc import Mapping
 from typing import Any
 
 import gymnasium
@@ -34,8 +43,9 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode, VectorEnv
 
+from elegantpod.checks.text import short
 from elegantpod.envs.base import StepResult, Tensor
-from elegantpod.envs.limits import check_num_envs, check_seed
+from elegantpod.envs.limits import MAX_OBS_VALUES, check_num_envs, check_seed
 
 FILE_KWARGS = ("xml_file",)
 """gymnasium keywords whose values name a file the env reads (every MuJoCo env's model).
@@ -116,13 +126,14 @@ class GymVecEnv:
                         **(vector_kwargs or {}),
                         "autoreset_mode": AutoresetMode.SAME_STEP,
                     },
-                    **make_kwargs,
+                    **declared_kwargs(env, make_kwargs),
                 )
             except Exception as exc:
-                # a missing package or a wrong keyword: messages that quote no file
-                is_plain = isinstance(exc, gymnasium.error.DependencyNotInstalled) or (
-                    isinstance(exc, TypeError) and "keyword argument" in str(exc)
-                )
+                # a missing package, a wrong keyword or an observation refused by
+                # DeclaredEnv: messages that quote no file
+                is_plain = isinstance(
+                    exc, gymnasium.error.DependencyNotInstalled | ObservationError
+                ) or (isinstance(exc, TypeError) and "keyword argument" in str(exc))
                 if is_plain or not files:
                     raise
                 how = f"gymnasium.make({env!r}, {files[0]}=...) shows it"
@@ -141,6 +152,7 @@ class GymVecEnv:
         self._flatten = flattened_space(single, self.env_id)
         """The original space where observations are flattened (see the module
         docstring), else ``None``."""
+        check_obs_values(single, self.env_id)  # a ready vector env's: before flatten_space
         if self._flatten is None:
             self.observation_space = _float32_box(single)
         else:  # gymnasium flattens a Discrete into an int64 Box: ours holds float32
@@ -230,8 +242,16 @@ class GymVecEnv:
         return gymnasium.spaces.flatten(self._flatten, obs).astype(np.float32)
 
     def close(self) -> None:
-        """Close the underlying gymnasium env (ends worker processes of async envs)."""
-        self.vec.close()
+        """Close the underlying gymnasium env (ends worker processes of async envs).
+
+        An error of the env's own ``close()`` is a warning, not raised: closing is the
+        clean-up after a finished or failed run (a pod's, a tournament segment's), whose
+        result or real error it must not replace.
+        """
+        try:
+            self.vec.close()
+        except Exception as exc:
+            warn_close(self.env_id, exc)
 
     def __repr__(self) -> str:
         return f"GymVecEnv({self.env_id!r}, num_envs={self.num_envs}, device={self.device})"
@@ -249,15 +269,15 @@ FLATTENED = (
 
 def flattened_space(space: gymnasium.spaces.Space, env_id: str):
     """``space`` where its observations are to be flattened, ``None`` where they are a
-    flat Box or images already; a ``ValueError`` for spaces that have no fixed-size flat
-    form (``Text``, ``Graph``, ``Sequence``)."""
+    flat Box or images already; an :class:`ObservationError` (a ``ValueError``) for
+    spaces that have no fixed-size flat form (``Text``, ``Graph``, ``Sequence``)."""
     if isinstance(space, gymnasium.spaces.Box):
         if len(space.shape) == 1 or is_image_space(space):
             return None
         return space
     if isinstance(space, FLATTENED) and _has_flat_form(space):
         return space
-    raise ValueError(
+    raise ObservationError(
         f"{env_id!r} observes {type(space).__name__} spaces, which have no fixed-size "
         "vector form; elegantpod takes Box, Discrete, MultiDiscrete, MultiBinary and "
         "Tuple or Dict of those"
@@ -291,3 +311,223 @@ def _float32_box(space: gymnasium.spaces.Space) -> gymnasium.spaces.Space:
         return space
     low, high = space.low.astype(np.float32), space.high.astype(np.float32)
     return gymnasium.spaces.Box(low, high, space.shape, np.float32)
+
+
+# -- a user's env held to what it declares -------------------------------------------------
+class ObservationError(ValueError):
+    """An env's observation space, or an observation, that elegantpod cannot take as
+    declared: too large, or not what the space says (dtype, shape, keys)."""
+
+
+class DeclaredEnv(gymnasium.Wrapper):
+    """One sub-env of a gymnasium env, refused where it observes otherwise than it declares.
+
+    Why: gymnasium's batching of sub-envs fails obscurely on such observations (float
+    frames in a ``uint8`` space: ``Cannot cast array data``; a ``Dict`` lacking a key: a
+    bare ``KeyError``), or casts them silently (``uint16`` 300 into ``uint8``: 44; a key
+    the space lacks: dropped), and gymnasium's own checker only warns, or asserts, at
+    the first reset and step. This wrapper sits above the env and the time limit that
+    ``gymnasium.make`` adds, below gymnasium's checker (:func:`declared_kwargs`), and
+    raises one :class:`ObservationError` naming the env, the dtype, shape or keys: for
+    a space too large when the sub-env is built, before the vector env allocates its
+    batch; for an observation at every reset and at the first step (each later step
+    goes straight to the env, at no cost). An error of the env's ``close()`` is a
+    warning (see :meth:`GymVecEnv.close`).
+    """
+
+    def __init__(self, env: gymnasium.Env, env_id: str) -> None:
+        super().__init__(env)
+        self.env_id = env_id
+        flattened_space(env.observation_space, env_id)  # no fixed-size form: said now
+        check_obs_values(env.observation_space, env_id)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        """The env's reset, its observation checked (every reset: an episode's cost)."""
+        obs, info = self.env.reset(seed=seed, options=options)
+        check_observation(self.observation_space, obs, self.env_id, "reset()")
+        return obs, info
+
+    def step(self, action):
+        """The env's first step, its observation checked; later steps are the env's own."""
+        out = self.env.step(action)
+        check_observation(self.observation_space, out[0], self.env_id, "step()")
+        # later steps call the env's own step: a check at every step costs every step
+        self.step = self.env.step
+        return out
+
+    def close(self) -> None:
+        """Close the env; an error of its ``close()`` is a warning (:func:`warn_close`)."""
+        try:
+            self.env.close()
+        except Exception as exc:
+            warn_close(self.env_id, exc)
+
+
+def declared_kwargs(env_id: str, make_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``make_kwargs`` for ``gymnasium.make_vec`` with :class:`DeclaredEnv` on each sub-env.
+
+    gymnasium's checker (``PassiveEnvChecker``), when the spec or ``disable_env_checker``
+    asks for it, moves above ``DeclaredEnv``: put first by ``gymnasium.make``, it would
+    assert (a ``Dict``'s keys) or warn (a dtype) before our check could say what to do.
+    ``wrappers`` of the caller go on top.
+    """
+    kwargs = dict(make_kwargs)
+    spec = gymnasium.registry.get(env_id)
+    disabled = kwargs.pop("disable_env_checker", None)
+    if disabled is None:  # an unknown id: make_vec says so
+        disabled = spec is None or spec.disable_env_checker
+    checker = [] if disabled else [gymnasium.wrappers.PassiveEnvChecker]
+    wrappers = [functools.partial(DeclaredEnv, env_id=env_id), *checker]
+    return {
+        **kwargs,
+        "disable_env_checker": True,
+        "wrappers": [*wrappers, *(kwargs.pop("wrappers", None) or ())],
+    }
+
+
+def obs_values(space: gymnasium.spaces.Space) -> int:
+    """Numbers in one observation of ``space`` as the adapter returns it: a frame's
+    pixels times channels, else its flattened width (a ``Discrete``'s one-hot ``n``).
+
+    Counted in Python integers, from the space's sizes only: gymnasium's ``flatdim``
+    sums a ``MultiDiscrete`` in int64, which overflows to a negative width.
+    """
+    if isinstance(space, gymnasium.spaces.Discrete):
+        return int(space.n)
+    if isinstance(space, gymnasium.spaces.MultiDiscrete):
+        return sum(int(n) for n in space.nvec.flat)
+    if isinstance(space, gymnasium.spaces.Tuple):
+        return sum(obs_values(s) for s in space.spaces)
+    if isinstance(space, gymnasium.spaces.Dict):
+        return sum(obs_values(s) for s in space.spaces.values())
+    return math.prod(int(d) for d in space.shape)  # Box, MultiBinary
+
+
+def check_obs_values(space: gymnasium.spaces.Space, env_id: str) -> None:
+    """Raise :class:`ObservationError` naming ``space`` and its size when one observation
+    holds more than :data:`~elegantpod.envs.limits.MAX_OBS_VALUES` numbers."""
+    values = obs_values(space)
+    if values <= MAX_OBS_VALUES:
+        return
+    if is_image_space(space):
+        what, advice = "a frame", "downscale or crop the frames"
+    elif _has_one_hot(space):
+        what = "once flattened"
+        advice = "a Discrete state is its one-hot vector; observe features of the state"
+    else:
+        what, advice = "once flattened", "observe fewer numbers"
+    raise ObservationError(
+        f"{env_id!r} observes {short(space)}, {values:,} values {what}; elegantpod "
+        f"takes observations of at most {MAX_OBS_VALUES:,} (MAX_OBS_VALUES): {advice}"
+    )
+
+
+def _has_one_hot(space: gymnasium.spaces.Space) -> bool:
+    if isinstance(space, gymnasium.spaces.Tuple | gymnasium.spaces.Dict):
+        parts = space.spaces.values() if isinstance(space.spaces, dict) else space.spaces
+        return any(_has_one_hot(s) for s in parts)
+    return isinstance(space, gymnasium.spaces.Discrete | gymnasium.spaces.MultiDiscrete)
+
+
+def check_observation(
+    space: gymnasium.spaces.Space, obs: Any, env_id: str, where: str, path: str = "observation"
+) -> None:
+    """Raise :class:`ObservationError` where ``obs``, which the env's ``where`` returned,
+    is not of ``space``'s dtype (or one that casts within its kind, as gymnasium's
+    batching does: ``float64`` for ``float32``, not ``float64`` for ``uint8``), shape,
+    integer range, ``Dict`` keys or ``Tuple`` length. Values within a Box's bounds are
+    not checked: that costs a pass over every observation."""
+    if isinstance(space, gymnasium.spaces.Dict):
+        if not isinstance(obs, Mapping):
+            _refuse(env_id, path, f"declares a dict, but its {where} returned a {_kind(obs)}")
+        missing = [k for k in space.spaces if k not in obs]
+        extra = [k for k in obs if k not in space.spaces]
+        if missing or extra:
+            parts = [f"lacks {_keys(missing)}"] if missing else []
+            parts += [f"has {_keys(extra)} it does not declare"] if extra else []
+            declared = ", ".join(short(k) for k in space.spaces)
+            _refuse(
+                env_id,
+                path,
+                f"declares the keys {declared}, but what its {where} returned "
+                f"{' and '.join(parts)}",
+            )
+        for key, sub in space.spaces.items():
+            check_observation(sub, obs[key], env_id, where, f"{path}[{short(key)}]")
+    elif isinstance(space, gymnasium.spaces.Tuple):
+        if not isinstance(obs, tuple | list) or len(obs) != len(space.spaces):
+            got = f"{len(obs)} parts" if isinstance(obs, tuple | list) else f"a {_kind(obs)}"
+            _refuse(
+                env_id, path, f"declares {len(space.spaces)} parts, but its {where} returned {got}"
+            )
+        for i, (sub, part) in enumerate(zip(space.spaces, obs, strict=True)):
+            check_observation(sub, part, env_id, where, f"{path}[{i}]")
+    else:
+        _check_array(space, obs, env_id, where, path)
+
+
+def _check_array(space, obs: Any, env_id: str, where: str, path: str) -> None:
+    """A Box's, Discrete's, MultiDiscrete's or MultiBinary's observation (see
+    :func:`check_observation`)."""
+    declared = np.dtype(space.dtype)
+    try:
+        array = np.asarray(obs)
+    except (TypeError, ValueError):  # a ragged list, an object numpy cannot read
+        array = np.empty((), dtype=object)
+    if not np.can_cast(array.dtype, declared, "same_kind"):
+        got = array.dtype if array.dtype != object else _kind(obs)
+        _refuse(
+            env_id,
+            path,
+            f"declares {declared} values, but its {where} returned {got} ones: return "
+            f"{declared} values, or declare the dtype the env computes in",
+        )
+    if array.shape != space.shape:
+        _refuse(
+            env_id,
+            path,
+            f"declares observations of shape {space.shape}, but its {where} returned one "
+            f"of shape {array.shape}",
+        )
+    if np.issubdtype(declared, np.integer) and array.dtype != declared and array.size:
+        info = np.iinfo(declared)
+        low, high = array.min(), array.max()
+        if low < info.min or high > info.max:
+            extreme = f"as large as {high}" if high > info.max else f"as small as {low}"
+            _refuse(
+                env_id,
+                path,
+                f"declares {declared} values, but its {where} returned {array.dtype} ones "
+                f"{extreme}, outside {declared}'s {info.min}..{info.max} (they would wrap)",
+            )
+    if isinstance(space, gymnasium.spaces.Discrete):
+        start, n = int(space.start), int(space.n)
+        if not start <= int(array) < start + n:
+            _refuse(
+                env_id,
+                path,
+                f"holds {start}..{start + n - 1}, but its {where} returned {int(array)}",
+            )
+
+
+def _refuse(env_id: str, path: str, what: str) -> None:
+    raise ObservationError(f"{env_id!r}, {path}: its observation space {what}")
+
+
+def _kind(obs: Any) -> str:
+    return type(obs).__name__
+
+
+def _keys(keys: list) -> str:
+    return f"the key{'s' if len(keys) > 1 else ''} {', '.join(short(k) for k in keys)}"
+
+
+def warn_close(env_id: str, exc: BaseException) -> None:
+    """Warn that closing ``env_id`` raised ``exc``, which is not raised (see
+    :meth:`GymVecEnv.close`)."""
+    warnings.warn(
+        f"closing {env_id!r} raised {short(exc)}; ignored, "
+        "as the run it ended has its own result or error",
+        RuntimeWarning,
+        stacklevel=3,
+    )

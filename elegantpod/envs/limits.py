@@ -1,4 +1,4 @@
-"""Limits of an env's size, seed and time limit, checked before any work.
+"""Limits of an env's size, seed, time limit and observations, checked before any work.
 
 Why: ``num_envs=10**9``, a seed of ``2**64`` or a time limit of ``10**18`` failed late
 (an ``OverflowError`` deep in torch, or an aborted process) instead of raising a
@@ -16,6 +16,12 @@ MAX_SEED = 2**62
 """Largest env seed (in size; a tournament's pods may have negative seeds): torch's
 generators take 64-bit seeds, and a pod adds offsets to its seed (one per evaluation),
 which must stay within them. gymnasium's envs take seeds >= 0 only."""
+MAX_OBS_VALUES = 2**22
+"""Most numbers in one observation of a gymnasium env: a flattened observation's width
+(a ``Discrete(n)`` state is its one-hot vector of ``n``) or a frame's pixels times
+channels (1024x1024x4 fits; Atari's frames are 100,800). ``Discrete(10**9)`` asked
+for a billion-wide vector and 2048x2048x3 frames for a billion-weight image encoder,
+both failing in an allocation before the pod's memory check could name the sizes."""
 MAX_EPISODE_STEPS = 10**9
 """Longest time limit: a step counter in 32 bits (MJX) holds it, and no episode is longer."""
 

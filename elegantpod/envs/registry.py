@@ -6,6 +6,7 @@ import difflib
 import functools
 import importlib.metadata
 import inspect
+import warnings
 from typing import Any
 
 import gymnasium
@@ -28,11 +29,60 @@ adds its envs the same way."""
 
 
 @functools.cache
-def packaged_envs() -> dict[str, importlib.metadata.EntryPoint]:
-    """Every packaged env (:data:`ENTRY_POINTS`) by id, read once from the installed
-    packages' metadata; none is imported here."""
+def declared_envs() -> tuple[importlib.metadata.EntryPoint, ...]:
+    """Every entry point of :data:`ENTRY_POINTS` in the installed packages' metadata, read
+    once, elegantpod's own first; none is imported here."""
     found = importlib.metadata.entry_points(group=ENTRY_POINTS)
-    return {ep.name: ep for ep in sorted(found, key=lambda ep: ep.name)}
+    return tuple(sorted(found, key=lambda ep: _package(ep) != "elegantpod"))
+
+
+def packaged_envs() -> dict[str, importlib.metadata.EntryPoint]:
+    """Every packaged env (:data:`ENTRY_POINTS`) by id; none is imported here.
+
+    An entry point may only add an id: one that names an id already taken (a native
+    env such as ``CartPole-v1``, a gymnasium id, another package's env) is ignored
+    with a warning, and the id keeps what it had. Why: any installed package can
+    declare entry points, and one named ``CartPole-v1`` took that id over, and with it
+    every spec, checkpoint and tournament that names it. Checked at each call, as
+    gymnasium ids may be registered later (``import ale_py``, the user's own).
+    """
+    out: dict[str, importlib.metadata.EntryPoint] = {}
+    for ep in declared_envs():
+        taken = _taken(ep.name, out)
+        if taken is None:
+            out[ep.name] = ep
+        else:
+            _warn_taken(ep.name, ep.value, _package(ep), taken)
+    return dict(sorted(out.items()))
+
+
+def _taken(env_id: str, packaged: dict[str, importlib.metadata.EntryPoint]) -> str | None:
+    """What already holds ``env_id``, or ``None`` where it is free for a packaged env."""
+    if env_id in packaged:
+        return f"the env {packaged[env_id].value!r} of the package {_package(packaged[env_id])!r}"
+    if env_id in NATIVE_ENVS:
+        return f"a native env ({NATIVE_ENVS[env_id].__name__})"
+    if env_id in gymnasium.registry:
+        return "a gymnasium env"
+    return None
+
+
+def _package(ep: importlib.metadata.EntryPoint) -> str | None:
+    dist = getattr(ep, "dist", None)
+    return getattr(dist, "name", None)
+
+
+@functools.cache
+def _warn_taken(env_id: str, value: str, package: str | None, taken: str) -> None:
+    """Warn, once per entry point, that it names an id that is taken (see
+    :func:`packaged_envs`)."""
+    warnings.warn(
+        f"the {ENTRY_POINTS!r} entry point {short(value)} of the package {package!r} "
+        f"names the env {short(env_id)}, which is already {taken}: ignored, and "
+        f"{short(env_id)} stays what it was",
+        UserWarning,
+        stacklevel=4,
+    )
 
 
 PATH_KWARGS = ("data", *FILE_KWARGS)
@@ -324,9 +374,14 @@ def _missing_dependency(env_id: str, exc: Exception) -> str:
 
 def check_eval_env(env_id: str, env_kwargs: dict, eval_env_kwargs: dict, fitness: str) -> None:
     """Build one evaluation sub-env on the CPU: bad evaluation settings, or a ``fitness``
-    the env cannot measure, fail here with a clear error rather than on a worker."""
+    the env cannot measure, fail here with a clear error rather than on a worker. A
+    gymnasium env is reset too: a first observation unlike its declared space (float
+    frames in a ``uint8`` Box, other ``Dict`` keys) is refused here (see
+    :class:`~elegantpod.envs.gym.DeclaredEnv`)."""
     probe = make_env(env_id, num_envs=1, device="cpu", seed=0, **{**env_kwargs, **eval_env_kwargs})
     try:
+        if isinstance(probe, GymVecEnv):  # a native env's reset is ours, and may compile
+            probe.reset()
         if fitness != "return" and not getattr(probe, "record", False):
             how = env_hooks(env_id).fitness_advice() or "it does not record its episodes"
 

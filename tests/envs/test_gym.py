@@ -169,3 +169,153 @@ def test_ppo_and_dqn_solve_frozen_lake_from_its_discrete_states(algo):
         progress=False,
     )
     assert result.best_eval_return_mean == 1.0, result.curve
+
+
+# -- a user's env with hostile or odd observations (issue 56) ----------------------------
+class _Declared(gym.Env):
+    """An env that declares ``space`` and observes what ``observe(step)`` returns."""
+
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, space, observe, close_error=None):
+        self.observation_space, self.observe, self.close_error = space, observe, close_error
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self.observe(0), {}
+
+    def step(self, action):
+        self.t += 1
+        return self.observe(self.t), 0.0, False, False, {}
+
+    def close(self):
+        if self.close_error is not None:
+            raise self.close_error
+
+
+@pytest.fixture
+def declare():
+    """Register ``_Declared`` envs under fresh ids (removed afterwards): a user's env."""
+    ids = []
+
+    def register(space, observe, **kwargs):
+        env_id = f"Declared{len(ids)}-v0"
+        gym.register(env_id, entry_point=_Declared, kwargs=dict(space=space, observe=observe))
+        ids.append(env_id)
+        return lambda **kw: make_env(env_id, num_envs=2, seed=0, **kwargs, **kw)
+
+    yield register
+    for env_id in ids:
+        del gym.registry[env_id]
+
+
+@pytest.mark.parametrize(
+    ("space", "message"),
+    [
+        (
+            gym.spaces.Box(0, 255, (2048, 2048, 3), np.uint8),
+            r"observes Box\(0, 255, \(2048, 2048, 3\), uint8\), 12,582,912 values a frame",
+        ),
+        (gym.spaces.Discrete(10**9), r"Discrete\(1000000000\), 1,000,000,000 values once"),
+        (
+            gym.spaces.Dict({"x": gym.spaces.MultiDiscrete([2**62, 2**62])}),
+            r"9,223,372,036,854,775,808 values once flattened",  # no int64 overflow
+        ),
+    ],
+)
+def test_huge_observations_are_refused_before_anything_is_allocated(declare, space, message):
+    """A billion-wide one-hot or 2048x2048 frames failed in an allocation (or torch)
+    before the pod's memory check: refused when the first sub-env is built."""
+    make = declare(space, lambda t: space.sample())
+    with pytest.raises(ValueError, match=message + r".*at most 4,194,304 \(MAX_OBS_VALUES\)"):
+        make()
+    vector = gym.make_vec("CartPole-v1", 1)
+    vector.single_observation_space = space  # a ready vector env: checked as well
+    with pytest.raises(ValueError, match=message):
+        GymVecEnv(vector)
+
+
+@pytest.mark.parametrize("disable_env_checker", [False, True])
+def test_observations_of_another_dtype_than_declared_are_refused(declare, disable_env_checker):
+    """Float frames in a uint8 space crashed in gymnasium's batching (``Cannot cast
+    array data``) or were mis-cast (300 -> 44): refused, naming both dtypes."""
+    frames = gym.spaces.Box(0, 255, (8, 8, 3), np.uint8)
+    kw = dict(disable_env_checker=disable_env_checker)
+    reset_half = declare(frames, lambda t: np.full((8, 8, 3), 0.5), **kw)
+    with pytest.raises(ValueError, match=r"declares uint8 .* reset\(\) returned float64"):
+        reset_half().reset()
+    step_300 = declare(frames, lambda t: np.full((8, 8, 3), 300.0) if t else frames.low + 1, **kw)
+    env = step_300()
+    assert env.reset().max() == 1.0
+    with pytest.raises(ValueError, match=r"declares uint8 .* step\(\) returned float64"):
+        env.step(torch.zeros(2))
+    wide = declare(frames, lambda t: np.full((8, 8, 3), 300, np.uint16), **kw)
+    with pytest.raises(ValueError, match=r"returned uint16 .* 300, outside uint8's 0\.\.255"):
+        wide().reset()
+    signed = declare(frames, lambda t: np.zeros((8, 8, 3), np.int64), **kw)
+    with pytest.raises(ValueError, match=r"declares uint8 .* reset\(\) returned int64"):
+        signed().reset()
+    state = declare(gym.spaces.Discrete(4), lambda t: 1.5, **kw)
+    with pytest.raises(ValueError, match=r"declares int64 .* returned float64"):
+        state().reset()
+    shape = declare(gym.spaces.Box(-1, 1, (3,)), lambda t: np.zeros(4, np.float32), **kw)
+    with pytest.raises(ValueError, match=r"of shape \(3,\), .* returned one of shape \(4,\)"):
+        shape().reset()
+    fine = declare(gym.spaces.Box(-1, 1, (3,)), lambda t: np.zeros(3), **kw)  # float64: fine
+    env = fine()
+    env.reset()
+    assert env.step(torch.zeros(2))[0].shape == (2, 3)
+
+
+@pytest.mark.parametrize("disable_env_checker", [False, True])
+def test_dict_observations_with_other_keys_are_refused_naming_them(declare, disable_env_checker):
+    """Keys {a, c} for a space of {a, b} gave a raw KeyError (or gymnasium's assertion);
+    extra keys were dropped silently."""
+    space = gym.spaces.Dict({"a": gym.spaces.Discrete(2), "b": gym.spaces.Discrete(3)})
+    kw = dict(disable_env_checker=disable_env_checker)
+    other = declare(space, lambda t: {"a": 0, "c": 1}, **kw)
+    with pytest.raises(ValueError, match=r"lacks the key 'b' .* has the key 'c' it does not"):
+        other().reset()
+    extra = declare(space, lambda t: {"a": 0, "b": 1, **({"z": 2} if t else {})}, **kw)
+    env = extra()
+    env.reset()
+    with pytest.raises(ValueError, match=r"step\(\) returned has the key 'z' it does not declare"):
+        env.step(torch.zeros(2))
+    nested = gym.spaces.Tuple((space, gym.spaces.Discrete(2)))
+    deep = declare(nested, lambda t: ({"a": 0.5, "b": 1}, 0), **kw)
+    with pytest.raises(ValueError, match=r"observation\[0\]\['a'\]: .* declares int64"):
+        deep().reset()
+
+
+def test_an_env_whose_close_raises_warns_and_keeps_the_original_error(declare):
+    """A user's ``close()`` that raises escaped the pod's clean-up (a tournament's
+    ``pod.close()`` after a failure), masking the real error."""
+    from elegantpod.config import PodSpec
+    from elegantpod.pod.pod import Pod
+
+    make = declare(gym.spaces.Box(-1, 1, (3,)), lambda t: np.zeros(3, np.float32))
+    env_id = make().env_id
+    gym.registry[env_id].kwargs["close_error"] = OSError("socket already gone")
+    env = make()
+    env.reset()
+    with pytest.warns(RuntimeWarning, match=rf"closing {env_id!r} raised OSError\('socket already"):
+        env.close()
+    spec = PodSpec(env_id=env_id, algo="ppo", device="cpu", eval_episodes=1)
+    with (
+        pytest.raises(RuntimeError, match="the real error"),  # not the OSError
+        pytest.warns(RuntimeWarning, match="socket already gone"),
+        Pod(spec),
+    ):
+        raise RuntimeError("the real error")
+
+
+def test_a_first_observation_unlike_the_declared_is_refused_before_any_pod_is_built(declare):
+    """``check_eval_env`` (run by ``train`` and a tournament's spec before any cluster
+    work) resets its probe of a gymnasium env: a refused observation fails there."""
+    from elegantpod.envs.registry import check_eval_env
+
+    frames = gym.spaces.Box(0, 255, (8, 8, 3), np.uint8)
+    env_id = declare(frames, lambda t: np.full((8, 8, 3), 0.5))().env_id
+    with pytest.raises(ValueError, match=r"declares uint8 .* reset\(\) returned float64"):
+        check_eval_env(env_id, {}, {}, "return")

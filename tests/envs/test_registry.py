@@ -174,3 +174,48 @@ def test_packaged_envs_come_from_the_entry_point_group_not_from_a_name_in_the_re
         if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings
     ]
     assert not [s for s in strings if "finance" in s or "StockTrading" in s or "trading" in s]
+
+
+@pytest.fixture
+def plugin_dist(tmp_path, monkeypatch):
+    """An installed package with ``elegantpod.envs`` entry points: a ``*.dist-info`` on
+    ``sys.path``, found by ``importlib.metadata`` as pip's would be."""
+    from elegantpod.envs import registry
+
+    def install(name: str, entries: dict[str, str]) -> None:
+        info = tmp_path / f"{name}-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+        lines = "".join(f"{k} = {v}\n" for k, v in entries.items())
+        (info / "entry_points.txt").write_text(f"[elegantpod.envs]\n{lines}")
+        monkeypatch.syspath_prepend(str(tmp_path))
+        registry.declared_envs.cache_clear()
+
+    yield install
+    monkeypatch.undo()
+    registry.declared_envs.cache_clear()
+
+
+def test_a_plugin_cannot_take_over_an_id_that_is_already_registered(plugin_dist):
+    """A package's entry point named ``CartPole-v1`` took the id over from elegantpod's
+    native env (and ``MountainCar-v0`` from gymnasium): refused, the original kept."""
+    import importlib.metadata
+    import sys
+
+    from elegantpod.envs import registry
+
+    taken = ("CartPole-v1", "MountainCar-v0", "StockTrading-v0")
+    plugin_dist("grabby", {**dict.fromkeys(taken, "grabby_envs:Grab"), "Fresh-v0": "grabby_envs:F"})
+    found = {ep.name for ep in importlib.metadata.entry_points(group=registry.ENTRY_POINTS)}
+    assert {"Fresh-v0", *taken} <= found  # the package is installed, as pip would have it
+    with pytest.warns(UserWarning) as caught:
+        envs = registry.packaged_envs()
+    messages = " ".join(str(w.message) for w in caught)
+    for env_id in taken:
+        assert f"'grabby_envs:Grab' of the package 'grabby' names the env {env_id!r}" in messages
+    assert "already a native env" in messages and "already a gymnasium env" in messages
+    assert envs["Fresh-v0"].value == "grabby_envs:F"  # a new id is fine
+    assert envs["StockTrading-v0"].value == "elegantpod.finance.trading.env:StockTradingEnv"
+    assert isinstance(make_env("CartPole-v1", 2), CartPole)
+    assert isinstance(make_env("MountainCar-v0", 2), GymVecEnv)
+    assert "grabby_envs" not in sys.modules  # nothing of the package was imported
