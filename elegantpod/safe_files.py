@@ -27,6 +27,7 @@ import errno
 import os
 import secrets
 import stat
+import time
 from pathlib import Path, PurePath
 from typing import BinaryIO
 
@@ -236,6 +237,110 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, root=None) -> No
         _write_in(dir_fd, name, data)
     finally:
         os.close(dir_fd)
+
+
+class LockHeld(Exception):
+    """Another holder kept a :class:`FileLock` for the whole wait. ``note`` is what that
+    holder wrote in the lock file (who it is), printable ASCII cut short; ``""`` if none."""
+
+    def __init__(self, path: str, note: str):
+        super().__init__(f"{_shown(path)} is locked by {note or 'another holder'}")
+        self.path, self.note = path, note
+
+
+class FileLock:
+    """An exclusive ``flock`` on one regular file: the lock of a folder that one writer
+    at a time may change (a store's ``.write.lock``, a run folder's ``.run.lock``).
+
+    Why ``flock``: the lock belongs to the open file, so another process, and another
+    :class:`FileLock` on the same file in this process (a second ``train()`` in another
+    thread), is refused while one holds it; and the kernel drops it when its holder
+    dies, so no stale lock is ever left to clean up. Local disks (and NFSv4) only. The
+    file is created if missing (mode ``0o600``), opened without following a link, and
+    must be a regular file.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = os.fspath(path)
+        self._fd: int | None = None
+
+    def acquire(self, wait: float = 0.0, note: str = "") -> None:
+        """Take the lock, trying for ``wait`` seconds (0: once); write ``note`` (who
+        holds it, for the message of whoever is refused) into the file.
+
+        Raises
+        ------
+        UnsafeFileError
+            If the lock file is a link, or not a regular file.
+        LockHeld
+            If another holder kept it for ``wait`` seconds.
+        """
+        import fcntl
+
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
+        try:
+            fd = os.open(self.path, flags, 0o600)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise UnsafeFileError(self.path, self.path, "a symbolic link") from None
+            raise
+        try:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                raise UnsafeFileError(self.path, self.path, kind_of(mode))
+            deadline = time.monotonic() + wait
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise LockHeld(self.path, _note(os.pread(fd, 256, 0))) from None
+                    time.sleep(0.02)
+                    continue
+                if self._is_the_file(fd):
+                    break
+                # a holder that removes its lock file on release (a run folder's) removed
+                # it after this opened it: this lock is of a file no one else will open
+                os.close(fd)
+                fd = os.open(self.path, flags, 0o600)
+                if not stat.S_ISREG(mode := os.fstat(fd).st_mode):
+                    raise UnsafeFileError(self.path, self.path, kind_of(mode))
+            if note:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, note.encode()[:200], 0)
+        except BaseException:
+            os.close(fd)  # closing drops a lock taken
+            raise
+        self._fd = fd
+
+    def _is_the_file(self, fd: int) -> bool:
+        """Whether ``fd`` is still the file at :attr:`path` (not one removed since)."""
+        try:
+            here = os.stat(self.path, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        held = os.fstat(fd)
+        return (here.st_dev, here.st_ino) == (held.st_dev, held.st_ino)
+
+    def release(self, remove: bool = False) -> None:
+        """Let the lock go (nothing if it is not held); with ``remove``, delete the lock
+        file first, while still holding it (a run folder then holds only its run's
+        files; whoever opened it meanwhile sees it gone and opens the new one)."""
+        if self._fd is not None:
+            import fcntl
+
+            fd, self._fd = self._fd, None
+            try:
+                if remove and self._is_the_file(fd):
+                    os.unlink(self.path)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+
+
+def _note(data: bytes) -> str:
+    """A lock file's note as a message may repeat it: printable ASCII, 200 at most."""
+    return "".join(c for c in data.decode("ascii", "replace") if c.isprintable())[:200]
 
 
 def remove_file(path: str | os.PathLike, *, root) -> bool:

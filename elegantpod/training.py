@@ -10,6 +10,7 @@ import math
 import os
 import re
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -24,7 +25,7 @@ from elegantpod.devices import resolve_device
 from elegantpod.envs.registry import check_env_id, check_eval_env, check_fitness
 from elegantpod.pod.hooks import PodHooks
 from elegantpod.pod.memory import check_memory
-from elegantpod.safe_files import atomic_write_bytes
+from elegantpod.safe_files import FileLock, LockHeld, UnsafeFileError, atomic_write_bytes
 from elegantpod.threads import check_threads, torch_threads
 from elegantpod.tracking.train_run import TrainTracking
 from elegantpod.types import Progress, TrainResult
@@ -33,6 +34,8 @@ logger = logging.getLogger(__name__)
 """Library messages (``elegantpod.training``, under ``logging.getLogger("elegantpod")``)."""
 
 OUTPUT_FILES = ("checkpoint.pt", "best.pt", "result.json", "spec.json")
+RUN_LOCK = ".run.lock"
+"""The lock file of a run folder, held by the run that writes there (:func:`run_folder`)."""
 
 
 class TrainingInterrupted(KeyboardInterrupt):
@@ -142,6 +145,47 @@ def prepare_out_dir(
     return path
 
 
+@contextlib.contextmanager
+def run_folder(
+    out: str | os.PathLike, *, overwrite: bool = False, resume: bool = False
+) -> Iterator[Path]:
+    """``out`` prepared for a run (:func:`prepare_out_dir`) and held by it until the
+    ``with`` block ends: the folder's lock (:data:`RUN_LOCK`, an ``flock``) is taken
+    before any file in it is changed.
+
+    Why: two runs writing one folder (two ``elegantpod train --out DIR``, a ``--resume``
+    while the first still runs) both exited 0, each overwriting the other's checkpoint
+    and result, so one's progress was lost. The second now fails at once, naming the
+    folder, and changes nothing there; the kernel drops the lock when its holder ends,
+    however it ends.
+
+    Raises
+    ------
+    ValueError
+        What :func:`prepare_out_dir` refuses, or the folder is held by another run (in
+        this process or another).
+    """
+    path = Path(out)
+    if not path.is_dir():  # a file, a resume of nothing: refused before a folder is made
+        prepare_out_dir(path, overwrite=overwrite, resume=resume)
+    # locked before its files are even looked at: a second run hears that the folder
+    # is in use, whatever else it would be refused for
+    lock = FileLock(path / RUN_LOCK)
+    try:
+        lock.acquire(note=f"pid {os.getpid()} on {socket.gethostname()}")
+    except LockHeld as exc:
+        raise ValueError(
+            f"out {str(path)!r} is in use: another run holds it ({exc.note or 'unknown'}); "
+            "wait for it to end, or give another folder"
+        ) from None
+    except (UnsafeFileError, OSError) as exc:
+        raise ValueError(f"out {str(path)!r} cannot be locked for this run: {exc}") from None
+    try:
+        yield prepare_out_dir(path, overwrite=overwrite, resume=resume)
+    finally:
+        lock.release(remove=True)  # the folder keeps only the run's files
+
+
 _TEMP = re.compile(r"^\.(?P<name>[^/]+)\.[0-9a-f]{8}\.tmp$")
 
 
@@ -220,7 +264,9 @@ def train(
         Directory for ``checkpoint.pt`` (the latest state, written at each evaluation
         and at the end), ``best.pt`` (the best evaluation so far: the agent to use;
         :meth:`Pod.from_checkpoint(out) <elegantpod.pod.pod.Pod.from_checkpoint>` loads it),
-        ``spec.json`` and ``result.json``.
+        ``spec.json`` and ``result.json``. The run holds the folder for its whole
+        length (a ``.run.lock`` there while it runs): another run given the same folder
+        meanwhile fails at once.
     overwrite, resume
         When ``out`` holds a run: replace it, or continue it (none if it spent ``max_steps``).
     progress
@@ -254,13 +300,12 @@ def train(
     Raises
     ------
     ValueError
-        For any bad input, before anything is built or written.
+        For any bad input, before anything is built or written; or ``out`` is held by
+        another run (:func:`run_folder`).
     TrainingInterrupted
         On Ctrl-C (in the main thread): the pod stops within one gradient step, and
         ``out`` holds its checkpoint and result, so ``resume=True`` continues it.
     """
-    from elegantpod.pod.pod import Pod
-
     check_threads(threads)
     spec = build_spec(
         env,
@@ -282,7 +327,23 @@ def train(
     if resume and out is None:
         raise ValueError("resume=True needs out, the folder of the run to continue")
     tracking = TrainTracking(logger, callback)  # a bad logger fails here, before any work
-    out_dir = prepare_out_dir(out, overwrite=overwrite, resume=resume) if out is not None else None
+    if out is None:
+        return _train(spec, None, resume, threads, progress, tracking)
+    with run_folder(out, overwrite=overwrite, resume=resume) as out_dir:  # the whole run
+        return _train(spec, out_dir, resume, threads, progress, tracking)
+
+
+def _train(
+    spec: PodSpec,
+    out_dir: Path | None,
+    resume: bool,
+    threads: int | None,
+    progress: bool | None,
+    tracking: TrainTracking,
+) -> TrainResult:
+    """:func:`train` once its inputs are checked (and ``out_dir`` held)."""
+    from elegantpod.pod.pod import Pod
+
     # The pod is built with the run's thread count too: a network initialised with
     # another count differs in its last bits, and the run with it.
     with torch_threads(threads, resolve_device(spec.device)):

@@ -7,7 +7,7 @@ import pytest
 
 import elegantpod
 from elegantpod.pod.checkpoint import load_checkpoint
-from elegantpod.training import best_evaluation
+from elegantpod.training import OUTPUT_FILES, best_evaluation
 from elegantpod.types import Progress, TrainResult
 
 
@@ -187,3 +187,64 @@ def test_a_runs_orphan_temporary_files_are_removed(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == sorted(keep)
     elegantpod.train("CartPole-v1", "ppo", max_steps=1024, out=out, overwrite=True, progress=False)
     assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp") and p.name not in keep]
+
+
+def test_a_second_writer_of_a_run_folder_fails_at_once_and_the_first_keeps_its_run(tmp_path):
+    """Issue 56: two ``train --out DIR`` on one folder both exited 0 and one's progress
+    was lost. The run holds the folder's lock for its whole length: a second ``train()``
+    in this process and an ``elegantpod train`` process fail at once, naming the folder,
+    and touch none of its files; the first run ends as if alone."""
+    import os
+    import subprocess
+    import sys
+    import threading
+
+    out = tmp_path / "run"
+    holding, go_on = threading.Event(), threading.Event()
+
+    def first_evaluation(p):
+        holding.set()  # the run is under way: its checkpoint is written
+        assert go_on.wait(timeout=120)
+
+    results = []
+    first = threading.Thread(
+        target=lambda: results.append(
+            elegantpod.train(
+                "CartPole-v1",
+                "ppo",
+                max_steps=4096,
+                eval_episodes=1,
+                out=out,
+                progress=False,
+                callback=first_evaluation,
+            )  # fmt: skip
+        )
+    )
+    first.start()
+    try:
+        assert holding.wait(timeout=120)
+        before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+        message = f"out {str(out)!r} is in use: another run holds it"
+        for flags in ({}, {"resume": True}, {"overwrite": True}):
+            with pytest.raises(ValueError, match=message):
+                elegantpod.train("CartPole-v1", "ppo", max_steps=1024, out=out, **flags)
+        cli = subprocess.run(
+            [sys.executable, "-m", "elegantpod.cli", "train", "--env", "CartPole-v1"]
+            + ["--algo", "ppo", "--max-steps", "1024", "--out", str(out), "--overwrite", "--quiet"],
+            capture_output=True, text=True, timeout=120, cwd=tmp_path,
+            env=dict(os.environ, OMP_NUM_THREADS="1"),
+        )  # fmt: skip
+        assert cli.returncode == 2 and message in cli.stderr, cli.stderr
+        assert "Traceback" not in cli.stderr
+        assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
+    finally:
+        go_on.set()
+        first.join(timeout=120)
+    (result,) = results
+    assert result.env_steps >= 4096 and (out / "result.json").is_file()
+    # the lock went with the run: the folder takes the next one
+    again = elegantpod.train("CartPole-v1", "ppo", max_steps=8192, out=out, resume=True,
+                             eval_episodes=1, progress=False)  # fmt: skip
+    assert again.env_steps >= 8192
+    # and left only the run's files (the notebooks list them)
+    assert sorted(p.name for p in out.iterdir()) == sorted(OUTPUT_FILES)

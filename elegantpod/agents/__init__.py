@@ -14,6 +14,8 @@ The names below are the part's public face, and ``register_algo`` the registry u
 add their own learner to.
 """
 
+import re
+
 from elegantpod.agents.base import REGISTRY, Learner
 from elegantpod.agents.ddpg import DDPG, DDPGConfig
 from elegantpod.agents.dqn import DQN, DQNConfig
@@ -26,6 +28,14 @@ ALGOS: dict[str, type[Learner]] = REGISTRY  # one dict: the learners read it too
 ALGOS.update({"ppo": PPO, "sac": SAC, "td3": TD3, "ddpg": DDPG, "dqn": DQN})
 BUILTIN = frozenset(ALGOS)
 """The algorithms that ship with elegantpod (every worker knows them)."""
+NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
+"""What an algorithm's name may be (after lower-casing ASCII letters): ASCII letters,
+digits and underscores, a letter first, at most 32 characters. Why: the name is a key of
+stores and checkpoints, a column and a label of HTML views, part of ``--set
+algo.key=value`` and ``--algos a,b`` options and of file names, so a look-alike
+(``'ppo '``, a zero-width space, a Cyrillic ``р``) or a separator (``,``, ``.``, a line
+break) would be another algorithm that prints like a known one, or split where it is
+read."""
 
 
 def register_algo(
@@ -59,16 +69,18 @@ def register_algo(
     Raises
     ------
     ValueError
-        If ``cls`` is not a ``Learner`` with ``name`` and ``config_cls``, or the name
-        belongs to a built-in algorithm.
+        If ``cls`` is not a ``Learner`` with ``name`` and ``config_cls``, the name is not
+        of the form :data:`NAME` says (it is shown escaped, so that an invisible or
+        look-alike character shows), or it belongs to a built-in algorithm.
     """
     if cls is None:  # @register_algo(...) with arguments
         return lambda c: register_algo(c, name, search_space=search_space)
     if not (isinstance(cls, type) and issubclass(cls, Learner)):
         raise ValueError(f"register_algo needs a Learner subclass, got {cls!r}")
-    name = str(name or getattr(cls, "name", "")).lower()
-    if not name:
+    given = name or getattr(cls, "name", "")
+    if not given:
         raise ValueError(f"{cls.__name__} has no name: set the class attribute `name`")
+    name = check_name(given)
     if name in BUILTIN and ALGOS[name] is not cls:
         raise ValueError(f"{name!r} is a built-in algorithm; choose another name")
     if not isinstance(getattr(cls, "config_cls", None), type):
@@ -79,6 +91,26 @@ def register_algo(
     cls.name = name
     ALGOS[name] = cls
     return cls
+
+
+def check_name(name: object) -> str:
+    """``name`` in lower case, or ``ValueError`` naming it (escaped to ASCII) unless it is
+    ASCII letters, digits and underscores, a letter first, at most 32 characters
+    (:data:`NAME`)."""
+    # ASCII letters only are lowered: str.lower() would turn the Kelvin sign into a "k"
+    text = name.translate(_ASCII_LOWER) if isinstance(name, str) else None
+    if text is None or not NAME.fullmatch(text):
+        shown = ascii(name) if not isinstance(name, str) else ascii(name[:100])
+        shown += "..." if isinstance(name, str) and len(name) > 100 else ""
+        raise ValueError(
+            f"algorithm name {shown} must match [a-z][a-z0-9_]* (ASCII letters, digits "
+            "and underscores, a letter first, at most 32 characters): it names store "
+            "entries, files and --set algo.key=value options"
+        )
+    return text
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
 def get_algo(name: str) -> type[Learner]:

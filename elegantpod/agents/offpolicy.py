@@ -30,8 +30,10 @@ from elegantpod.checks.limits import (
     MAX_NUM_ENVS,
     MAX_REPLAY_RATIO,
     Limit,
+    check_at_most,
     check_hidden,
     check_limits,
+    check_rollout,
 )
 from elegantpod.search.space import Bound
 from elegantpod.types import Batch
@@ -73,7 +75,7 @@ class OffPolicyConfig:
         limit=Limit(1, MAX_BATCH, integer=True),
         search=Bound(64, 512, integer=True, log=True),
     )
-    """Transitions per gradient step."""
+    """Transitions per gradient step, drawn from the replay: at most ``buffer_size``."""
     buffer_size: int = hparam(200_000, limit=Limit(1, MAX_BUFFER, integer=True), structural=True)
     """Replay capacity (transitions)."""
     learning_starts: int = hparam(1000, limit=Limit(0, MAX_BUFFER, integer=True))
@@ -93,9 +95,14 @@ class OffPolicyConfig:
         Every number has a hard range (its field's ``limit``, ``elegantpod.checks.MAX_*``;
         an algorithm's own fields included), so that a typo, a hostile mutation or a
         store from someone else cannot allocate terabytes or start an endless update.
+        Then the sizes that must agree: a batch drawn from the replay fits in it, and a
+        rollout of ``num_envs * horizon`` transitions stays within ``MAX_ROLLOUT``.
         """
         check_limits(self, limits(type(self)))
         check_hidden(self.hidden)
+        why = "each gradient step draws its batch from the replay, which holds no more"
+        check_at_most("batch_size", self.batch_size, "buffer_size", self.buffer_size, why)
+        check_rollout(self.num_envs, self.horizon)
 
 
 class OffPolicyLearner(Learner):

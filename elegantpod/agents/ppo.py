@@ -34,6 +34,7 @@ from elegantpod.checks.limits import (
     Limit,
     check_hidden,
     check_limits,
+    check_rollout,
 )
 from elegantpod.search.space import Bound, Domain
 from elegantpod.types import Batch
@@ -76,7 +77,8 @@ class PPOConfig:
     )
     """Passes over each rollout."""
     minibatch_size: int = hparam(512, limit=Limit(1, MAX_BATCH, integer=True))
-    """Transitions per gradient step."""
+    """Transitions per gradient step; at most the rollout's (``num_envs * horizon``, a
+    fused learner's share of it): a larger value takes the whole rollout per step."""
     ent_coef: float = hparam(0.0, limit=Limit(0.0, MAX_ENT_COEF), search=Bound(0.0, 0.02))
     """Entropy bonus c2."""
     vf_coef: float = hparam(0.5, limit=Limit(0.0, MAX_LOSS_WEIGHT))
@@ -97,10 +99,14 @@ class PPOConfig:
 
         Every number has a hard range (its field's ``limit``, ``elegantpod.checks.MAX_*``),
         so that a typo, a hostile mutation or a store from someone else cannot allocate
-        terabytes, start an endless update or train with a nonsensical loss.
+        terabytes, start an endless update or train with a nonsensical loss; then the
+        sizes that must agree: a rollout of ``num_envs * horizon`` transitions within
+        ``MAX_ROLLOUT``. (A ``minibatch_size`` past the rollout is no error: a gradient
+        step then takes the whole rollout.)
         """
         check_limits(self, limits(PPOConfig))
         check_hidden(self.hidden)
+        check_rollout(self.num_envs, self.horizon)
 
 
 def gae(

@@ -58,6 +58,11 @@ MAX_BATCH = 2**24
 MAX_BUFFER = 2**30
 """Hard limit of replay transitions."""
 
+MAX_ROLLOUT = 2**30
+"""Hard limit of transitions in one rollout, ``num_envs * horizon`` (as many as a replay
+may hold, :data:`MAX_BUFFER`): each of the two is bounded alone, but their product at
+both limits is 4e11 transitions, terabytes before the first step."""
+
 MAX_REPLAY_RATIO = 1_000.0
 """Hard limit of gradient steps per collected transition (published values: up to 20)."""
 
@@ -198,6 +203,29 @@ def check_hidden(hidden: Any) -> None:
                 f"hidden layer size {size} exceeds {MAX_LAYER_WIDTH:,} (a hard limit), "
                 f"in hidden={short(tuple(hidden))}"
             )
+
+
+def check_rollout(num_envs: int, horizon: int) -> None:
+    """Raise ``ValueError`` naming both sizes unless a rollout of ``num_envs * horizon``
+    transitions stays within :data:`MAX_ROLLOUT` (each size checked alone first)."""
+    n = num_envs * horizon
+    if n <= MAX_ROLLOUT:
+        return
+    # 24 bytes: the least a transition takes (one float each of observation, next
+    # observation, action, reward and flags; see elegantpod.pod.memory)
+    raise ValueError(
+        f"num_envs * horizon must be at most {MAX_ROLLOUT:,} transitions a rollout (a hard "
+        f"limit), got num_envs={num_envs}, horizon={horizon}: {n:,} transitions, which "
+        f"would need about {24 * n / 2**30:,.0f} GiB at the least"
+    )
+
+
+def check_at_most(name: str, value: int, other: str, high: int, why: str) -> None:
+    """Raise ``ValueError`` naming both fields and values unless ``value <= high``, where
+    ``high`` is the field ``other``'s value: two sizes each in range alone, impossible
+    together (``why`` says why)."""
+    if value > high:
+        raise ValueError(f"{name}={value} must be at most {other}={high}: {why}")
 
 
 def check_learners(learners: int, num_envs: int, algo: str | None = None) -> None:

@@ -193,3 +193,47 @@ def test_a_learner_without_a_deployed_actor_says_so(tmp_path):
             Policy.load(tmp_path / "run")
     finally:
         ALGOS.pop("undeployable", None)
+
+
+# -- names (issue 56, minor items) --------------------------------------------------------
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ppo ",  # a trailing space: another key than "ppo" that prints like it
+        " mini",
+        "mini\u200b",  # a zero-width space
+        "\u0440po",  # a Cyrillic "р"
+        "ｍｉｎｉ",  # fullwidth letters
+        "a\nb",
+        "a\x00b",
+        "ppo,sac",  # --algos ppo,sac would split it
+        "ppo.lr",  # --set ppo.lr=... would split it
+        "my-algo",
+        "1st",
+        "_private",
+        "x" * 33,
+    ],
+)
+def test_register_algo_refuses_a_name_that_is_not_plain_ascii(name):
+    """An algorithm's name reaches store entries, ``--set algo.key=value`` options, file
+    names and HTML: a look-alike or a separator in it is refused, shown escaped."""
+    before = dict(ALGOS)
+    for cls, given in ((type("Named", (ActorCritic,), {"name": name}), None), (ActorCritic, name)):
+        with pytest.raises(ValueError) as err:
+            register_algo(cls, given)
+        message = str(err.value)
+        assert ascii(name)[:40] in message and "[a-z][a-z0-9_]" in message, message
+        assert message.isascii() and "\n" not in message  # what it shows is visible
+        assert before == ALGOS
+    assert ActorCritic.name == "mini_a2c"
+
+
+def test_register_algo_takes_plain_names_in_lower_case():
+    Named = type("Named", (ActorCritic,), {"name": "Mini_A2C_2"})
+    try:
+        assert register_algo(Named) is Named
+        assert Named.name == "mini_a2c_2" and ALGOS["mini_a2c_2"] is Named
+        assert register_algo(Named, "x" * 32).name == "x" * 32
+    finally:
+        ALGOS.pop("mini_a2c_2", None)
+        ALGOS.pop("x" * 32, None)

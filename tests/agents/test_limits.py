@@ -69,7 +69,12 @@ def test_every_numeric_hyperparameter_has_a_finite_enforced_range(algo):
                 elif isinstance(bad, float) and not limit.integer:
                     assert f"got {bad!r}" in message, message
         # the ends themselves are allowed (the low one unless it is open)
-        other = {"epsilon_end": 0.0} if name == "epsilon_start" else {}  # end <= start
+        # each end with the fields it must agree with (a limit of its own)
+        other = {
+            "epsilon_start": {"epsilon_end": 0.0},  # end <= start
+            "batch_size": {"buffer_size": limits(config_cls).get("buffer_size", limit).high},
+            "buffer_size": {"batch_size": 1},  # a batch fits in the replay
+        }.get(name, {})
         replace_checked(default, {name: limit.high, **other})
         if not limit.open_low:
             replace_checked(default, {name: limit.low, **other})
@@ -105,3 +110,35 @@ def test_the_number_of_fused_learners_is_bounded():
         PodSpec(env_id="CartPole-v1", algo="ppo", learners=10**40).validate()
     with pytest.raises(ValueError, match="learners must be <= 1,024"):
         TournamentSpec(env_id="CartPole-v1", learners=MAX_LEARNERS + 1).validate()
+
+
+@pytest.mark.parametrize(
+    ("algo", "hparams", "message"),
+    [
+        (
+            "sac",
+            {"batch_size": 4096, "buffer_size": 1000},
+            r"batch_size=4096 must be at most buffer_size=1000",
+        ),
+        ("dqn", {"batch_size": 512, "buffer_size": 500}, r"batch_size=512 .* buffer_size=500"),
+        (
+            "ppo",
+            {"num_envs": 2**22, "horizon": 100_000},
+            r"num_envs \* horizon must be at most 1,073,741,824 .*"
+            r"got num_envs=4194304, horizon=100000: 419,430,400,000 transitions",
+        ),
+        ("td3", {"num_envs": 2**21, "horizon": 1024}, r"num_envs=2097152, horizon=1024"),
+    ],
+)
+def test_sizes_valid_alone_but_not_together_are_refused(algo, hparams, message):
+    """Issue 56: each size in range, the combination impossible (a batch larger than the
+    replay it is drawn from, a rollout of 4e11 transitions) is refused as a user's value
+    and as a store's, naming the fields and their values."""
+    config_cls = get_algo(algo).config_cls
+    for name, value in hparams.items():
+        replace_checked(config_cls(), {name: value})  # each alone is fine
+    with pytest.raises(ValueError, match=message):
+        replace_checked(config_cls(), hparams)
+    record = {"pod_id": "p000", "algo": algo, "hparams": hparams, "seed": 1}
+    with pytest.raises(field_checks.StateError, match=rf"pods\[0\] \(p000\)\.hparams: .*{message}"):
+        stored_state.load({"pods": [record]}, "state/00000001.json")

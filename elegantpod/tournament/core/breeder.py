@@ -40,7 +40,7 @@ from elegantpod.tournament.core.generator import (
     search_space,
 )
 from elegantpod.tournament.core.history import recent_score
-from elegantpod.tournament.core.hparam_checks import learner_config, policy_output
+from elegantpod.tournament.core.hparam_checks import keep_consistent, learner_config, policy_output
 from elegantpod.tournament.core.protocol import ACTIVE, RESUMABLE
 from elegantpod.tournament.core.record import PodRecord
 from elegantpod.tournament.core.spec import TournamentSpec
@@ -135,7 +135,7 @@ class Breeder:
         if not any(r.algo == algo for r in pool.records.values()):
             hparams, mutation = base, {}  # the user's own settings always take part
         elif spec.init == "sample":  # a fresh draw of the whole space, seeded
-            new, change = sample_space(base, space, self.rng)
+            new, change = keep_consistent(algo, base, *sample_space(base, space, self.rng))
             hparams, mutation = policy_output(algo, base, new, change, False)
         else:
             # Not the first of its algorithm: explore around the base instead of cloning it;
@@ -151,7 +151,8 @@ class Breeder:
         on a plateau explores settings its members' mutations would take long to reach
         (a noise kind, a far learning rate)."""
         base = base_hparams(pool.spec, algo)
-        new, change = sample_space(base, search_space(algo, pool.spec.search_space), self.rng)
+        space = search_space(algo, pool.spec.search_space)
+        new, change = keep_consistent(algo, base, *sample_space(base, space, self.rng))
         hparams, mutation = policy_output(algo, base, new, change, False)
         return self._record(algo, hparams, None, mutation, origin)
 
@@ -259,13 +260,19 @@ class Breeder:
         of many hours nor leave a replaced pod without its child: unless ``strict`` (the
         first pods, made when the tournament starts), this mutation falls back to the
         default :func:`~elegantpod.tournament.core.generator.mutate`, and ``warning`` says why.
+        The default's changes that break a rule between hyperparameters are dropped
+        (:func:`~elegantpod.tournament.core.hparam_checks.keep_consistent`); a policy of
+        the user's is refused for them, as for any other bad output.
         """
         try:
             new, change = self.mutation_policy(dict(hparams), space, self.rng, spec.generator)
+            if self.mutation_policy is mutate:
+                new, change = keep_consistent(algo, hparams, new, change)
             return policy_output(algo, hparams, new, change, structural)
         except Exception as exc:
             if strict or self.mutation_policy is mutate:
                 raise
             self.warning = f"mutation_policy failed, the default mutation was used: {exc}"
             new, change = mutate(dict(hparams), space, self.rng, spec.generator)
+            new, change = keep_consistent(algo, hparams, new, change)
             return policy_output(algo, hparams, new, change, structural)

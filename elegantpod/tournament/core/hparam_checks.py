@@ -117,6 +117,30 @@ def learner_config(algo: str, hparams: dict[str, Any]):
     return learner.config_cls(**config_values(learner.config_cls, hparams, drop_unknown=True))
 
 
+def keep_consistent(
+    algo: str, hparams: dict[str, Any], new: dict[str, Any], change: dict[str, list]
+) -> tuple[dict[str, Any], dict[str, list]]:
+    """The default mutation's ``(new, change)`` less the changes the learner's config
+    refuses together with the others: each change (in name order) is kept only if the
+    config still validates with it and those kept before it.
+
+    Why: each hyperparameter moves within its own domain, but a config may tie two of
+    them (DQN's ``epsilon_end`` at most its ``epsilon_start``, a ``batch_size`` within
+    the ``buffer_size``); a draw across such a tie must neither end a tournament of many
+    hours nor reach a worker as a pod that cannot run. The hyperparameter then stays the
+    parent's (or the base's) this time. ``hparams`` must be valid themselves.
+    """
+    cfg = learner_config(algo, hparams)
+    values, kept = dict(hparams), {}
+    for name in sorted(change):
+        try:
+            cfg = replace_checked(cfg, {name: new[name]})
+        except (TypeError, ValueError):
+            continue  # across a tie with another hyperparameter: left as it was
+        values[name], kept[name] = new[name], change[name]
+    return values, kept
+
+
 def policy_output(algo: str, hparams: dict, new: Any, change: Any, structural: bool):
     """A mutation policy's ``(new_hparams, mutation)`` checked like user input.
 

@@ -366,7 +366,10 @@ def make_spec(**options: Any) -> TournamentSpec:
                     f"hparams[{algo!r}] must be a dict of hyperparameters, got {short(given)}"
                 )
             # values in their field's type ("3e-4" from a command line is 0.0003)
-            config = replace_checked(learner.config_cls(), given)
+            try:
+                config = replace_checked(learner.config_cls(), given)
+            except ValueError as exc:
+                raise ValueError(f"hparams[{learner.name!r}]: {exc}") from None
             hparams[learner.name] = {k: getattr(config, k) for k in given}
         options["hparams"] = hparams
     spec = TournamentSpec(**options)
@@ -386,16 +389,32 @@ def check_spec(spec: TournamentSpec) -> None:
             config = replace_checked(learner.config_cls(), spec.hparams.get(algo, {}))
         except ValueError as exc:
             raise ValueError(f"hparams[{algo!r}]: {exc}") from None
-        check_learners(spec.learners, config.num_envs, algo)
-        # A lower bound before any env exists: refuses the absurd. Without env_kwargs,
-        # as this check always ran: it counts no MJX worlds (largest_pod_bytes does).
-        check_memory(dataclasses.replace(spec.pod_spec(algo, config), env_kwargs={}))
+        check_pod(spec, algo, config)
     unknown = set(spec.hparams) - {get_algo(a).name for a in spec.algos}
     if unknown:
         raise ValueError(
             f"hparams given for {sorted(unknown)}, which are not in algos {list(spec.algos)}"
         )
     search_spaces.check(spec)
+
+
+def check_pod(spec: TournamentSpec, algo: str, config: Any) -> None:
+    """One pod of ``spec`` checked whole, before any cluster work: its hyperparameters
+    together (``config.validate()``: a batch within the replay, a rollout within its
+    limit), with the tournament's fused learners (a sub-env each), and its memory on the
+    device the tournament names (``"auto"``: checked where the pod is built).
+    ``ValueError`` names the fields and their values.
+
+    Why: each size can be in range while the pod is impossible; a worker would build it
+    and fail (or swap its machine to a halt). The spec's base hyperparameters pass this
+    at the start, and so does every pod and parent a resume reads from a store, whose
+    hyperparameters are untrusted.
+    """
+    config.validate()
+    check_learners(spec.learners, config.num_envs, algo)
+    # A lower bound before any env exists: refuses the absurd. Without env_kwargs,
+    # as this check always ran: it counts no MJX worlds (largest_pod_bytes does).
+    check_memory(dataclasses.replace(spec.pod_spec(algo, config), env_kwargs={}))
 
 
 def lone_pods_warning(algos, pods: int) -> str | None:

@@ -28,7 +28,6 @@ import contextlib
 import errno
 import json
 import os
-import stat
 from pathlib import Path
 from typing import Any
 
@@ -150,40 +149,22 @@ class StoreFiles:
         if not self.is_local:
             yield
             return
-        import fcntl
-        import time
-
         os.makedirs(self.url, exist_ok=True)
-        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+        lock = safe_files.FileLock(self.path(WRITE_LOCK))
         try:
-            fd = os.open(self.path(WRITE_LOCK), flags, 0o600)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise StoreError(self._refusal(WRITE_LOCK, "a symbolic link")) from None
-            raise
+            lock.acquire(wait)
+        except safe_files.UnsafeFileError as exc:
+            raise StoreError(self._refusal(WRITE_LOCK, exc.kind)) from None
+        except safe_files.LockHeld:
+            raise StoreError(
+                f"store {self.url!r}: another process has held its write lock "
+                f"for {wait:.0f} s (a writer paused in the middle of a write?): "
+                "continue or end that process, then try again"
+            ) from None
         try:
-            mode = os.fstat(fd).st_mode
-            if not safe_files.is_plain(mode) or not stat.S_ISREG(mode):
-                raise StoreError(self._refusal(WRITE_LOCK, safe_files.kind_of(mode)))
-            deadline = time.monotonic() + wait
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise StoreError(
-                            f"store {self.url!r}: another process has held its write lock "
-                            f"for {wait:.0f} s (a writer paused in the middle of a write?): "
-                            "continue or end that process, then try again"
-                        ) from None
-                    time.sleep(0.02)
-            try:
-                yield
-            finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
+            yield
         finally:
-            os.close(fd)
+            lock.release()
 
     def read_bytes(self, name: str, limit: int | None = None) -> bytes:
         """A whole file's bytes; ``FileNotFoundError`` if missing.

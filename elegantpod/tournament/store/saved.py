@@ -8,12 +8,16 @@ remote sources), and the saved records, leaderboard and counters go through
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
 from elegantpod.tournament.core.field_checks import POD_ID, mapping
+from elegantpod.tournament.core.hparam_checks import learner_config
+from elegantpod.tournament.core.protocol import RESUMABLE
 from elegantpod.tournament.core.spec import (
     TournamentSpec,
+    check_pod,
     check_sources,
     check_spec,
     make_spec,
@@ -81,6 +85,7 @@ class SavedTournament:
         raw = store.load_state()
         where = store.loaded_from or store.path("state")
         records, entries, counters = stored_state.load(raw or {}, where)
+        check_pods(spec, records, entries, where)
         return cls(spec, changes, records, entries, counters, frozenset(store.pod_ids()))
 
     def restore(self, population) -> dict[str, Any]:
@@ -94,3 +99,26 @@ class SavedTournament:
         # left checkpoints. Never reuse an id that a record or a checkpoint folder holds.
         population.reseed(set(self.pod_ids))
         return self.counters
+
+
+def check_pods(spec: TournamentSpec, records: dict, entries: list, where: str) -> None:
+    """Every pod a resume may run again (a resumable record) and every parent a child may
+    copy (a usable leaderboard entry) checked whole with the (resumed) spec
+    (:func:`~elegantpod.tournament.core.spec.check_pod`): sizes that each pass alone
+    but not together, too few sub-envs for the fused learners, or more memory than the
+    device has, as a :class:`StoreError` naming ``where``, the pod and the values,
+    before any cluster work. Each distinct setting is checked once."""
+    pods = [
+        (f"pod {r.pod_id}", r.algo, r.hparams) for r in records.values() if r.status in RESUMABLE
+    ]
+    pods += [(f"leaderboard entry {e.pod_id}", e.algo, e.hparams) for e in entries if e.usable]
+    seen = set()
+    for name, algo, hparams in pods:
+        key = (algo, json.dumps(hparams, sort_keys=True, default=str))
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            check_pod(spec, algo, learner_config(algo, hparams))
+        except (TypeError, ValueError) as exc:
+            raise StoreError(f"{where}: {name}: {exc}") from None

@@ -190,3 +190,18 @@ def test_a_store_resumes_with_its_search_space_or_a_new_one(tmp_path):
 def test_a_hostile_init_in_tournament_json_is_refused(tmp_path):
     store_with_spec(tmp_path / "s", init="<script>")
     resume_refused(tmp_path / "s", r"init must be one of \['base', 'sample'\], got '<script>'")
+
+
+def test_hyperparameters_impossible_together_fail_the_start_before_any_cluster(tmp_path):
+    """Issue 56: a batch larger than the replay it is drawn from (each size in range
+    alone) is one error naming both, at the start and on a resume of such a store."""
+    message = r"hparams\['sac'\]: batch_size=256 must be at most buffer_size=100"
+    with pytest.raises(ValueError, match=message):
+        Tournament(
+            "Pendulum-v1", ["sac"], hparams={"sac": {"buffer_size": 100}}, store=tmp_path / "s"
+        )
+    assert not (tmp_path / "s").exists()
+    store_with_spec(
+        tmp_path / "r", env_id="Pendulum-v1", algos=["sac"], hparams={"sac": {"buffer_size": 100}}
+    )
+    resume_refused(tmp_path / "r", message)

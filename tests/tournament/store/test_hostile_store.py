@@ -230,3 +230,47 @@ def test_a_store_naming_a_device_no_pod_runs_on_is_refused_on_the_client(tmp_pat
     make_store(tmp_path / "s", spec={**spec, "device": device})
     with pytest.raises(ValueError, match=f"unknown device '{device}'"):
         Tournament.resume(tmp_path / "s")
+
+
+@pytest.mark.parametrize(
+    ("spec", "pods", "leaderboard", "match"),
+    [
+        (  # a batch larger than the replay it is drawn from
+            {"env_id": "Pendulum-v1", "algos": ["sac"]},
+            [record(algo="sac", hparams={"buffer_size": 100})],
+            [],
+            r"pods\[0\] \(p000\)\.hparams: batch_size=256 must be at most buffer_size=100",
+        ),
+        (  # four fused learners, two sub-envs
+            {"env_id": "CartPole-v1", "learners": 4},
+            [record(hparams={"num_envs": 2})],
+            [],
+            r"pod p000: 4 fused learners need num_envs >= 4 .* num_envs=2",
+        ),
+        (  # a parent a child would copy
+            {"env_id": "CartPole-v1", "learners": 4},
+            [],
+            [entry(hparams={"num_envs": 2})],
+            r"leaderboard entry p000: 4 fused learners need num_envs >= 4",
+        ),
+        (  # 64 layers of 65,536 units: each size in range, petabytes together
+            {"env_id": "CartPole-v1", "device": "cpu"},
+            [record(hparams={"hidden": [65_536] * 64})],
+            [],
+            r"pod p000: this ppo pod would need about [\d,.]+ GiB of memory",
+        ),
+    ],
+)
+def test_a_stored_pod_whose_sizes_cannot_go_together_is_refused_on_resume(
+    tmp_path, spec, pods, leaderboard, match
+):
+    """Issue 56: a store's hyperparameters, each in range, that no worker could run
+    together (with the tournament's fused learners and device) fail the resume, naming
+    the file, the pod and the values, before any cluster work; they passed before and
+    failed on the workers."""
+    full = TournamentSpec(**{**spec, "algos": tuple(spec.get("algos", ("ppo",)))}).to_dict()
+    make_store(tmp_path / "s", pods=pods, leaderboard=leaderboard, spec=full)
+    with pytest.raises(ValueError, match=match) as info:
+        Tournament.resume(tmp_path / "s")
+    assert "state/00000001.json" in str(info.value)  # names the file
+    assert not (tmp_path / "s" / "lease.json").exists()  # nothing taken over
