@@ -221,6 +221,7 @@ TOURNAMENT_KEYS = {
     "pods_finished",
     "pods_failed",
     "worker_deaths_survived",
+    "pods_hung",
 }
 
 
@@ -418,6 +419,48 @@ def test_modules_in_the_working_folder_never_shadow_installed_ones(how, tmp_path
     )
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout.strip().splitlines()[-1])["algo"] == "otherppo"
+
+
+STRAY = "open({marker!r}, 'a').write('ran in %d\\n' % __import__('os').getpid())\n" + (
+    "raise ImportError('a stray module in the working folder')\n"
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("start", ["forked", "spawned"])
+def test_a_stray_module_in_the_working_folder_never_runs_in_a_worker(start, tmp_path):
+    """A ``yaml.py`` (dask's config imports yaml) or a ``socket.py`` (multiprocessing
+    imports it before a new process takes its parent's path) lying in a fresh working
+    folder must not run in any process a CLI tournament starts. Found: the forkserver
+    was started as ``python -c ...`` in that folder, which puts it first on the path,
+    and imported its preload there, so the stray module ran in it and in every worker
+    forked from it. ``spawned``: a TMPDIR too
+    long for the forkserver's socket makes the workers spawned, the path a restart and
+    the GPU layout take."""
+    work = tmp_path / "work"
+    work.mkdir()
+    marker = tmp_path / "marker"
+    for name in ("yaml", "socket", "sympy"):
+        (work / f"{name}.py").write_text(STRAY.format(marker=str(marker)))
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    if start == "spawned":
+        long_tmp = tmp_path / ("t" * 100)
+        long_tmp.mkdir()
+        env["TMPDIR"] = str(long_tmp)
+    console = str(Path(sys.executable).parent / "elegantpod")
+    p = subprocess.run(
+        [console, "tournament", "--env", "CartPole-v1", "--algos", "ppo", "--pods", "2"]
+        + ["--workers", "2", "--max-steps", "4096", "--segment-steps", "2048"]
+        + ["--store", str(tmp_path / "store"), "--json", "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=work,
+        env=env,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert json.loads(p.stdout.strip().splitlines()[-1])["env_steps_total"] > 0
+    assert not marker.exists(), marker.read_text()
     assert not marker.exists()
 
 
@@ -440,6 +483,30 @@ def test_a_tournament_whose_every_pod_failed_exits_non_zero_and_says_why(tmp_pat
     )
     assert p.returncode == 1, p.stderr
     assert "tournament failed: every pod failed: 1 x ParentCheckpointError" in p.stderr
+
+
+@pytest.mark.slow
+def test_a_tournament_whose_env_hangs_exits_non_zero_naming_the_pod(tmp_path, capsys, monkeypatch):
+    """Issue 56: an env whose ``step`` never returns ended ``finished`` (exit 0). Now the
+    run fails after its budget and a bounded grace, and the last lines name the pod."""
+    import inspect
+
+    from tests.tournament.client.test_engine import StuckWalk
+
+    (tmp_path / "stuck_env.py").write_text(
+        "import os, threading\nimport gymnasium\nimport numpy as np\n\n"
+        + inspect.getsource(StuckWalk)
+        + '\ngymnasium.register("StuckWalk-v0", entry_point=StuckWalk, max_episode_steps=20)\n'
+    )
+    monkeypatch.chdir(tmp_path)  # where --import finds it; the workers get it shipped
+    args = ["tournament", "--import", "stuck_env", "--env", "StuckWalk-v0", "--pods", "1"]
+    args += ["--workers", "1"]
+    args += ["--max-seconds", "3", "--store", tmp_path / "s", "--quiet"]
+    args += ["--set", "ppo.num_envs=8", "--set", "ppo.horizon=16"]
+    status, _, err = main_in_process(args, capsys, monkeypatch)
+    assert status == 1, err
+    assert "tournament failed: no segment completed in this run" in err and "p000" in err
+    assert "elegantpod: warning: pod p000 did not return within the budget" in err, err
 
 
 def test_overwrite_replaces_the_earlier_run_whole(tmp_path):
