@@ -13,6 +13,7 @@ import logging
 import os
 import shlex
 import sys
+import time
 
 from elegantpod.cli.args import check_args, parser
 from elegantpod.cli.commands import _export, _tournament, _train
@@ -267,15 +268,31 @@ def _end_children() -> None:
 
     import psutil
 
+    nannies = sys.modules.get("distributed.nanny")
+    if nannies is not None:
+        from distributed.core import Status
+
+        # a Nanny whose worker dies starts (spawns) another unless it is closing, and
+        # that one failed reading the semaphores the clean-up below removes
+        for nanny in list(nannies.Nanny._instances):
+            nanny.status = Status.closing
     tracker = getattr(resource_tracker._resource_tracker, "_pid", None)
-    try:
-        below = [c for c in psutil.Process().children(recursive=True) if c.pid != tracker]
-    except psutil.Error:
-        below = []
-    for child in below:
-        with contextlib.suppress(psutil.Error):
-            child.kill()
-    psutil.wait_procs(below, timeout=10)
+    deadline, quiet_since = time.monotonic() + 10.0, time.monotonic()
+    while time.monotonic() < deadline and time.monotonic() - quiet_since < 1.0:
+        # again until none is left for a second: one may have been starting meanwhile
+        try:
+            below = [c for c in psutil.Process().children(recursive=True) if c.pid != tracker]
+        except psutil.Error:
+            below = []
+        if below:
+            quiet_since = time.monotonic()
+        for child in below:
+            with contextlib.suppress(psutil.Error):
+                child.kill()
+        psutil.wait_procs(below, timeout=5)
+        time.sleep(0.05)
+    if time.monotonic() >= deadline:
+        return  # processes still starting: their semaphores stay for the tracker
     with contextlib.suppress(Exception):  # at exit, as multiprocessing's own hook does
         util._run_finalizers(0)
         util._run_finalizers()
