@@ -1,48 +1,88 @@
 #!/usr/bin/env bash
-# One command that checks elegantpod's GPU paths on a CUDA machine without network, in at
-# most 9 minutes, and leaves one JSON file per step in $OUT (default
-# /tmp/elegantpod-gpu-check): 1_versions, 2_gpu_tests, 3_probe, 4_pods, 5_frontier,
-# 6_tournament, 7_mjx. Each step runs in its own process under its own time budget
-# (benchmarks/gpu_check_steps.py says what each measures) and writes its JSON even when
-# it fails or is killed (status + error); a step that fails does not stop the next.
+# elegantpod's GPU check in two parts, one device-tool call each (benchmarks/README.md,
+# "gpu_check.sh", gives the two calls exactly):
 #
-# It installs the wheels carried in .whl/ (git-ignored; benchmarks/gpu_wheels.sh fills it
-# on a machine with the registries) that the machine lacks, and only those, into
-# /tmp/site with --no-deps: a carried copy of what the machine has (its pytest and
-# plugins) would shadow it. Then it imports what the steps need and stops at once, exit 3,
-# naming what is missing, rather than spend the lease on steps that would all fail.
-# Each step's budget and every wait inside it come from PLAN in gpu_check_steps.py, which
-# tests/test_gpu_check.py sums at the GPU sizes. gpu_frontier.py's peer (PureJaxRL) is
-# used where gpu_run.sh would find it, else its rows read "unavailable" and the step says
-# that its target was not evaluated.
+#     bash benchmarks/gpu_check.sh --part 1   # headline figures, about 3 minutes (cap 260 s)
+#     bash benchmarks/gpu_check.sh --part 2   # the rest, about 5 minutes (cap 330 s)
+#     bash benchmarks/gpu_check.sh --part 2 --cap 260   # a smaller cap (a second start)
+#     bash benchmarks/gpu_check.sh --dry-run [--part N]
+#         # any machine: every item of both parts (or of part N) at toy sizes on the CPU,
+#         # one after the other, in this Python ($PYTHON or python3), no install
 #
-#     bash benchmarks/gpu_check.sh            # on the GPU machine: the real figures
-#     bash benchmarks/gpu_check.sh --dry-run  # any machine: every step at toy sizes on
-#                                             # the CPU, in this Python ($PYTHON or
-#                                             # python3), no install; seconds per step
+# The items, their limits and their files are PARTS in benchmarks/gpu_check_steps.py,
+# which runs them one at a time, each under `timeout -k 5 LIMIT` (the lesser of its limit
+# and what the part's cap leaves; skipped when under 60% of its limit is left). Each item
+# leaves its JSON in $OUT (default /tmp/elegantpod-gpu-check) as soon as it exists, all
+# output goes to one $OUT/log.txt (trimmed to 4 MB), at most 6 files in all, and every
+# figure is printed as a `FIGURE name value` line after its item and again in a closing
+# FIGURES block: the device tool's output tail carries the numbers even if no file comes
+# back.
+#
+# Nothing it starts may outlive it or change the GPU: every process stays in this
+# command's session (no daemon, no session of its own), CUDA MPS is only reported, one
+# Inductor compile thread per process (each compiling process otherwise forks
+# min(32, cores) compile workers: about 160 processes for the tournament's 8), and each
+# nvidia-smi or NVML call has a time limit.
+#
+# Setup: the wheels carried in .whl/ (benchmarks/gpu_wheels.sh fills it on a machine with
+# the registries) that this machine lacks, and only those, go into /tmp/site with
+# --no-deps, once per machine (a marker skips it on a warm one); then torch must see a GPU
+# and every module the items need must import, else it stops at once, exit 3, naming
+# CUDA or the module, rather than spend the lease on items that would only say so.
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
+usage="usage: bash benchmarks/gpu_check.sh --part 1|2 [--cap SECONDS] | --dry-run [--part 1|2]"
 dry=0
-if [[ "${1:-}" == "--dry-run" ]]; then
-    dry=1
-elif [[ $# -gt 0 ]]; then
-    echo "usage: bash benchmarks/gpu_check.sh [--dry-run]" >&2
-    exit 2
+parts=()
+cap=()
+while (($# > 0)); do
+    case "$1" in
+        --dry-run) dry=1 ;;
+        --part)
+            [[ "${2:-}" == 1 || "${2:-}" == 2 ]] || { echo "$usage" >&2; exit 2; }
+            parts+=("$2")
+            shift
+            ;;
+        --cap)
+            [[ "${2:-}" =~ ^[0-9]+$ ]] || { echo "$usage" >&2; exit 2; }
+            cap=(--cap "$2")
+            shift
+            ;;
+        *) echo "$usage" >&2; exit 2 ;;
+    esac
+    shift
+done
+if ((${#parts[@]} == 0)); then
+    ((dry == 1)) || { echo "$usage" >&2; exit 2; }
+    parts=(1 2)
 fi
 out_dir="${OUT:-/tmp/elegantpod-gpu-check}"
 py="${PYTHON:-python3}"
+wheels="${GPU_CHECK_WHEELS:-.whl}" # tests point this at an empty folder
 mkdir -p "$out_dir"
+log="$out_dir/log.txt"
 start=$SECONDS
-total=520 # 8 min 40 s (TOTAL_SECONDS in gpu_check_steps.py): setup, steps, kill grace
+say() {
+    echo "gpu_check.sh: $*"
+    echo "gpu_check.sh: $*" >>"$log"
+}
+# one compile thread, one OpenMP thread, JAX beside torch without taking the GPU's memory
+export TORCHINDUCTOR_COMPILE_THREADS=1 OMP_NUM_THREADS=1
+export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
 
-if [[ $dry -eq 0 ]]; then
-    if ls .whl/*.whl >/dev/null 2>&1; then
+if ((dry == 0)); then
+    export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+    if ls "$wheels"/*.whl >/dev/null 2>&1; then
         site=/tmp/site
-        # the wheels whose distribution this Python lacks; the others are left out
-        mapfile -t lacking < <("$py" - <<'EOF'
+        stamp=$(ls -l "$wheels"/*.whl | sha1sum | cut -c1-40)
+        if [[ -f "$site/.done" && "$(cat "$site/.done")" == "$stamp" ]]; then
+            say "the wheels were installed by an earlier call (a warm machine): not again"
+        else
+            # the wheels whose distribution this Python lacks; the others are left out
+            mapfile -t lacking < <(timeout -k 5 60 "$py" - "$wheels" 2>>"$log" <<'EOF'
 import glob, importlib.metadata as md, os, re, sys
-for wheel in sorted(glob.glob(".whl/*.whl")):
+for wheel in sorted(glob.glob(os.path.join(sys.argv[1], "*.whl"))):
     name = re.split(r"-[0-9]", os.path.basename(wheel), maxsplit=1)[0]
     try:
         md.version(name)
@@ -50,70 +90,50 @@ for wheel in sorted(glob.glob(".whl/*.whl")):
     except md.PackageNotFoundError:
         print(wheel)
 EOF
-        )
-        if ((${#lacking[@]} > 0)) && ! "$py" -m pip install -q --no-index --no-deps \
-            --no-compile --no-cache-dir --upgrade --target "$site" "${lacking[@]}"; then
-            echo "gpu_check.sh: pip failed; extracting the wheels instead" >&2
-            "$py" -c 'import sys, zipfile
+            )
+            ok=1
+            if ((${#lacking[@]} > 0)) && ! timeout -k 5 120 "$py" -m pip install -q \
+                --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" \
+                "${lacking[@]}" >>"$log" 2>&1; then
+                say "pip failed; extracting the wheels instead"
+                timeout -k 5 120 "$py" -c 'import sys, zipfile
 for w in sys.argv[2:]:
-    zipfile.ZipFile(w).extractall(sys.argv[1])' "$site" "${lacking[@]}"
+    zipfile.ZipFile(w).extractall(sys.argv[1])' "$site" "${lacking[@]}" >>"$log" 2>&1 || ok=0
+            fi
+            ((ok == 1)) && mkdir -p "$site" && echo "$stamp" >"$site/.done"
+            say "${#lacking[@]} wheels installed into $site in $((SECONDS - start)) s"
         fi
         export PYTHONPATH="$PWD:$site"
     else
-        echo "gpu_check.sh: no wheels in .whl/; using this Python's packages" >&2
-        export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+        say "no wheels in $wheels/; using this Python's packages"
     fi
-    # one JAX compile cache and Inductor cache for all steps' processes
+    # one Inductor cache for all items' processes
     export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-/tmp/elegantpod-inductor}"
+    check=(--cuda)
     flag=()
 else
     export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
     export CUDA_VISIBLE_DEVICES="" # toy sizes on the CPU even on a GPU machine
+    check=()
     flag=(--dry-run)
 fi
-if ! "$py" benchmarks/gpu_check_steps.py check-imports; then
-    echo "gpu_check.sh: a module every step needs is missing (above): stopped" >&2
+# torch must see a GPU (checked first), and every required module must import
+report=$(timeout -k 5 90 "$py" benchmarks/gpu_check_steps.py check-imports \
+    ${check[@]+"${check[@]}"} 2>&1)
+rc=$?
+echo "$report" >>"$log"
+echo "$report" | grep -v '^$'
+if ((rc != 0)); then
+    ((rc == 124 || rc == 137)) && say "the CUDA and import check did not end in 90 s"
+    say "stopped before any item (exit 3): see the line above naming CUDA or a module"
     exit 3
 fi
-read -r -a budgets < <("$py" benchmarks/gpu_check_steps.py budgets ${flag[@]+"${flag[@]}"})
-export PYTHONUNBUFFERED=1 OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
-
-steps=(versions gpu_tests probe pods frontier tournament mjx)
-run_step() { # index name budget
-    local json="$out_dir/$(($1 + 1))_$2.json" log="$out_dir/$(($1 + 1))_$2.log" rc
-    timeout -k 10 "$3" "$py" benchmarks/gpu_check_steps.py "$2" --out "$json" \
-        --budget "$3" ${flag[@]+"${flag[@]}"} >"$log" 2>&1
-    rc=$?
-    tail -n 3 "$log"
-    "$py" benchmarks/gpu_check_steps.py fallback --out "$json" --rc "$rc" --log "$log" \
-        ${flag[@]+"${flag[@]}"} || echo "gpu_check.sh: could not write $json" >&2
-}
-for i in "${!steps[@]}"; do
-    name="${steps[$i]}"
-    left=$((total - (SECONDS - start)))
-    budget=${budgets[$i]}
-    ((budget > left)) && budget=$left
-    if ((budget < 10)); then # out of time (MJX comes last: "if time is left")
-        "$py" benchmarks/gpu_check_steps.py fallback --out "$out_dir/$((i + 1))_$name.json" \
-            --rc 124 --status "skipped: no time left" ${flag[@]+"${flag[@]}"}
-        echo "$name: skipped, $left s left"
-        continue
-    fi
-    echo "== $((i + 1))/${#steps[@]} $name (budget ${budget} s)"
-    if [[ $dry -eq 1 ]]; then
-        # toy sizes whose figures mean nothing: the steps overlap, to check every code
-        # path in well under a minute; on the GPU they run one after the other
-        run_step "$i" "$name" "$budget" &
-    else
-        run_step "$i" "$name" "$budget"
-    fi
-done
-wait
-echo "gpu_check.sh: done in $((SECONDS - start)) s; JSON in $out_dir"
-"$py" - "$out_dir" <<'EOF'
-import json, pathlib, sys
-for path in sorted(pathlib.Path(sys.argv[1]).glob("[0-9]_*.json")):
-    r = json.loads(path.read_text())
-    print(f"{path.name:20} {r.get('status')!s:28} {str(r.get('error') or '')[:80]}")
-EOF
-exit 0
+say "setup done in $((SECONDS - start)) s"
+"$py" benchmarks/gpu_check_steps.py part --part "${parts[@]}" --out-dir "$out_dir" \
+    --elapsed $((SECONDS - start)) ${cap[@]+"${cap[@]}"} ${flag[@]+"${flag[@]}"}
+rc=$?
+if (($(stat -c %s "$log") > 4000000)); then # the device tool returns 16 MiB a file
+    tail -c 4000000 "$log" >"$log.tmp" && mv "$log.tmp" "$log"
+fi
+echo "gpu_check.sh: done in $((SECONDS - start)) s, rc $rc; in $out_dir: $(ls "$out_dir" | tr '\n' ' ')"
+exit "$rc"

@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
 # One command for a CUDA machine without network: run a GPU benchmark there
 # (benchmarks/gpu_throughput.py by default; name another as the first argument, e.g.
-# gpu_tournament.py, which also needs the wheels of dask-cuda to start a LocalCUDACluster:
-# without them it starts one local worker with a GPU resource instead).
+# gpu_tournament.py, whose GPU workers are elegantpod's own GPUCluster: no dask-cuda).
 # gpu_frontier.py (ours vs PureJaxRL) also needs the peer's wheels in .whl/ (gymnax 0.0.9,
-# distrax 0.1.9, tfp-nightly, dm-tree, gast, decorator, seaborn, absl-py, ...: listed in
-# shared/gpu-peer/wheels.txt; jax is on the machine) and the peer's folder inside the repo
-# (shared/gpu-peer/purejaxrl or benchmarks/peer/purejaxrl, or --peer-dir).
+# distrax 0.1.9, tfp-nightly, dm-tree, gast, decorator, ...: benchmarks/gpu_wheels_peer.txt;
+# jax is on the machine) and the peer's folder inside the repo (shared/gpu-peer/purejaxrl
+# or benchmarks/peer/purejaxrl, or --peer-dir): `bash benchmarks/gpu_wheels.sh --peer`.
 #
 # That machine has python3, torch (CUDA), numpy and pandas but neither gymnasium nor
 # dask/distributed, which `import elegantpod` needs; so the wheels of those (the same

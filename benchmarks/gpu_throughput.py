@@ -250,9 +250,11 @@ def child_main(spec: dict[str, Any]) -> int:
 def run_child(spec: dict[str, Any], timeout: float) -> tuple[list[dict[str, Any]], str | None]:
     """Run a compile job with a hard time limit; returns its rows and a failure note."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)]
-    # A session of its own: on timeout the whole group goes, inductor's compile workers too.
+    # A process group of its own, in this session: on timeout the whole group goes,
+    # inductor's compile workers too, and an outer `timeout` or the device tool still
+    # reaches it (a session of its own outlived both).
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=os.setpgrp
     )
     note = None
     try:
@@ -260,7 +262,10 @@ def run_child(spec: dict[str, Any], timeout: float) -> tuple[list[dict[str, Any]
     except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
+        try:
+            out, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:  # a child blocked in the driver: not waited for
+            out, err = "", ""
         note = f"timeout after {timeout:.0f} s (compile included)"
     rows = [
         json.loads(line[len(RESULT_TAG) :])

@@ -17,9 +17,9 @@ CartPole-v1 (16,384 sub-envs per pod) and StockTrading-v0 (1,024 accounts per po
 validation Sharpe as fitness). Without a GPU it runs on the CPU as a dry run (``--quick``
 shrinks it) and says so in the JSON: those figures are not the GPU result.
 
-The cluster is ``elegantpod.cluster()`` (a ``LocalCUDACluster`` with dask-cuda); where
-dask-cuda is missing but a GPU is there, one local worker with a ``GPU`` resource and
-``GPU_THREADS`` threads stands in for it, as dask-cuda would start it.
+The cluster is ``elegantpod.cluster(gpu=True)``: a ``GPUCluster`` of single-thread worker
+processes, ``pods_per_gpu`` of them per GPU (one pod per process, one Inductor compile
+thread each; :mod:`elegantpod.clusters.gpu`). Without a GPU, a CPU ``LocalCluster``.
 
 Usage::
 
@@ -112,29 +112,19 @@ class GpuSampler:
     def close(self) -> None:
         if self.proc is not None:
             self.proc.terminate()
+            try:  # a wedged nvidia-smi: killed, and waited for within a bound
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.proc.wait(timeout=5)
 
 
 def gpu_client():
-    """``elegantpod.cluster()``; with a GPU but no dask-cuda, one GPU worker stands in."""
-    try:
-        import dask_cuda  # noqa: F401
-
-        return elegantpod.cluster(dashboard_address=None), "LocalCUDACluster"
-    except ImportError:
-        pass
+    """``elegantpod.cluster(gpu=True)`` where there is a GPU, two CPU workers otherwise."""
     if torch.cuda.is_available():
-        from distributed import Client, LocalCluster
-
-        from elegantpod.clusters.gpu import GPU_THREADS
-
-        lc = LocalCluster(
-            n_workers=1,
-            threads_per_worker=GPU_THREADS,
-            resources={"GPU": 1},
-            host="127.0.0.1",
-            dashboard_address=None,
-        )
-        return Client(lc), "LocalCluster with a GPU resource (no dask-cuda)"
+        client = elegantpod.cluster(gpu=True, dashboard_address=None)
+        return client, "GPUCluster (single-thread processes per GPU)"
     return elegantpod.cluster(n_workers=2, dashboard_address=None), "LocalCluster (CPU)"
 
 

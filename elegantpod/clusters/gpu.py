@@ -50,6 +50,14 @@ DEFAULT_POD_BYTES = 2**30
 """A pod's size assumed when a GPU node starts before any pod is known (1 GiB)."""
 MAX_RESIDENT = 32
 """Idle pods a worker process keeps resident at most."""
+COMPILE_THREADS = "1"
+"""``TORCHINDUCTOR_COMPILE_THREADS`` of a GPU worker process unless the user set it.
+
+Why: each process that first compiles with Inductor starts a compile sidecar and
+``min(32, cores)`` forked compile workers, idle for 60 s before they quit. With 8 worker
+processes on a 16-core GPU machine that is about 150 processes starting at once beside
+8 CUDA contexts (a GPU check's machine stopped answering there). A pod compiles one
+fused env step per size, so a pool of compile workers buys nothing."""
 
 
 def pods_per_gpu(
@@ -121,8 +129,10 @@ def gpu_layout(
     dict
         ``{name: {"cls": Nanny, "options": {...}}}``, names ``"gpu<i>-<k>"``: one thread,
         ``CUDA_VISIBLE_DEVICES`` of its GPU alone, a ``GPU`` resource of
-        ``1 / pods_per_gpu`` (a GPU's processes add up to one), and the worker settings
-        of :func:`elegantpod.clusters.local.worker_settings` in its config.
+        ``1 / pods_per_gpu`` (a GPU's processes add up to one), one Inductor compile
+        thread (:data:`COMPILE_THREADS`, unless ``TORCHINDUCTOR_COMPILE_THREADS`` is set
+        here or in ``options["env"]``), and the worker settings of
+        :func:`elegantpod.clusters.local.worker_settings` in its config.
     """
     gpus = [str(g) for g in gpus]
     if not gpus:
@@ -136,6 +146,12 @@ def gpu_layout(
     if pods_per_gpu is None and cpus:  # each process drives its GPU from one core
         n = _plan(min(n, max(1, int(cpus) // len(gpus))), None, 0)
     base = dict(options or {})
+    # a variable set here reaches the workers as it is (a Nanny inherits the environment)
+    compile_env = (
+        {}
+        if "TORCHINDUCTOR_COMPILE_THREADS" in os.environ
+        else {"TORCHINDUCTOR_COMPILE_THREADS": COMPILE_THREADS}
+    )
     specs = {}
     for i, gpu in enumerate(gpus):
         plugins = _affinity_plugins(gpu)
@@ -145,7 +161,7 @@ def gpu_layout(
                 **base,
                 "name": name,
                 "nthreads": GPU_THREADS,
-                "env": {**base.get("env", {}), "CUDA_VISIBLE_DEVICES": gpu},
+                "env": {**compile_env, **base.get("env", {}), "CUDA_VISIBLE_DEVICES": gpu},
                 "resources": {**base.get("resources", {}), "GPU": 1 / n},
                 "config": {**base.get("config", {}), **worker_settings()},
             }

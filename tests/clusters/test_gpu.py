@@ -12,6 +12,7 @@ import pytest
 from distributed import Client, get_worker
 
 from elegantpod.clusters.gpu import (
+    COMPILE_THREADS,
     CUDA_CONTEXT,
     GPUCluster,
     gpu_layout,
@@ -47,6 +48,17 @@ def test_layout_from_a_fake_gpu_list_is_single_thread_processes_pinned_per_gpu()
         gpu_layout(["0"], pods_per_gpu=0)
     with pytest.raises(ValueError, match="at least one GPU"):
         gpu_layout([])
+
+
+def test_gpu_workers_compile_with_one_thread_unless_the_user_set_it(monkeypatch):
+    # Inductor forks min(32, cores) compile workers per compiling process otherwise
+    monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
+    options = gpu_layout(["0"], pods_per_gpu=2)["gpu0-1"]["options"]
+    assert options["env"]["TORCHINDUCTOR_COMPILE_THREADS"] == COMPILE_THREADS == "1"
+    given = gpu_layout(["0"], options={"env": {"TORCHINDUCTOR_COMPILE_THREADS": "4"}})
+    assert given["gpu0-0"]["options"]["env"]["TORCHINDUCTOR_COMPILE_THREADS"] == "4"
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "8")  # inherited as it is
+    assert "TORCHINDUCTOR_COMPILE_THREADS" not in gpu_layout(["0"])["gpu0-0"]["options"]["env"]
 
 
 def test_pods_per_gpu_from_memory_counts_each_process_cuda_context():
