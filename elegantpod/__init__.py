@@ -19,8 +19,9 @@ point down this list, and finance is a client of the rest:
 - ``tournament/``: the asynchronous population of pods on Dask (core, store, worker,
   client, the ``Tournament`` facade).
 - ``tracking/``, ``widgets/``: experiment tracking; the live dashboard.
-- ``comparison/``: methods compared over seeds (``compare()``): IQMs, bootstrap and
-  Wilson intervals, probability of improvement, the HTML report.
+- ``comparison/``: methods compared over seeds (``compare()``): Kaplan-Meier and RMST
+  of censored times, IQMs, bootstrap and Wilson intervals, probability of improvement,
+  paired permutation and log-rank tests Holm-adjusted over a family, the HTML report.
 - ``finance/``: market data, the trading env, statistics, backtests, reports.
 - ``cli/``: the ``elegantpod`` command.
 

@@ -124,6 +124,12 @@ for lr, hit in [("3e-4", None), ("1e-3", 200.0), ("3e-3", None)]:
     with open(f"runs/lr-{lr}/result.json", "w") as f:
         json.dump({"curve": curve}, f)
 """
+CHECK_COMPARE_FAMILY = """
+# the guide's tables, as printed there
+assert [round(v.p_adjusted, 5) for v in c.versus] == [0.00391, 0.0166]
+assert [v.family_verdict for v in c.versus] == ["faster", "faster"]
+assert "| ≥ 62.2 [42, 81] |" in c.to_markdown()
+"""
 CHECK_COMPARE = """
 assert c.table.loc["tournament", "solved"] == 1.0 and c.table.loc["sweep", "solved"] == 1 / 3
 assert c.pairs.loc[0, "other"] == "sweep" and os.path.getsize("comparison.html") > 10_000
@@ -156,6 +162,7 @@ RUNS = {
         skip=None if torch.cuda.is_available() else "needs CUDA (MJX on the GPU)",
     ),
     "compare": Run(blocks=("import elegantpod\n",), glue={"import elegantpod\n": MAKE_RUNS}),
+    "compare family": Run(blocks=("import elegantpod\n",)),
     "gateway": Run(
         blocks=("import elegantpod\n",),
         skip="needs a daskhub (JupyterHub + Dask Gateway + S3): tests/test_jupyterhub.py "
@@ -186,6 +193,7 @@ def marker(code: str) -> str:
         ("kubernetes", 'cluster("tcp://elegantpod-scheduler:8786")'),
         ("hub sizes", "worker_gpus=1)"),
         ("gateway", "gateway=True"),
+        ("compare family", "family=[("),
         ("compare", "elegantpod.compare("),
     ):
         if needle in code:
@@ -223,7 +231,9 @@ def _execute(cells: list[str], tmp_path: Path, monkeypatch) -> nbformat.Notebook
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["quickstart", "one pod", "trading", "mjx", "compare"])
+@pytest.mark.parametrize(
+    "name", ["quickstart", "one pod", "trading", "mjx", "compare", "compare family"]
+)
 def test_a_notebook_example_runs(name, tmp_path, monkeypatch):
     run = RUNS[name]
     if run.skip:
@@ -242,6 +252,8 @@ def test_a_notebook_example_runs(name, tmp_path, monkeypatch):
         cells.append(CHECK_DEPLOY)
     if name == "compare":
         cells.append("import os\n" + CHECK_COMPARE)
+    if name == "compare family":
+        cells.append(CHECK_COMPARE_FAMILY)
     _execute(cells, tmp_path, monkeypatch)
 
 

@@ -244,8 +244,8 @@ def parser() -> argparse.ArgumentParser:
     )
     c = sub.add_parser(
         "compare",
-        help="compare methods over their runs (IQMs with bootstrap intervals, probability "
-        "of improvement) and write the HTML report",
+        help="compare methods over their runs (Kaplan-Meier, RMST and IQMs with intervals, "
+        "paired or unpaired tests Holm-adjusted over a family) and write the HTML report",
     )
     c.add_argument(
         "--method",
@@ -276,6 +276,34 @@ def parser() -> argparse.ArgumentParser:
         "--markdown", action="store_true", help="print the table as Markdown (a README's)"
     )
     c.add_argument("--json", action="store_true", help="print every figure as one JSON line")
+    c.add_argument(
+        "--family",
+        choices=("reference", "all"),
+        default="reference",
+        help="the comparisons tested together, Holm-adjusted: the first method against each "
+        "other (default) or every pair",
+    )
+    c.add_argument(
+        "--pair",
+        nargs=2,
+        action="append",
+        metavar=("METHOD", "OTHER"),
+        default=None,
+        help="declare the family pair by pair instead (repeat)",
+    )
+    c.add_argument(
+        "--alternative",
+        choices=("two-sided", "less", "greater"),
+        default="two-sided",
+        help="what each test is for (less: the method is faster)",
+    )
+    c.add_argument("--level", type=float, default=0.05, help="the family-wise level (default 0.05)")
+    c.add_argument(
+        "--paired",
+        choices=("auto", "yes", "no"),
+        default="auto",
+        help="pair runs by seed: where both methods ran the same seeds (auto), required, or never",
+    )
     sub.add_parser("presets", help="list the presets that --preset takes")
     d = sub.add_parser("demo", help="the showcase run on the embedded default")
     d.add_argument("--seed", type=int, default=0)

@@ -34,7 +34,17 @@ def run(args) -> int:
         runs[name] = paths
     if args.html is not None:
         check_report_path(args.html)
-    result = compare(runs, args.target, budget=args.budget, title=args.title, out=args.html)
+    result = compare(
+        runs,
+        args.target,
+        budget=args.budget,
+        title=args.title,
+        out=args.html,
+        family=[tuple(p) for p in args.pair] if args.pair else args.family,
+        alternative=args.alternative,
+        level=args.level,
+        paired={"auto": None, "yes": True, "no": False}[args.paired],
+    )
     if args.json:
         print(json.dumps(json_safe(result.to_dict()), sort_keys=True))
     elif args.markdown:
@@ -47,20 +57,35 @@ def run(args) -> int:
 
 
 def text_table(result) -> str:
-    """The methods and the verdicts as plain text for a terminal."""
-    from elegantpod.comparison.report import fraction_text, interval_text, verdict_lines
+    """The methods and the verdicts as plain text for a terminal: the solved fraction
+    beside the RMST and the time IQM (``>=`` where censoring makes it a lower bound)."""
+    from elegantpod.comparison.report import (
+        fraction_text,
+        interval_text,
+        time_iqm_text,
+        verdict_lines,
+    )
 
-    rows = [("method", "solved [95% CI]", "IQM s to target [95% CI]", "IQM final [95% CI]")]
+    rows = [
+        (
+            "method",
+            "solved [95% CI]",
+            "RMST s [95% CI]",
+            "IQM s to target [95% CI]",
+            "IQM final [95% CI]",
+        )
+    ]
     for f in result.figures.values():
         rows.append(
             (
                 f.method,
                 fraction_text(f.solved, f.runs),
-                interval_text(f.time_iqm),
+                interval_text(f.rmst),
+                time_iqm_text(f),
                 interval_text(f.final_iqm),
             )
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [result.title]
     lines += ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)) for r in rows]
     lines += verdict_lines(result)

@@ -65,6 +65,10 @@ class RunCurve:
         The wall seconds the run was given, where it says (a store's ``max_seconds``).
     target
         The target the run itself was given (a store's ``target_reward``), if any.
+    seed
+        The run's seed, where it says (a store's ``seed``, a pod's ``result.json``
+        ``seed``, a curve's ``"seed"``): runs of two methods with the same seeds are
+        compared pair by pair (:func:`~elegantpod.comparison.comparison.compare`).
     """
 
     source: str
@@ -73,6 +77,7 @@ class RunCurve:
     scores: tuple[float, ...]
     budget: float | None = None
     target: float | None = None
+    seed: int | None = None
 
     def time_to(self, target: float, budget: float | None = None) -> float:
         """Seconds until an evaluation first scored ``>= target`` (by ``budget``, when
@@ -112,6 +117,18 @@ def _number(value: Any, where: str, *, low: float = -MAX_SCORE, high: float = MA
     return x
 
 
+MAX_SEED = 2**32
+"""The largest seed accepted, either sign (a tournament spec's bound)."""
+
+
+def _seed(value: Any, where: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not -MAX_SEED <= value <= MAX_SEED:
+        raise RunError(f"{where} must be an integer within +-2**32, got {short(value)}")
+    return int(value)
+
+
 def _points(pairs, where: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """Checked ``(time, score)`` pairs, sorted by time (a missing score is skipped)."""
     out = []
@@ -132,14 +149,17 @@ def _points(pairs, where: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
 
 def from_data(data: Mapping[str, Any], source: str = "<data>") -> RunCurve:
     """A run given as data: ``{"time": [...], "score": [...]}`` (equal lengths), with
-    optional ``"budget"`` and ``"target"`` (what the benchmarks append per run)."""
+    optional ``"budget"``, ``"target"`` and ``"seed"`` (what the benchmarks append per
+    run)."""
     if not isinstance(data, Mapping):
         raise RunError(
             f"{source}: a run given as data must be a mapping, got {type(data).__name__}"
         )
-    unknown = sorted(set(data) - {"time", "score", "budget", "target", "source"})
+    unknown = sorted(set(data) - {"time", "score", "budget", "target", "seed", "source"})
     if unknown:
-        raise RunError(f"{source}: unknown keys {short(unknown)} (time, score, budget, target)")
+        raise RunError(
+            f"{source}: unknown keys {short(unknown)} (time, score, budget, target, seed)"
+        )
     times, scores = data.get("time"), data.get("score")
     for name, value in (("time", times), ("score", scores)):
         if not isinstance(value, (list, tuple)):
@@ -160,6 +180,7 @@ def from_data(data: Mapping[str, Any], source: str = "<data>") -> RunCurve:
         if budget is None
         else _number(budget, f"{source}.budget", low=0.0, high=MAX_SECONDS),
         target=None if target is None else _number(target, f"{source}.target"),
+        seed=_seed(data.get("seed"), f"{source}.seed"),
     )
 
 
@@ -185,6 +206,7 @@ def from_store(root: str | os.PathLike) -> RunCurve:
         if budget is None
         else _number(budget, f"{source}: max_seconds", low=0.0, high=MAX_SECONDS),
         target=None if target is None else _number(target, f"{source}: target_reward"),
+        seed=_seed(spec.get("seed"), f"{source}: seed"),
     )
 
 
@@ -226,7 +248,13 @@ def from_pod_output(folder: str | os.PathLike) -> RunCurve:
             score = None  # a pod that has not evaluated yet
         pairs.append((p.get("wall_seconds"), score))
     t, s = _points(pairs, f"{source}/result.json: curve")
-    return RunCurve(source=source, kind="pod", times=t, scores=s)
+    return RunCurve(
+        source=source,
+        kind="pod",
+        times=t,
+        scores=s,
+        seed=_seed(raw.get("seed"), f"{source}/result.json: seed"),
+    )
 
 
 def read_run(run: Any) -> RunCurve:

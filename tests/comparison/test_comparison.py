@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 import elegantpod
+from elegantpod.comparison import statistics as st
+from elegantpod.comparison import survival as sv
 from elegantpod.comparison.comparison import MAX_RESAMPLED, MAX_RUNS, compare
 from elegantpod.comparison.runs import MAX_SCORE, RunCurve, RunError
 from elegantpod.tournament.core.spec import TournamentSpec
@@ -320,6 +322,8 @@ def test_the_report_is_self_contained_escaped_and_renders_in_chromium(tmp_path):
             ]
             verdict = page.locator("#pairs td.pays, #pairs td.loses, #pairs td.undecided")
             verdict_text = verdict.inner_text()
+            family_text = page.locator("#pairs td.family-not-shown").inner_text()
+            runs_text = page.locator("#runs").inner_text()
             pwned = page.evaluate("window.__pwned || 0")
             title = page.title()
         finally:
@@ -328,12 +332,174 @@ def test_the_report_is_self_contained_escaped_and_renders_in_chromium(tmp_path):
     assert not dialogs and not pwned
     assert title == f"trap {EVIL}"  # shown as text
     assert rows[0][:3] == ["fast", "4", "3/4 [0.3, 0.95]"]
-    assert rows[1][0] == EVIL and rows[1][3].startswith("27.5 [")
+    # the RMST beside the solved fraction; half of the slow runs are censored, so its
+    # IQM of times includes the budget and is shown as the lower bound it is
+    assert rows[1][0] == EVIL and rows[1][3].startswith("26.2 [")
+    assert rows[1][4].startswith("\u2265 27.5 [") and rows[0][4].startswith("12.5 [")
     assert loaded == [True, True]
     assert verdict_text == c.versus[0].verdict
+    assert family_text == "not shown" and "> 30 (censored)" in runs_text
 
 
 def test_a_run_curve_reads_as_its_evaluations():
     r = RunCurve("x", "curve", (1.0, 2.0, 5.0), (0.0, 3.0, 9.0))
     assert r.time_to(3.0) == 2.0 and r.time_to(9.0, budget=4.0) == math.inf
     assert r.best() == 9.0 and r.best(budget=4.0) == 3.0 and math.isnan(r.best(budget=0.5))
+
+
+def test_censored_time_to_target_gets_km_rmst_and_censored_labels():
+    """The hand case: fast 5, 10, 15, >30; slow 20, 25, >30, >30 (target 10, budget 30).
+    RMST = the mean of min(T, 30): 15 and 26.25. Slow's IQM (25 + 30) / 2 includes a run
+    counted at the budget: a lower bound, labelled so everywhere it is printed."""
+    from elegantpod.comparison.command import text_table
+
+    c = compare(hand_case(), target=10, budget=30, reps=500)
+    t = c.table
+    assert t.loc["fast", "rmst"] == 15.0 and t.loc["slow", "rmst"] == 26.25
+    assert t.loc["slow", "rmst_low"] <= 26.25 <= t.loc["slow", "rmst_high"] <= 30
+    assert list(t["censored"]) == [1, 2]
+    # 1 of 4 censored is the quarter the IQM drops; 2 of 4 is not
+    assert list(t["time_iqm_censored"]) == [False, True]
+    km = c.kaplan_meier("slow")
+    assert km["seconds"].tolist() == [0, 20, 25, 30]
+    assert km["survival"].tolist() == [1.0, 0.75, 0.5, 0.5]
+    assert km["censored"].tolist() == [0, 0, 0, 2]
+    (v,) = c.versus
+    assert v.rmst_difference.value == -11.25 and v.test.difference == -11.25
+    assert (
+        v.logrank.p == sv.logrank([5, 10, 15, 30], [1, 1, 1, 0], [20, 25, 30, 30], [1, 1, 0, 0]).p
+    )
+    assert not v.test.paired and v.pairing == "unpaired: 4 run(s) of 'fast' say no seed"
+    md, text, page = c.to_markdown(), text_table(c), c.to_html()
+    for shown in (md, text, page):
+        assert "\u2265 27.5 [" in shown and "12.5 [" in shown and "\u2265 12.5" not in shown
+        assert "3/4 vs 2/4" in shown  # the solved fractions beside the RMST difference
+    assert "(censored) s, P(faster)" in md and "&gt; 30 (censored)" in page
+    assert "middle six" in page and "not the same bound for every method" in page
+    figures = c.to_dict()
+    assert figures["methods"]["slow"]["time_iqm_censored"] is True
+    assert figures["methods"]["slow"]["kaplan_meier"]["survival"] == [0.75, 0.5, 0.5]
+
+
+def seeded(times, seeds, budget_hit=True):
+    """Runs reaching the target (1) at each of ``times``, with their seeds."""
+    return [curve([0, t], [0, 1], seed=s) for t, s in zip(times, seeds, strict=True)]
+
+
+def test_runs_with_the_same_seeds_are_compared_pair_by_pair():
+    """The seeds given in another order for each method: the test pairs run by seed and
+    equals the paired test on the seed-aligned arrays; its p-value is exact."""
+    a_t = [3.0, 8.0, 12.0, 4.0, 50.0, 9.0]
+    b_t = [9.0, 10.0, 30.0, 4.0, 70.0, 20.0]
+    seeds = [10, 11, 12, 13, 14, 15]
+    order = [5, 2, 0, 4, 1, 3]
+    runs = {
+        "tournament": seeded(a_t, seeds),
+        "sweep": seeded([b_t[i] for i in order], [seeds[i] for i in order]),
+    }
+    c = compare(runs, target=1, budget=60, reps=500)
+    (v,) = c.versus
+    a = np.minimum(a_t, 60.0)
+    b = np.minimum(b_t, 60.0)
+    want = sv.paired_permutation_test(a, np.array(a_t) < 60, b, np.array(b_t) < 60, 60.0)
+    assert v.test == want and v.test.paired and v.test.exact
+    assert v.pairing == "paired by seed (6 seeds)"
+    # a faster or tied on every seed, ties (seed 13) swap to the same difference:
+    # only the swaps of seeds where a == b are as extreme, 2 of 64
+    assert v.test.p_less == 2 / 64 and v.p_value == v.test.p
+    unpaired = compare(runs, target=1, budget=60, reps=500, paired=False).versus[0]
+    assert not unpaired.test.paired and unpaired.pairing == "unpaired: paired=False"
+    runs["sweep"][0] = curve([0, 9.0], [0, 1], seed=99)
+    c = compare(runs, target=1, budget=60, reps=500)
+    assert c.versus[0].pairing.startswith("unpaired: the two methods ran different seeds")
+    with pytest.raises(ValueError, match=r"paired=True, but 'tournament' against 'sweep' is"):
+        compare(runs, target=1, budget=60, paired=True)
+
+
+def test_a_declared_family_is_holm_adjusted_with_a_verdict_at_its_level():
+    rng = np.random.default_rng(0)
+    seeds = list(range(1000, 1012))
+    fast = seeded(rng.uniform(5, 30, 12), seeds)
+    slow = seeded(rng.uniform(40, 100, 12), seeds)  # beyond 60 s: censored
+    near = seeded(rng.uniform(5, 32, 12), seeds)
+    runs = {"tournament": fast, "restart_only": near, "random": slow}
+    family = [("tournament", "restart_only"), ("tournament", "random")]
+    c = compare(runs, target=1, budget=60, reps=500, family=family, alternative="less", level=0.025)
+    assert [(v.method, v.other) for v in c.versus] == family
+    raw = [v.p_value for v in c.versus]
+    assert [v.p_adjusted for v in c.versus] == st.holm(raw).tolist()
+    assert raw[1] == 1 / 2**12  # every seed faster: only the identity is as low
+    assert c.versus[1].family_verdict == "faster" and c.versus[0].family_verdict == "not shown"
+    pairs = c.pairs
+    assert pairs["p_adjusted"].tolist() == [v.p_adjusted for v in c.versus]
+    assert pairs["family_verdict"].tolist() == ["not shown", "faster"]
+    md = c.to_markdown()
+    assert "| at family-wise 0.025 |" in md and "paired, exact, less" in md
+    every = compare(runs, target=1, budget=60, reps=500, family="all")
+    assert len(every.versus) == 3 and every.versus[2].method == "restart_only"
+
+
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"family": [("a", "c")]}, "family names 'c', which is not one of the methods"),
+        ({"family": [("a", "a")]}, "family compares 'a' with itself"),
+        ({"family": [("a", "b"), ("b", "a")]}, "holds the comparison 'b' against 'a' twice"),
+        ({"family": "every"}, "family must be 'reference', 'all' or a list"),
+        ({"family": []}, "family is empty"),
+        ({"alternative": "lower"}, "alternative must be one of .* got 'lower'"),
+        ({"level": 0.7}, r"level must be a number in \(0, 0.5\], got 0.7"),
+        ({"level": math.nan}, "level must be a number .* got nan"),
+        ({"permutations": 10}, r"permutations must be an integer in \[1000, 1000000\], got 10"),
+        ({"paired": "yes"}, "paired must be None, True or False, got 'yes'"),
+    ],
+)
+def test_bad_test_settings_are_refused_before_any_run_is_read(kw, message):
+    runs = {"a": ["missing"], "b": ["missing"]}  # never read: the settings fail first
+    with pytest.raises(ValueError, match=message):
+        compare(runs, 1, budget=10, **kw)
+
+
+def test_seeds_are_read_from_stores_pod_outputs_and_data(tmp_path):
+    spec = TournamentSpec(env_id="CartPole-v1", seed=7).to_dict()
+    make_store(tmp_path / "s", pods=[record()], spec=spec)
+    c = compare({"t": [tmp_path / "s"]}, 1, budget=10)
+    assert c.runs["t"][0].seed == 7
+    run = tmp_path / "pod"
+    run.mkdir()
+    (run / "result.json").write_text(
+        json.dumps({"seed": 3, "curve": [{"wall_seconds": 1.0, "score": 5.0}]})
+    )
+    assert compare({"p": [run]}, 1, budget=10).runs["p"][0].seed == 3
+    (run / "result.json").write_text(json.dumps({"seed": 1.5, "curve": []}))
+    with pytest.raises(RunError, match=r"result.json: seed must be an integer .* got 1.5"):
+        compare({"p": [run]}, 1, budget=10)
+    with pytest.raises(RunError, match=r"<data>.seed must be an integer .* got True"):
+        compare({"d": [curve([0], [1], seed=True)]}, 1, budget=10)
+
+
+def test_the_cli_declares_the_family_and_its_level(tmp_path, capsys):
+    from elegantpod.cli.main import main
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    argv = ["compare"]
+    for name, base in (("a", 1.0), ("b", 20.0), ("c", 30.0)):
+        paths = []
+        for s in range(4):
+            path = runs / f"{name}{s}"
+            path.mkdir()
+            (path / "result.json").write_text(
+                json.dumps({"seed": s, "curve": [{"wall_seconds": base + s, "score": 5.0}]})
+            )
+            paths.append(str(path))
+        argv += ["--method", name, *paths]
+    argv += ["--target", "1", "--budget", "60", "--alternative", "less", "--level", "0.025"]
+    assert main([*argv, "--pair", "a", "c", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["family"] == [["a", "c"]] and out["level"] == 0.025
+    (v,) = out["versus"]
+    assert v["test"]["paired"] and v["test"]["p"] == 1 / 16 and v["family_verdict"] == "not shown"
+    assert main([*argv, "--family", "all", "--paired", "no"]) == 0
+    text = capsys.readouterr().out
+    assert "RMST s [95% CI]" in text and "b vs c: " in text and "unpaired: paired=False" in text

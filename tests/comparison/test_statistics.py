@@ -143,3 +143,14 @@ def test_improvement_interval_and_profiles():
         0.5,
         0.5,
     ]
+
+
+def test_holm_matches_the_hand_worked_example():
+    # sorted 0.01, 0.03, 0.04: 3 * 0.01 = 0.03, 2 * 0.03 = 0.06, 1 * 0.04 -> at least 0.06
+    assert st.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    # 2 * 0.5 capped at 1; 1 * 0.9 raised to the 1 before it (the step-down is monotone)
+    assert st.holm([0.5, 0.9]).tolist() == [1.0, 1.0]
+    assert st.holm([0.04, 0.001]).tolist() == pytest.approx([0.04, 0.002])
+    assert st.holm([0.02]).tolist() == [0.02] and st.holm([]).size == 0
+    with pytest.raises(ValueError, match=r"p-values must lie in \[0, 1\], got \[0.1, nan\]"):
+        st.holm([0.1, math.nan])
