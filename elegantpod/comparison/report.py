@@ -54,8 +54,8 @@ def fraction_text(iv: st.Interval, runs: int) -> str:
 
 def time_iqm_text(f) -> str:
     """A method's time IQM with its interval, a "greater than or equal" sign before it
-    where runs counted at the budget enter it (then it is a lower bound, its interval's top pinned at the
-    budget)."""
+    where runs counted at the budget enter it (then it is a lower bound, its interval's
+    top pinned at the budget)."""
     text = interval_text(f.time_iqm)
     return f"\u2265 {text}" if f.time_iqm_censored else text
 
