@@ -181,6 +181,16 @@ def parser() -> argparse.ArgumentParser:
         "them (base, the default) or draws of every searched hyperparameter, yours "
         "included (sample)",
     )
+    r.add_argument(
+        "--rules",
+        default=None,
+        metavar="NAMES",
+        help="selection rules, comma-separated, asked in order at each segment's end: "
+        "restart,exploit (the default tournament), restart (restart-only), restart,copy "
+        "(copy the leader's weights, keep its hyperparameters), none (no pod is ever "
+        "replaced: a sweep with --init base, random search with --init sample), or names "
+        "given to register_rule by an --import module",
+    )
     _env_options(r)
     _track_options(r)
     b = sub.add_parser("backtest", help="backtest a trading agent and write its report")

@@ -848,3 +848,32 @@ def test_init_takes_default_or_sample(capsys):
     with pytest.raises(SystemExit):
         parser().parse_args([*TOURNAMENT, "--store", "s", "--init", "random"])
     assert "invalid choice: 'random'" in capsys.readouterr().err
+
+
+# -- --rules: the selection rules and their controls (issue 58) ---------------------------
+@pytest.mark.parametrize(
+    ("flag", "rules"),
+    [("restart", ["restart"]), ("restart, copy", ["restart", "copy"]), ("none", [])],
+)
+def test_rules_name_the_selection_rules_over_the_files_generator(flag, rules, tmp_path):
+    from elegantpod.cli.args import parser
+    from elegantpod.cli.commands import tournament_options
+    from elegantpod.cli.run_config import apply_run_files
+
+    run = tmp_path / "run.yaml"
+    run.write_text("generator:\n  evidence_t: 3.0\n")
+    argv = [*TOURNAMENT, "--store", "s", "--config", str(run), "--rules", flag]
+    args = parser().parse_args(argv)
+    args.run_config = apply_run_files(args, argv)
+    g = tournament_options(args)["generator"]
+    assert g == {"evidence_t": 3.0, "rules": rules}
+    plain = parser().parse_args([*TOURNAMENT, "--store", "s"])
+    assert "generator" not in tournament_options(plain)  # the spec's default line-up
+
+
+def test_an_unknown_rule_is_one_error_naming_it_before_any_cluster(tmp_path, capsys, monkeypatch):
+    args = [*TOURNAMENT, "--store", tmp_path / "t", "--address", "tcp://127.0.0.1:9"]
+    status, _, err = main_in_process([*args, "--rules", "restart,explot"], capsys, monkeypatch)
+    lines = err.strip().splitlines()
+    assert status == 2 and len(lines) == 1 and "unknown selection rule 'explot'" in lines[0], err
+    assert not (tmp_path / "t").exists()

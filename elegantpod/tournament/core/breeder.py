@@ -109,7 +109,14 @@ class Breeder:
         """The last mutation policy failure (the default mutation stood in), if any."""
 
     # ------------------------------------------------------------------ new pods
-    def new_pod(self, pool: Pool, *, strict: bool = False, origin: dict | None = None) -> PodRecord:
+    def new_pod(
+        self,
+        pool: Pool,
+        *,
+        strict: bool = False,
+        origin: dict | None = None,
+        mutate: bool = True,
+    ) -> PodRecord:
         """The generator at work: a fresh pod, or a mutated child of a top live pod.
 
         The algorithm is the least represented among the pods alive; the parent comes
@@ -118,7 +125,8 @@ class Breeder:
         first pod of an algorithm), then variations of them, or with ``spec.init ==
         "sample"`` draws of every hyperparameter of the tournament's search space.
         ``strict``: a failing mutation policy raises instead of falling back to the
-        default. ``origin``: why it is made (``PodRecord.origin``).
+        default. ``origin``: why it is made (``PodRecord.origin``). ``mutate=False``: a
+        child keeps its parent's hyperparameters (the ``"copy"`` rule's control).
         """
         spec = pool.spec
         active = Counter(r.algo for r in pool.alive())
@@ -129,6 +137,8 @@ class Breeder:
         ]
         if parents:
             parent = choose_parent(parents, self.rng, spec.generator)
+            if not mutate:
+                return self._record(algo, dict(parent.hparams), parent, {}, origin)
             hparams, mutation = self._mutate(spec, algo, parent.hparams, space, True, strict)
             return self._record(algo, hparams, parent, mutation, origin)
         base = base_hparams(spec, algo)

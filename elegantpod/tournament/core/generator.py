@@ -82,6 +82,13 @@ class GeneratorConfig:
     restart_fraction: float = 0.5
     """Share of the live pods a restart replaces (the bottom ones; at least one, never
     the leader)."""
+    rules: tuple[str, ...] = ("restart", "exploit")
+    """The selection rules, by registered name, asked in this order at the end of each
+    segment whether the pod is replaced (:mod:`~elegantpod.tournament.core.rules`):
+    ``("restart", "exploit")`` is the tournament; ``("restart",)`` restart-only;
+    ``("restart", "copy")`` exploits weights without exploring hyperparameters; ``()``
+    never replaces a pod (a sweep with ``init="base"``, random search with
+    ``init="sample"``). ``register_rule`` adds a rule of your own."""
     stuck_tolerance: float = 0.05
     """What counts as an improvement for the restart rule: a segment score above the
     best seen by this fraction of the distance still to go to the target (of the best
@@ -89,6 +96,9 @@ class GeneratorConfig:
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first bad setting."""
+        from elegantpod.tournament.core.rules import check_rules
+
+        check_rules(self.rules)
         for name in ("evidence_t", "stuck_tolerance"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float):

@@ -14,9 +14,10 @@ see and what ``best()`` returns.
 
 The population holds the rules that are more than a transition, and calls them
 through their public methods: a :class:`~elegantpod.tournament.core.breeder.Breeder` makes
-its new pods, a :class:`~elegantpod.tournament.core.restart.RestartRule` decides when a stuck
-population restarts its bottom, :mod:`~elegantpod.tournament.core.exploit` judges a pod at
-its segment's end, and :mod:`~elegantpod.tournament.core.history` keeps each pod's history
+its new pods; the selection rules of ``GeneratorConfig.rules``
+(:mod:`~elegantpod.tournament.core.rules`: restart a stuck population's bottom, exploit a
+lagging pod, or a rule of the user's) observe each segment's result and say whether its
+pod is replaced; and :mod:`~elegantpod.tournament.core.history` keeps each pod's history
 bounded. Each is handed what it reads, a :class:`~elegantpod.tournament.core.breeder.Pool`
 (the spec, the records, the leaderboard), and answers with values: none reads the
 population's private state, nor the population theirs.
@@ -31,16 +32,16 @@ from typing import Any
 
 from elegantpod.agents import get_algo
 from elegantpod.checks.overrides import replace_checked
-from elegantpod.tournament.core import exploit
 from elegantpod.tournament.core import leaderboard as lb
 from elegantpod.tournament.core.breeder import Breeder, Pool, as_entry, base_hparams
-from elegantpod.tournament.core.exploit import Judgement
 from elegantpod.tournament.core.field_checks import MAX_HISTORY, MAX_TEXT, checkpoint_name
 from elegantpod.tournament.core.history import thin, with_segment
 from elegantpod.tournament.core.hparam_checks import learner_config
 from elegantpod.tournament.core.protocol import ACTIVE, SCHEDULED, PodStatus
 from elegantpod.tournament.core.record import PodRecord
 from elegantpod.tournament.core.restart import RestartRule
+from elegantpod.tournament.core.rules import BUILTIN as BUILTIN_RULES
+from elegantpod.tournament.core.rules import ExploitRule, make_rules, replacement_origin
 from elegantpod.tournament.core.spec import TournamentSpec
 
 SAME_FAILURES = 3
@@ -70,8 +71,11 @@ class Population:
         self.spec = spec
         self.breeder = Breeder(spec.seed, mutation_policy)
         """Makes the new pods, from the :attr:`pool` it is handed."""
-        self.restart_rule = RestartRule()
-        """Explore when stuck: its counters and its decisions (not saved)."""
+        self.rules = make_rules(spec.generator.rules)
+        """``(name, rule)`` of each selection rule, in the order they are asked (made
+        anew each run: their counters are not saved, a resume judges afresh)."""
+        self.rule_warning: str | None = None
+        """The last failure of a rule of the user's (the pod was kept), if any."""
         self.records: dict[str, PodRecord] = {}
         self.entries: list[lb.Entry] = []
         self.total_steps = 0
@@ -89,8 +93,6 @@ class Population:
         self.replays = 0
         """Iterations that replayed captured graphs, this run: many per capture, or the
         captures did not pay."""
-        self.kept_in_noise = 0
-        """Bottom pods kept because the leader's lead was within the noise, this run."""
 
     # ------------------------------------------------------------------ held parts
     @property
@@ -105,19 +107,31 @@ class Population:
 
     @property
     def warning(self) -> str | None:
-        """The last mutation policy failure (the default mutation stood in), if any."""
-        return self.breeder.warning
+        """The last mutation policy or user rule failure, if any."""
+        return self.rule_warning or self.breeder.warning
+
+    @property
+    def restart_rule(self) -> RestartRule | None:
+        """The restart rule among :attr:`rules`, if it is one of them."""
+        return next((r for _, r in self.rules if isinstance(r, RestartRule)), None)
 
     @property
     def stale(self) -> int:
         """Segment results since the last improvement (see ``GeneratorConfig.restart_after``)."""
-        return self.restart_rule.stale
+        rule = self.restart_rule
+        return rule.stale if rule is not None else 0
 
     @property
     def restart_rounds(self) -> int:
         """Restart rounds since the last improvement: each doubles the wait for the next
         (a long plateau is not churned through, a trap still gets its first restart soon)."""
-        return self.restart_rule.rounds
+        rule = self.restart_rule
+        return rule.rounds if rule is not None else 0
+
+    @property
+    def kept_in_noise(self) -> int:
+        """Bottom pods kept because the leader's lead was within the noise, this run."""
+        return sum(r.kept_in_noise for _, r in self.rules if isinstance(r, ExploitRule))
 
     # ------------------------------------------------------------------ lookups
     @property
@@ -164,10 +178,15 @@ class Population:
         return base_hparams(self.spec, algo)
 
     # ------------------------------------------------------------------ new pods
-    def new_pod(self, strict: bool = False, origin: dict | None = None) -> PodRecord:
-        """The generator at work: a fresh pod, or a mutated child of a top live pod
+    def new_pod(
+        self, strict: bool = False, origin: dict | None = None, mutate: bool = True
+    ) -> PodRecord:
+        """The generator at work: a fresh pod, or a child of a top live pod, mutated
+        unless ``mutate`` is False
         (see :meth:`~elegantpod.tournament.core.breeder.Breeder.new_pod`)."""
-        return self._admit(self.breeder.new_pod(self.pool, strict=strict, origin=origin))
+        return self._admit(
+            self.breeder.new_pod(self.pool, strict=strict, origin=origin, mutate=mutate)
+        )
 
     def fresh_pod(self, algo: str, origin: dict) -> PodRecord:
         """A restart: a pod of ``algo`` with fresh networks and hyperparameters drawn
@@ -299,25 +318,47 @@ class Population:
         elif ending or stopping or self.solved:
             rec.status = PodStatus.IDLE
         else:
-            self.restart_rule.observe(self.pool, res.score_mean, now, solved=self.solved)
-            origin = self.restart_rule.take(rec.pod_id)
+            origin, fresh, mutate = self._select(rec, now)
             if origin is not None:
                 rec.status = PodStatus.REPLACED
-                child = self.fresh_pod(rec.algo, origin)
+                if fresh:
+                    child = self.fresh_pod(rec.algo, origin)
+                else:
+                    child = self.new_pod(origin=origin, mutate=mutate)
                 self._thin_histories()
                 return [child]
-            verdict = self._judge(rec)
-            if verdict.replace:
-                rec.status = PodStatus.REPLACED
-                child = self.new_pod(origin=exploit.child_origin(rec.pod_id, verdict))
-                self._thin_histories()
-                return [child]
-            self.kept_in_noise += verdict.reason == "within the noise"
             rec.status = PodStatus.QUEUED
         return []
 
-    def _judge(self, rec: PodRecord) -> Judgement:
-        return exploit.judge(rec, self.pool)
+    def _select(self, rec: PodRecord, now: float) -> tuple[dict | None, bool, bool]:
+        """Every rule observes the result, then the first to answer replaces the pod:
+        ``(origin, fresh, mutate)`` of its successor, or ``(None, ...)`` to keep it.
+
+        A rule of the user's that raises or answers badly keeps the pod and leaves a
+        :attr:`warning`: a bug in a plugin must not end a tournament of many hours.
+        """
+        pool = self.pool
+        for name, rule in self.rules:
+            try:
+                rule.observe(pool, rec, now)
+            except Exception as exc:
+                self._rule_failed(name, exc)
+        for name, rule in self.rules:
+            try:
+                answer = rule.take(pool, rec)
+                if answer is None:
+                    continue
+                origin = replacement_origin(name, rec.pod_id, answer)
+            except Exception as exc:
+                self._rule_failed(name, exc)
+                continue
+            return origin, answer.fresh, answer.mutate
+        return None, False, True
+
+    def _rule_failed(self, name: str, exc: Exception) -> None:
+        if name in BUILTIN_RULES:
+            raise exc
+        self.rule_warning = f"selection rule {name!r} failed, the pod was kept: {exc}"
 
     def _thin_histories(self) -> None:
         """Bound the state snapshots (written every second or so): pods that are neither

@@ -218,6 +218,8 @@ class TournamentSpec:
         g = dict(d.get("generator") or {})
         if "perturb_factors" in g:
             g["perturb_factors"] = tuple(g["perturb_factors"])
+        if isinstance(g.get("rules"), list):
+            g["rules"] = tuple(g["rules"])
         if g:  # a store written before these rules existed keeps the rules it ran with
             g.setdefault("min_gap", 0.0)
             g.setdefault("evidence_t", 0.0)
@@ -283,6 +285,8 @@ def resume_changes(spec: TournamentSpec, overrides: dict[str, Any], where: str) 
             raise ValueError(unknown_option(key))
         old = getattr(spec, key)
         if key == "generator" and isinstance(value, dict):
+            if isinstance(value.get("rules"), list):
+                value = {**value, "rules": tuple(value["rules"])}
             value = dataclasses.replace(old, **value)  # a partial dict changes just those
         if key == "search_space":
             value = search_spaces.normalize(value)
@@ -354,6 +358,8 @@ def make_spec(**options: Any) -> TournamentSpec:
         g = dict(options["generator"])
         if "perturb_factors" in g:
             g["perturb_factors"] = tuple(g["perturb_factors"])
+        if isinstance(g.get("rules"), list):
+            g["rules"] = tuple(g["rules"])
         options["generator"] = GeneratorConfig(**g)
     if "search_space" in options:  # Bound/Choice, plain JSON or Tune domains: ours
         options["search_space"] = search_spaces.normalize(options["search_space"])

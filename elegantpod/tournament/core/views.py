@@ -171,6 +171,9 @@ def why_made(origin: dict[str, Any]) -> str:
     if kind == "restart":
         best = origin.get("best")
         tail = f" (best {number(best)})" if isinstance(best, int | float) else ""
+        rule = origin.get("rule")
+        if rule not in (None, "restart"):  # a rule of the user's, with its own reasons
+            return f"fresh draw: replaced {origin.get('replaced')} (rule {rule})"
         return (
             f"restart: replaced {origin.get('replaced')} after {origin.get('stale')} "
             f"segments without improvement{tail}"
@@ -186,9 +189,15 @@ def why_made(origin: dict[str, Any]) -> str:
         evidence = "no noise" if isinstance(t, int | float) and t >= 1e9 else f"t={num(t)}"
         if t is None:
             evidence = "no evidence asked"
+        kept = ", hyperparameters kept" if origin.get("rule") == "copy" else ""
+        by = (
+            f" (rule {origin['rule']})"
+            if origin.get("rule") not in (None, "exploit", "copy")
+            else ""
+        )
         return (
             f"replaced {origin.get('replaced')} on evidence: {num(score)} vs leader "
-            f"{origin.get('leader')} {num(top)} ({evidence})"
+            f"{origin.get('leader')} {num(top)} ({evidence}{kept}){by}"
         )
     return ""
 

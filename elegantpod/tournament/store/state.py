@@ -41,6 +41,7 @@ from elegantpod.tournament.core.hparam_checks import algo_name, hparams, mutatio
 from elegantpod.tournament.core.leaderboard import Entry
 from elegantpod.tournament.core.protocol import PodStatus
 from elegantpod.tournament.core.record import PodRecord
+from elegantpod.tournament.core.rules import NAME as RULE_NAME
 
 STATUSES = tuple(s.value for s in PodStatus)
 """The values a record's ``status`` may hold."""
@@ -141,7 +142,8 @@ def origin(value: Any, where: str) -> dict[str, Any]:
         raise StateError(f"{where}.kind must be one of {list(ORIGIN_KINDS)}, got {short(kind)}")
     out: dict[str, Any] = {"kind": kind}
     unknown = sorted(
-        set(d) - {"kind", "replaced", "score", "leader", "leader_score", "t", "stale", "best"}
+        set(d)
+        - {"kind", "replaced", "score", "leader", "leader_score", "t", "stale", "best", "rule"}
     )
     if unknown:
         raise StateError(f"{where} has unknown key(s) {short(unknown)}")
@@ -155,6 +157,11 @@ def origin(value: Any, where: str) -> dict[str, Any]:
         out["t"] = score(d["t"], f"{where}.t")
     if "stale" in d:
         out["stale"] = count(d["stale"], f"{where}.stale")
+    if "rule" in d:  # the selection rule that replaced the pod (a name, as an algorithm's)
+        rule = d["rule"]
+        if not isinstance(rule, str) or not RULE_NAME.fullmatch(rule):
+            raise StateError(f"{where}.rule must be a selection rule's name, got {short(rule)}")
+        out["rule"] = rule
     return out
 
 

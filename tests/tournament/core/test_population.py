@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+from elegantpod.tournament.core import exploit
 from elegantpod.tournament.core.generator import GeneratorConfig
 from elegantpod.tournament.core.history import recent_score
 from elegantpod.tournament.core.population import Population
@@ -563,7 +564,7 @@ def test_the_only_live_pod_of_its_algorithm_is_not_replaced_by_a_copy_of_itself(
     for _ in range(3):
         assert finish(p, lone, 1.0) == []  # last among the live pods, and kept
     assert p.records[lone].status == "queued" and len(p.records) == 2
-    assert p._judge(p.records[lone]).reason == "only live pod of its algorithm"
+    assert exploit.judge(p.records[lone], p.pool).reason == "only live pod of its algorithm"
     # with a second live pod of its algorithm, the exploit rule replaces it again
     mate = p.add_pod(algo=p.records[lone].algo)
     assert finish(p, mate.pod_id, 5.0) == []
