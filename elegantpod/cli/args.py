@@ -110,6 +110,13 @@ def parser() -> argparse.ArgumentParser:
     where.add_argument("--workers", type=int, default=None, help="local worker processes")
     where.add_argument("--address", default=None, help="existing Dask scheduler address")
     r.add_argument("--target-reward", type=float, default=None)
+    r.add_argument(
+        "--confirm-target",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="a crossing of --target-reward ends the tournament only when one more "
+        "evaluation on fresh episodes reaches it too (default: on)",
+    )
     r.add_argument("--max-seconds", type=float, default=None)
     r.add_argument("--max-steps", type=int, default=None, help="env steps over all pods")
     r.add_argument(

@@ -109,6 +109,7 @@ def tournament_options(args) -> dict:
         files.check_hparams(algo, values)
     budget = {
         "target_reward": args.target_reward,
+        "confirm_target": args.confirm_target,
         "max_seconds": args.max_seconds,
         "max_steps": args.max_steps,
     }

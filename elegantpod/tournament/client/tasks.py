@@ -61,6 +61,7 @@ def segment_task(
         tournament_uid=uid,
         store=store.url if lease is not None else None,
         writer=lease.token if lease is not None else None,
+        confirm_target=spec.confirm_target,
     )
 
 

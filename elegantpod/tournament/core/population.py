@@ -80,6 +80,9 @@ class Population:
         self.entries: list[lb.Entry] = []
         self.total_steps = 0
         self.solved = False
+        self.solved_at: float | None = None
+        """Tournament seconds at the confirmed crossing of the target, in this run (the
+        segment's end, its confirming evaluation included)."""
         self.failures_replaced = 0
         self.segment_seconds = 0.0
         """Wall seconds of the segments finished in this run (not saved: a rate)."""
@@ -310,6 +313,8 @@ class Population:
         )
         self.entries, _ = lb.update(self.entries, entry, self.spec.leaderboard_size)
         if res.solved:
+            if not self.solved:
+                self.solved_at = now
             self.solved = True
         if rec.stop_requested:
             rec.status = PodStatus.STOPPED

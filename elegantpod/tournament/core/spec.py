@@ -46,7 +46,15 @@ class TournamentSpec:
     pods: int = 4
     """Population size: pods alive at once (those in flight follow the workers)."""
     target_reward: float | None = None
-    """End when a segment's evaluation reaches it."""
+    """End when a segment's evaluation reaches it (confirmed, see ``confirm_target``)."""
+    confirm_target: bool = True
+    """A segment whose evaluation reaches ``target_reward`` evaluates its agent once more
+    on fresh episodes (new seeds), and ends the tournament only if that evaluation
+    reaches the target too; the confirmation's seconds count in the tournament's clock.
+    Why: the maximum of many noisy evaluations crosses a target by luck (trading's
+    one-episode Sharpe crossed 1.0 within a second of training), and a time to target
+    measured on one lucky evaluation rewards the method that evaluates most often.
+    False: the first crossing ends it."""
     max_seconds: float | None = None
     """Wall-clock budget of the whole tournament (across resumes)."""
     max_steps: int | None = None
@@ -121,6 +129,10 @@ class TournamentSpec:
             if getattr(self, name) is not None:
                 bounded(name, getattr(self, name), field_checks.MAX_COUNT)
         check_finite("target_reward", self.target_reward, allow_none=True)
+        if not isinstance(self.confirm_target, bool):
+            raise ValueError(
+                f"confirm_target must be True or False, got {short(self.confirm_target)}"
+            )
         for name in (
             "pods",
             "leaderboard_size",
@@ -260,6 +272,7 @@ def _check_shapes(d: dict[str, Any]) -> None:
 # ---------------------------------------------------------------------------- building
 RESUME_CHANGEABLE = (
     "target_reward",
+    "confirm_target",
     "max_seconds",
     "max_steps",
     "segment_steps",

@@ -314,6 +314,7 @@ def summary(population, resolve, **extra: Any) -> dict[str, Any]:
         "env": spec.env_id,
         "algos": list(spec.algos),
         "solved": population.solved,
+        "solved_at": population.solved_at,
         "best_score": best.score_mean if best else None,
         "best_pod": best.pod_id if best else None,
         "best_checkpoint": resolve(best.checkpoint) if best else None,

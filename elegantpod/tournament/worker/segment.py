@@ -79,6 +79,9 @@ class SegmentTask:
     """The lease token of the tournament that submitted this segment (a fencing token):
     the segment writes nothing once the store's lease names another writer, and never
     adopts a checkpoint that another writer left under its name."""
+    confirm_target: bool = False
+    """A crossing of the target is confirmed on fresh episodes before it counts
+    (``TournamentSpec.confirm_target``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,6 +111,10 @@ class SegmentResult:
     replays: int = 0
     """Iterations of this segment that replayed captured graphs: a capture pays only
     when many follow it."""
+    confirm_score: float | None = None
+    """The score of the fresh evaluation that confirmed (or not) a crossing of the
+    target (``None``: no crossing, or no confirmation asked); ``solved`` says whether
+    it reached the target too."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -258,6 +265,11 @@ def _run(task: SegmentTask, spec: PodSpec, pod, rebuilt: bool, start_wall: float
     wall = time.perf_counter() - start_wall
     target = spec.target_reward
     score_mean, score_std = ev.score(spec.fitness)
+    solved = target is not None and score_mean >= target
+    confirm_score = None
+    if solved and task.confirm_target:  # fresh episodes: the next evaluation's seeds
+        confirm_score = float(pod.evaluate().score(spec.fitness)[0])
+        solved = confirm_score >= target
     events = hooks.events
     end = SegmentEnd.STOPPED if hooks.stopped else SegmentEnd.FINISHED
     events.publish(
@@ -282,7 +294,7 @@ def _run(task: SegmentTask, spec: PodSpec, pod, rebuilt: bool, start_wall: float
         score_mean=score_mean,
         score_std=score_std,
         checkpoint=task.checkpoint,
-        solved=target is not None and score_mean >= target,
+        solved=solved,
         stopped=hooks.stopped,
         steps_per_second=(pod.env_steps - start_steps) / max(wall, 1e-9),
         events_sent=events.sent,
@@ -292,6 +304,7 @@ def _run(task: SegmentTask, spec: PodSpec, pod, rebuilt: bool, start_wall: float
         rebuilt=rebuilt,
         captures=captures - captures_before,
         replays=replays - replays_before,
+        confirm_score=confirm_score,
     )
 
 

@@ -268,3 +268,35 @@ def test_a_tournament_whose_env_poisons_every_pod_fails_and_keeps_no_bad_checkpo
     assert s["error"].count("non-finite") == 2, s["error"]  # the reason, and one's details
     assert s["pods_failed"] >= 2 and s["env_steps_total"] == 0, s
     assert sorted((tmp_path / "s").rglob("*.pt")) == []
+
+
+def _crossing(tmp_path, name, target, confirm, seed=3):
+    spec = dataclasses.replace(SPEC, target_reward=target, seed=seed)
+    store = Store(tmp_path / name)
+    store.ensure()
+    t = dataclasses.replace(task(store, 1), spec_json=spec.to_json(), confirm_target=confirm)
+    return run_segment(t)
+
+
+def test_a_crossing_of_the_target_counts_only_when_fresh_episodes_confirm_it(tmp_path):
+    """Issue 58: a lucky evaluation must not end a tournament. The confirming evaluation
+    runs on the next evaluation's seeds; only if it too reaches the target is it solved."""
+    plain = _crossing(tmp_path, "plain", -1e9, confirm=False)
+    assert plain.solved and plain.confirm_score is None
+    high = _crossing(tmp_path, "high", 1e9, confirm=True)
+    assert not high.solved and high.confirm_score is None  # no crossing: nothing to confirm
+    for seed in range(3, 12):  # a pod whose first evaluation is luckier than the next
+        low = _crossing(tmp_path, f"low{seed}", -1e9, confirm=True, seed=seed)
+        assert low.solved and low.confirm_score is not None
+        if low.score_mean > low.confirm_score:
+            break
+    else:
+        pytest.fail("no seed of 3..11 gave a first evaluation above the next one")
+    lucky = _crossing(tmp_path, f"lucky{seed}", low.score_mean, confirm=True, seed=seed)
+    assert lucky.score_mean == low.score_mean  # crossed, on the same episodes
+    assert lucky.confirm_score == low.confirm_score and not lucky.solved
+    assert lucky.eval_seconds > 0
+    unconfirmed = _crossing(
+        tmp_path, f"unconfirmed{seed}", low.score_mean, confirm=False, seed=seed
+    )
+    assert unconfirmed.solved
