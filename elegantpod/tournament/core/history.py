@@ -59,6 +59,9 @@ def with_segment(rows: list[dict[str, Any]], res, now: float, limit: int) -> lis
         "score": float(res.score_mean) if math.isfinite(res.score_mean) else None,
         "time": float(now),
     }
+    confirm = getattr(res, "confirm_score", None)
+    if confirm is not None:  # the fresh evaluation of a crossing of the target
+        row["confirm"] = float(confirm) if math.isfinite(confirm) else None
     if rows and rows[-1]["segment"] == res.segment:
         rows = rows[:-1]
     if dict(res.hparams) != last_hparams(rows):

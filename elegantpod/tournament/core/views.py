@@ -202,14 +202,25 @@ def why_made(origin: dict[str, Any]) -> str:
     return ""
 
 
-HISTORY_COLUMNS = ["pod", "parent", "fork_segment", "segment", "env_steps", "score", "time"]
+HISTORY_COLUMNS = [
+    "pod",
+    "parent",
+    "fork_segment",
+    "segment",
+    "env_steps",
+    "score",
+    "time",
+    "confirm",
+]
 
 
 def history(population) -> list[dict[str, Any]]:
     """Every segment evaluation, oldest first: ``pod``, ``parent``, ``segment``,
-    ``env_steps``, ``score`` (the fitness the leaderboard ranks) and ``time`` (tournament
-    seconds). A child's first row follows the parent row it was forked from
-    (``fork_segment``), so a curve can be drawn as one line through a lineage."""
+    ``env_steps``, ``score`` (the fitness the leaderboard ranks), ``time`` (tournament
+    seconds) and ``confirm`` (where ``score`` reached the target, the fresh evaluation
+    that confirmed it or not, see ``TournamentSpec.confirm_target``; else ``None``). A
+    child's first row follows the parent row it was forked from (``fork_segment``), so a
+    curve can be drawn as one line through a lineage."""
     rows = []
     for r in population.records.values():
         fork = _fork_segment(r)
@@ -223,6 +234,7 @@ def history(population) -> list[dict[str, Any]]:
                     "env_steps": h["env_steps"],
                     "score": h["score"],
                     "time": h["time"],
+                    "confirm": h.get("confirm"),
                 }
             )
     rows.sort(key=lambda row: row["time"])

@@ -181,6 +181,8 @@ def history(algo: str, value: Any, where: str) -> list[dict[str, Any]]:
         }
         if row.get("hparams") is not None:
             clean["hparams"] = hparams(algo, row["hparams"], f"{at}.hparams")
+        if "confirm" in row:  # a crossing's confirming evaluation (None: not finite)
+            clean["confirm"] = score(row["confirm"], f"{at}.confirm")
         out.append(clean)
     return out
 

@@ -623,3 +623,28 @@ def test_children_and_restarts_stay_inside_the_tournaments_own_space():
     for _ in range(20):
         fresh = p.fresh_pod("ppo", {"kind": "restart"})
         assert all(fresh.hparams[k] in d for k, d in space.items())
+
+
+def test_a_confirmed_crossing_sets_solved_at_and_every_crossing_keeps_its_confirmation():
+    from elegantpod.tournament.core import views
+
+    p = pop(algos=("ppo",), pods=2, target_reward=100.0)
+    p.fill()
+    for pod, segment, score, confirm, solved, now in (
+        ("p000", 1, 120.0, 80.0, False, 5.0),  # lucky: fresh episodes said no
+        ("p001", 1, 50.0, None, False, 6.0),
+        ("p000", 2, 110.0, 105.0, True, 9.5),
+    ):
+        p.submitted(p.records[pod])
+        res = result(pod, segment, score, solved=solved)
+        res = SegmentResult(**{**res.__dict__, "confirm_score": confirm})
+        p.on_result(res, ending=False, stopping=False, now=now)
+    assert p.solved and p.solved_at == 9.5
+    rows = [(r["pod"], r["score"], r["confirm"]) for r in views.history(p)]
+    assert rows == [("p000", 120.0, 80.0), ("p001", 50.0, None), ("p000", 110.0, 105.0)]
+    back = stored_state.record(p.records["p000"].to_dict(), "pods[0]")
+    assert [h.get("confirm") for h in back.history] == [80.0, 105.0]
+    with pytest.raises(stored_state.StateError, match="confirm"):
+        bad = p.records["p000"].to_dict()
+        bad["history"][0]["confirm"] = "lots"
+        stored_state.record(bad, "pods[0]")
