@@ -25,6 +25,7 @@ from elegantpod.tournament.client.engine import Engine
 from elegantpod.tournament.client.runner import scale_cluster, tournament_cluster_info
 from elegantpod.tournament.core import views
 from elegantpod.tournament.core.protocol import TournamentStatus
+from elegantpod.tournament.core.rules import check_rules
 from elegantpod.tournament.core.spec import lone_pods_warning, make_spec
 from elegantpod.tournament.store.saved import SavedTournament
 from elegantpod.tournament.store.store import Store
@@ -118,6 +119,7 @@ class Tournament:
             max_steps=max_steps,
             **options,
         )
+        check_rules(spec.generator.rules)  # registered here: before the store is made
         s = empty_store(store, env)
         lone = lone_pods_warning(spec.algos, spec.pods)
         if lone is not None:

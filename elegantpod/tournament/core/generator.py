@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,6 +25,34 @@ from elegantpod.agents import get_algo
 from elegantpod.checks.limits import in_range
 from elegantpod.search.space import Bound, Choice
 from elegantpod.tournament.core.leaderboard import Entry, rank
+
+RULE_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
+"""What a selection rule's name may be: as an algorithm's (ASCII lower-case letters,
+digits and underscores, a letter first, at most 32 characters). It is saved in every
+store's spec and in each replacement's ``origin``, and shown in lineage views."""
+
+
+def check_rule_names(names: object) -> tuple[str, ...]:
+    """``names`` as a tuple of rule names, each well formed and named once; ``ValueError``
+    naming the first bad one (escaped, so an invisible character shows). Whether each is
+    registered is :func:`~elegantpod.tournament.core.rules.check_rules`'s question."""
+    if isinstance(names, str) or not isinstance(names, list | tuple):
+        raise ValueError(
+            f"rules must be a list of selection rule names, e.g. ['restart', 'exploit'], "
+            f"got {ascii(names)[:100]}"
+        )
+    out = []
+    for name in names:
+        if not isinstance(name, str) or not RULE_NAME.fullmatch(name):
+            shown = ascii(name[:100]) if isinstance(name, str) else ascii(name)[:100]
+            raise ValueError(
+                f"selection rule name {shown} must match [a-z][a-z0-9_]* (ASCII lower-case "
+                "letters, digits and underscores, a letter first, at most 32 characters)"
+            )
+        if name in out:
+            raise ValueError(f"selection rule {name!r} is named twice in rules")
+        out.append(name)
+    return tuple(out)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,9 +125,7 @@ class GeneratorConfig:
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first bad setting."""
-        from elegantpod.tournament.core.rules import check_rules
-
-        check_rules(self.rules)
+        check_rule_names(self.rules)
         for name in ("evidence_t", "stuck_tolerance"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float):

@@ -51,7 +51,6 @@ is replaced.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -59,13 +58,9 @@ from typing import Any, Protocol, runtime_checkable
 from elegantpod.tournament.core import exploit
 from elegantpod.tournament.core.breeder import Pool
 from elegantpod.tournament.core.field_checks import POD_ID
+from elegantpod.tournament.core.generator import check_rule_names
 from elegantpod.tournament.core.record import PodRecord
 from elegantpod.tournament.core.restart import RestartRule
-
-NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
-"""What a rule's name may be: as an algorithm's (ASCII lower-case letters, digits and
-underscores, a letter first, at most 32 characters). It is saved in every store's spec
-and in each replacement's ``origin``, and shown in lineage views."""
 
 WHY_KEYS = ("score", "leader", "leader_score", "t", "stale", "best")
 """The figures a :class:`Replacement` may carry into its pod's ``origin`` (what a store
@@ -118,6 +113,7 @@ class ExploitRule:
         """Nothing to count: the rule judges the live scores when asked."""
 
     def take(self, pool: Pool, pod: PodRecord) -> Replacement | None:
+        """A child of a top pod if the exploit rule replaces ``pod`` on evidence now."""
         verdict = exploit.judge(pod, pool)
         self.kept_in_noise += verdict.reason == "within the noise"
         if not verdict.replace:
@@ -178,7 +174,8 @@ def register_rule(factory: Callable[[], SelectionRule], name: str) -> Callable:
         A class (or any callable with no arguments) whose instances have ``observe`` and
         ``take`` (:class:`SelectionRule`).
     name
-        Its name, as an algorithm's (:data:`NAME`).
+        Its name, as an algorithm's
+        (:data:`~elegantpod.tournament.core.generator.RULE_NAME`).
 
     Returns
     -------
@@ -196,10 +193,10 @@ def register_rule(factory: Callable[[], SelectionRule], name: str) -> Callable:
     ...     def observe(self, pool, pod, now): pass
     ...     def take(self, pool, pod): return None
     >>> _ = register_rule(Never, "never")
-    >>> from elegantpod.tournament import GeneratorConfig
-    >>> GeneratorConfig(rules=("never",)).validate()
+    >>> check_rules(["restart", "never"])
+    ('restart', 'never')
     """
-    name = check_rule_name(name)
+    (name,) = check_rule_names([name])
     if name in BUILTIN and RULES[name] is not factory:
         raise ValueError(f"{name!r} is a built-in selection rule; choose another name")
     if not callable(factory):
@@ -214,34 +211,16 @@ def register_rule(factory: Callable[[], SelectionRule], name: str) -> Callable:
     return factory
 
 
-def check_rule_name(name: object) -> str:
-    """``name`` if it may name a rule (:data:`NAME`); ``ValueError`` showing it escaped."""
-    if not isinstance(name, str) or not NAME.fullmatch(name):
-        shown = ascii(name[:100]) if isinstance(name, str) else ascii(name)[:100]
-        raise ValueError(
-            f"selection rule name {shown} must match [a-z][a-z0-9_]* (ASCII lower-case "
-            "letters, digits and underscores, a letter first, at most 32 characters)"
-        )
-    return name
-
-
 def check_rules(names: object) -> tuple[str, ...]:
     """``names`` as a tuple of registered rule names, each at most once; ``ValueError``
-    naming the first unknown or repeated one, and the rules there are."""
-    if isinstance(names, str) or not isinstance(names, list | tuple):
-        raise ValueError(
-            f"rules must be a list of selection rule names, e.g. ['restart', 'exploit'], "
-            f"got {ascii(names)[:100]}"
-        )
-    out = tuple(check_rule_name(n) for n in names)
-    for i, n in enumerate(out):
+    naming the first bad, unknown or repeated one, and the rules there are."""
+    out = check_rule_names(names)
+    for n in out:
         if n not in RULES:
             raise ValueError(
                 f"unknown selection rule {n!r}; registered: {', '.join(sorted(RULES))} "
                 "(register_rule adds one)"
             )
-        if n in out[:i]:
-            raise ValueError(f"selection rule {n!r} is named twice in rules")
     return out
 
 

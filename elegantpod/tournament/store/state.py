@@ -37,11 +37,11 @@ from elegantpod.tournament.core.field_checks import (
     seconds,
     text,
 )
+from elegantpod.tournament.core.generator import RULE_NAME
 from elegantpod.tournament.core.hparam_checks import algo_name, hparams, mutation
 from elegantpod.tournament.core.leaderboard import Entry
 from elegantpod.tournament.core.protocol import PodStatus
 from elegantpod.tournament.core.record import PodRecord
-from elegantpod.tournament.core.rules import NAME as RULE_NAME
 
 STATUSES = tuple(s.value for s in PodStatus)
 """The values a record's ``status`` may hold."""
