@@ -428,6 +428,7 @@ def study(
             line = {
                 "plan": plan.name,
                 "task": name,
+                "task_config": plan.tasks[name],
                 "method": m,
                 "seed": seed,
                 "commit": commit,
@@ -530,6 +531,33 @@ def report(plan: Plan, log_path: Path, write: bool = True) -> str:
     return "\n\n".join(parts)
 
 
+def summary(log_path: Path) -> str:
+    """One line per (task, method, tuning settings) of a log: the seeds, how many solved
+    (confirmed), the median seconds to target (unsolved at the budget) and what the
+    rules did, on average: the quick look tuning needs (the study's table is
+    :func:`report`'s)."""
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for d in read_log(log_path):
+        if d.get("status") == "ok":
+            key = (d["task"], d["method"], json.dumps(d.get("tuning") or {}, sort_keys=True))
+            groups.setdefault(key, []).append(d)
+    lines = []
+    for (task, method, tuning), runs in sorted(groups.items()):
+        times = sorted(r["solved_at"] if r["solved_at"] is not None else r["budget"] for r in runs)
+        solved = sum(r["solved_at"] is not None for r in runs)
+
+        def mean(key: str, rs: list[dict[str, Any]] = runs) -> float:
+            return sum(r.get(key, 0) for r in rs) / len(rs)
+
+        lines.append(
+            f"{task:<14} {method:<13} {tuning:<40} seeds {[r['seed'] for r in runs]} "
+            f"solved {solved}/{len(runs)} median {times[len(times) // 2]:.1f} s  "
+            f"exploited {mean('replaced_on_evidence'):.1f} kept {mean('kept_in_noise'):.1f} "
+            f"restarts {mean('restarts'):.1f} unconfirmed {mean('unconfirmed'):.1f}"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--plan", required=True)
@@ -540,12 +568,16 @@ def main() -> None:
     p.add_argument("--generator", action="append", default=[], help="tuning: key=value")
     p.add_argument("--admit", default=None, help="pilot sweep runs of TASK, then the rule")
     p.add_argument("--report", action="store_true")
+    p.add_argument("--summary", action="store_true", help="a quick look at the tuning log")
     a = p.parse_args()
     plan = load_plan(a.plan)
     study_log = RESULTS_DIR / f"pays_study_{plan.name}.jsonl"
     pilot_log = RESULTS_DIR / f"pays_tuning_{plan.name}.jsonl"
     if a.report:
         print(report(plan, study_log))
+        return
+    if a.summary:
+        print(summary(pilot_log))
         return
     seeds = parse_seeds(a.seeds) if a.seeds else None
     if a.admit:

@@ -32,6 +32,7 @@ from elegantpod.agents import get_algo
 from elegantpod.checks.overrides import replace_checked
 from elegantpod.search.space import Choice
 from elegantpod.tournament.core import leaderboard as lb
+from elegantpod.tournament.core.bandit import bandit_explore
 from elegantpod.tournament.core.generator import (
     choose_algo,
     choose_parent,
@@ -115,7 +116,7 @@ class Breeder:
         *,
         strict: bool = False,
         origin: dict | None = None,
-        mutate: bool = True,
+        keep_hparams: bool = False,
     ) -> PodRecord:
         """The generator at work: a fresh pod, or a mutated child of a top live pod.
 
@@ -125,7 +126,7 @@ class Breeder:
         first pod of an algorithm), then variations of them, or with ``spec.init ==
         "sample"`` draws of every hyperparameter of the tournament's search space.
         ``strict``: a failing mutation policy raises instead of falling back to the
-        default. ``origin``: why it is made (``PodRecord.origin``). ``mutate=False``: a
+        default. ``origin``: why it is made (``PodRecord.origin``). ``keep_hparams``: a
         child keeps its parent's hyperparameters (the ``"copy"`` rule's control).
         """
         spec = pool.spec
@@ -137,8 +138,20 @@ class Breeder:
         ]
         if parents:
             parent = choose_parent(parents, self.rng, spec.generator)
-            if not mutate:
+            if keep_hparams:
                 return self._record(algo, dict(parent.hparams), parent, {}, origin)
+            if spec.generator.explore == "bandit" and self.mutation_policy is mutate:
+                new, change = bandit_explore(
+                    dict(parent.hparams),
+                    space,
+                    self.rng,
+                    spec.generator,
+                    records=pool.records,
+                    algo=algo,
+                )
+                new, change = keep_consistent(algo, parent.hparams, new, change)
+                hparams, mutation = policy_output(algo, parent.hparams, new, change, True)
+                return self._record(algo, hparams, parent, mutation, origin)
             hparams, mutation = self._mutate(spec, algo, parent.hparams, space, True, strict)
             return self._record(algo, hparams, parent, mutation, origin)
         base = base_hparams(spec, algo)

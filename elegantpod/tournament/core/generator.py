@@ -71,6 +71,13 @@ class GeneratorConfig:
     """Multiplicative perturbation choices."""
     resample_prob: float = 0.25
     """Probability of redrawing a hyperparameter within its bounds instead of perturbing."""
+    explore: str = "perturb"
+    """How a child's hyperparameters move from its parent's: ``"perturb"`` (x0.8/x1.2 or
+    a redraw, population-based training's explore) or ``"bandit"`` (the setting of
+    highest upper confidence bound under a Gaussian process of every pod's improvement
+    per segment, population-based bandits' explore:
+    :mod:`~elegantpod.tournament.core.bandit`). A ``mutation_policy`` of your own
+    replaces either."""
     ready_segments: int = 2
     """Segments a pod trains before it may be replaced (PBT's "ready" criterion): young
     pods are not judged on their first, noisiest evaluations."""
@@ -149,6 +156,10 @@ class GeneratorConfig:
             raise ValueError(
                 "restart_after_seconds must be None or a number of seconds > 0, "
                 f"got {self.restart_after_seconds!r}"
+            )
+        if self.explore not in ("perturb", "bandit"):
+            raise ValueError(
+                f"explore must be 'perturb' or 'bandit', got {ascii(self.explore)[:60]}"
             )
         if self.selection not in ("truncation", "softmax"):
             raise ValueError(f"selection must be 'truncation' or 'softmax', got {self.selection!r}")

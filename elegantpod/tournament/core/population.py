@@ -188,7 +188,7 @@ class Population:
         unless ``mutate`` is False
         (see :meth:`~elegantpod.tournament.core.breeder.Breeder.new_pod`)."""
         return self._admit(
-            self.breeder.new_pod(self.pool, strict=strict, origin=origin, mutate=mutate)
+            self.breeder.new_pod(self.pool, strict=strict, origin=origin, keep_hparams=not mutate)
         )
 
     def fresh_pod(self, algo: str, origin: dict) -> PodRecord:
