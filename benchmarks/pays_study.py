@@ -497,10 +497,12 @@ def report(plan: Plan, log_path: Path, write: bool = True) -> str:
     """Each task's table from the counted runs, through ``elegantpod.compare``: paired by
     seed, the plan's primary family with Holm's correction, its alternative and level."""
     from elegantpod import compare
+    from elegantpod.comparison import statistics as st
 
     done = counted(read_log(log_path))
     a = plan.analysis
     parts = []
+    family: list[dict[str, Any]] = []  # the primary comparisons of every task
     for name, task in plan.tasks.items():
         runs = {
             m: [
@@ -524,10 +526,45 @@ def report(plan: Plan, log_path: Path, write: bool = True) -> str:
             paired=True,
         )
         parts.append(c.to_markdown())
+        for v in c.versus:
+            family.append(
+                {
+                    "task": name,
+                    "method": v.method,
+                    "other": v.other,
+                    "seeds": v.runs,
+                    "pairing": v.pairing,
+                    "rmst_difference": v.rmst_difference.as_list(),
+                    "p": v.p_value,
+                }
+            )
         if write:
             stem = f"pays_study_{plan.name}_{name}"
             c.save(RESULTS_DIR / f"{stem}.html")
             write_json_atomic(RESULTS_DIR / f"{stem}.json", c.to_dict())
+    if family:  # Holm over the whole primary family: every task's comparisons together
+        level = float(a.get("level", 0.025))
+        adjusted = st.holm([f["p"] for f in family])
+        rows = [
+            "| task | comparison | seeds | RMST difference, s [95%] | p | Holm p | verdict |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for f, p_adj in zip(family, adjusted, strict=True):
+            f["p_holm"] = float(p_adj)
+            f["verdict"] = "pays" if p_adj <= level else "not shown"
+            d = f["rmst_difference"]
+            rows.append(
+                f"| {f['task']} | {f['method']} vs {f['other']} | {f['seeds']} "
+                f"({f['pairing']}) | {d[0]:.3g} [{d[1]:.3g}, {d[2]:.3g}] | {f['p']:.3g} | "
+                f"{p_adj:.3g} | {f['verdict']} |"
+            )
+        parts.append(
+            f"Primary family ({len(family)} one-sided tests, Holm at {level}):\n\n"
+            + "\n".join(rows)
+        )
+        if write:
+            path = RESULTS_DIR / f"pays_study_{plan.name}_family.json"
+            write_json_atomic(path, {"family": family})
     return "\n\n".join(parts)
 
 

@@ -167,3 +167,44 @@ def test_tuning_takes_tuning_seeds_only_and_a_study_only_the_plans(ps, tmp_path)
 
 def test_the_busy_share_is_a_fraction(ps):
     assert 0.0 <= ps.busy_share(0.2) <= 1.0
+
+
+def test_the_report_pairs_by_seed_and_applies_holm_over_every_tasks_primary_family(
+    ps, tmp_path, monkeypatch
+):
+    plan_d = {
+        **PLAN,
+        "tasks": {
+            "a": {"env": "Pendulum-v1", "algo": "ppo", "target": 10.0, "budget": 30.0},
+            "b": {"env": "CartPole-v1", "algo": "ppo", "target": 10.0, "budget": 30.0},
+        },
+        "seeds": list(range(1000, 1008)),
+    }
+    plan = ps.load_plan(write(tmp_path, **plan_d))
+    monkeypatch.setattr(ps, "RESULTS_DIR", tmp_path)
+    log_path = tmp_path / "log.jsonl"
+    solve = {"tournament": 5.0, "restart_only": 20.0, "random": 6.0}
+    with open(log_path, "w") as f:
+        for task in ("a", "b"):
+            for seed in plan.seeds:
+                for m, at in solve.items():
+                    at = at + (seed - 1000) * 0.5
+                    run = {"time": [1.0, at], "score": [0.0, 11.0], "budget": 30.0}
+                    line = {"task": task, "method": m, "seed": seed, "status": "ok", **run}
+                    f.write(json.dumps({**line, "target": 10.0}) + "\n")
+        # a second valid run of one seed never counts, nor does an infrastructure failure
+        f.write(json.dumps({**line, "time": [1.0], "score": [0.0]}) + "\n")
+    text = ps.report(plan, log_path)
+    family = json.loads((tmp_path / "pays_study_t_family.json").read_text())["family"]
+    assert [(f["task"], f["other"]) for f in family] == [
+        ("a", "restart_only"),
+        ("a", "random"),
+        ("b", "restart_only"),
+        ("b", "random"),
+    ]
+    assert all(f["seeds"] == 8 and "paired" in f["pairing"] for f in family)
+    by = {(f["task"], f["other"]): f for f in family}
+    assert by["a", "restart_only"]["verdict"] == "pays"  # 15 s faster on all 8 seeds
+    assert by["a", "random"]["rmst_difference"][0] == pytest.approx(-1.0)
+    assert all(f["p_holm"] >= f["p"] for f in family)
+    assert "Primary family (4 one-sided tests, Holm at 0.025)" in text
