@@ -79,7 +79,18 @@ PLAN_KEYS = {
     "admission",
     "notes",
 }
-TASK_KEYS = {"env", "algo", "target", "budget", "segment_steps", "hparams", "eval_episodes"}
+TASK_KEYS = {
+    "env",
+    "algo",
+    "target",
+    "budget",
+    "segment_steps",
+    "hparams",
+    "eval_episodes",
+    "generator",
+}
+"""A task's ``generator`` settings apply to every method on it (the rules' patience, in
+segments, follows the task's segment size); a method's own go over them."""
 METHOD_KEYS = {"rules", "init", "generator"}
 ANALYSIS_KEYS = {"primary", "alternative", "level"}
 CODE = ("elegantpod", "benchmarks", "pyproject.toml")
@@ -157,6 +168,15 @@ def load_plan(path: str | Path) -> Plan:
             _fail(f"plan: method {name!r}: {exc}")
         if m.get("init", "base") not in ("base", "sample"):
             _fail(f"plan: method {name!r}: init must be base or sample, got {m.get('init')!r}")
+    from elegantpod.tournament import GeneratorConfig
+
+    for tname, t in tasks.items():  # every task x method's settings, checked now
+        for mname, m in methods.items():
+            settings = {**(t.get("generator") or {}), **(m.get("generator") or {})}
+            try:
+                GeneratorConfig(**{**settings, "rules": tuple(m["rules"])}).validate()
+            except (TypeError, ValueError) as exc:
+                _fail(f"plan: task {tname!r}, method {mname!r}: generator: {exc}")
     a = d["analysis"]
     if not isinstance(a, dict) or sorted(set(a) - ANALYSIS_KEYS):
         _fail(f"plan: analysis must be an object of {sorted(ANALYSIS_KEYS)}")
@@ -326,7 +346,8 @@ def run(client, plan: Plan, task: dict[str, Any], method: dict[str, Any], seed: 
     from elegantpod import Tournament
     from elegantpod.tournament import GeneratorConfig
 
-    gen = GeneratorConfig(**{**method.get("generator", {}), "rules": tuple(method["rules"])})
+    settings = {**task.get("generator", {}), **method.get("generator", {})}
+    gen = GeneratorConfig(**{**settings, "rules": tuple(method["rules"])})
     t = Tournament(
         env=task["env"],
         algos=[task["algo"]],
@@ -580,8 +601,13 @@ def summary(log_path: Path) -> str:
             groups.setdefault(key, []).append(d)
     lines = []
     for (task, method, tuning), runs in sorted(groups.items()):
-        times = sorted(r["solved_at"] if r["solved_at"] is not None else r["budget"] for r in runs)
-        solved = sum(r["solved_at"] is not None for r in runs)
+
+        def at(r: dict[str, Any]) -> float:  # a crossing after the budget is censored
+            s = r["solved_at"]
+            return s if s is not None and s <= r["budget"] else r["budget"]
+
+        times = sorted(at(r) for r in runs)
+        solved = sum(r["solved_at"] is not None and r["solved_at"] <= r["budget"] for r in runs)
 
         def mean(key: str, rs: list[dict[str, Any]] = runs) -> float:
             return sum(r.get(key, 0) for r in rs) / len(rs)
