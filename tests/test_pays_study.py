@@ -208,3 +208,9 @@ def test_the_report_pairs_by_seed_and_applies_holm_over_every_tasks_primary_fami
     assert by["a", "random"]["rmst_difference"][0] == pytest.approx(-1.0)
     assert all(f["p_holm"] >= f["p"] for f in family)
     assert "Primary family (4 one-sided tests, Holm at 0.025)" in text
+
+
+def test_a_bad_generator_setting_is_refused_when_the_plan_loads(ps, tmp_path):
+    tasks = {"pend": {**PLAN["tasks"]["pend"], "generator": {"ready_segment": 8}}}
+    with pytest.raises(SystemExit, match="task 'pend', method 'tournament': generator"):
+        ps.load_plan(write(tmp_path, tasks=tasks))
