@@ -221,8 +221,16 @@ def resume_command(argv: list[str]) -> str:
 def _quiet_dask() -> None:
     """A closing cluster's workers log their shutdown (nanny 'killing' warnings, tornado
     errors of a loop that is gone); after Ctrl-C the user's terminal gets one line."""
-    for name in ("distributed", "tornado", "asyncio"):
-        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+    # every logger of those trees: dask's logging config gives some children a level of
+    # their own ("distributed.client": warning), which the parent's level does not cover,
+    # and a client's "Couldn't gather ... rescheduling" warning followed the one line
+    parts = ("distributed", "tornado", "asyncio")
+    names = [n for n in list(logging.root.manager.loggerDict) if n.split(".")[0] in parts]
+    for name in {*parts, *names}:
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.CRITICAL + 1)
+        for h in logger.handlers:
+            h.setLevel(logging.CRITICAL + 1)
 
 
 _QUIT_NOW = False

@@ -19,6 +19,7 @@ from elegantpod.search.space import Bound
 from elegantpod.tournament.core.generator import GeneratorConfig, mutate, search_space
 from elegantpod.tournament.core.leaderboard import Entry
 from elegantpod.tournament.core.record import PodRecord
+from elegantpod.tournament.core.rules import Replacement, SelectionRule, register_rule
 from elegantpod.tournament.core.spec import TournamentSpec
 from elegantpod.tournament.orchestrator import Tournament, TournamentFailed
 from elegantpod.tournament.store.lease import Lease, LeaseError, LeaseLost
@@ -32,10 +33,13 @@ __all__ = [
     "LeaseError",
     "LeaseLost",
     "PodRecord",
+    "Replacement",
+    "SelectionRule",
     "Store",
     "Tournament",
     "TournamentFailed",
     "TournamentSpec",
     "mutate",
+    "register_rule",
     "search_space",
 ]

@@ -147,3 +147,30 @@ def test_a_second_ctrl_c_quits_at_once_in_one_line(tmp_path):
                                       for c in children), 60)  # fmt: skip
     command = continue_command(stderr)
     assert command == f"elegantpod tournament --store {shlex.quote(str(store))} --resume"
+
+
+def test_after_ctrl_c_no_dask_logger_prints_not_even_one_with_its_own_level():
+    """Found in a clean-clone CI run: after the one line, distributed.client's "Couldn't
+    gather 1 keys, rescheduling" warning still printed: dask's logging config gives that
+    logger a level of its own, which silencing "distributed" did not cover."""
+    import io
+    import logging
+
+    from elegantpod.cli.main import _quiet_dask
+
+    names = ("distributed", "distributed.client", "tornado.general")
+    saved = {n: logging.getLogger(n).level for n in names}
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    logging.getLogger("distributed").addHandler(handler)
+    try:
+        logging.getLogger("distributed.client").setLevel(logging.WARNING)
+        logging.getLogger("distributed.client").warning("before")
+        _quiet_dask()
+        logging.getLogger("distributed.client").warning("Couldn't gather 1 keys, rescheduling")
+        logging.getLogger("distributed.worker").error("a late error")
+    finally:
+        logging.getLogger("distributed").removeHandler(handler)
+        for n, level in saved.items():
+            logging.getLogger(n).setLevel(level)
+    assert out.getvalue() == "before\n"
