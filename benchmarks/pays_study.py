@@ -324,18 +324,15 @@ def order(plan: Plan, task: str, seeds: list[int]) -> list[tuple[int, str]]:
 def curve(history, target: float) -> tuple[list[float], list[float]]:
     """Times and scores of every evaluation; where a score reached the target and a
     confirming evaluation ran, the lesser of the two (a crossing counts only if both do)."""
+    import pandas as pd
+
     times, scores = [], []
     for row in history.sort_values("time").itertuples():
         if row.score is None or not math.isfinite(row.score):
             continue
         s = float(row.score)
-        confirm = getattr(row, "confirm", None)
-        if (
-            s >= target
-            and confirm is not None
-            and not (isinstance(confirm, float) and math.isnan(confirm))
-        ):
-            s = min(s, float(confirm))
+        if s >= target and pd.notna(row.confirm):  # a column of Tournament.history()
+            s = min(s, float(row.confirm))
         times.append(round(float(row.time), 3))
         scores.append(s)
     return times, scores

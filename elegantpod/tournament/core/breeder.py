@@ -22,6 +22,7 @@ failure). Neither reads the other's private state, so each is read and tested al
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import random
 from collections import Counter
@@ -140,19 +141,12 @@ class Breeder:
             parent = choose_parent(parents, self.rng, spec.generator)
             if keep_hparams:
                 return self._record(algo, dict(parent.hparams), parent, {}, origin)
-            if spec.generator.explore == "bandit" and self.mutation_policy is mutate:
-                new, change = bandit_explore(
-                    dict(parent.hparams),
-                    space,
-                    self.rng,
-                    spec.generator,
-                    records=pool.records,
-                    algo=algo,
-                )
-                new, change = keep_consistent(algo, parent.hparams, new, change)
-                hparams, mutation = policy_output(algo, parent.hparams, new, change, True)
-                return self._record(algo, hparams, parent, mutation, origin)
-            hparams, mutation = self._mutate(spec, algo, parent.hparams, space, True, strict)
+            explore = None
+            if spec.generator.explore == "bandit":  # reads every pod's past, not the parent's
+                explore = functools.partial(bandit_explore, records=pool.records, algo=algo)
+            hparams, mutation = self._mutate(
+                spec, algo, parent.hparams, space, True, strict, explore
+            )
             return self._record(algo, hparams, parent, mutation, origin)
         base = base_hparams(spec, algo)
         if not any(r.algo == algo for r in pool.records.values()):
@@ -276,8 +270,13 @@ class Breeder:
             and r.recent_scores
         ]
 
-    def _mutate(self, spec, algo: str, hparams: dict, space: dict, structural: bool, strict):
+    def _mutate(
+        self, spec, algo: str, hparams: dict, space: dict, structural: bool, strict, explore=None
+    ):
         """The mutation policy, its output checked like user input.
+
+        ``explore``: a built-in policy that stands in for the default one
+        (``GeneratorConfig.explore="bandit"``); a policy of the user's still wins.
 
         A policy that raises or returns something bad mid-run must not end a tournament
         of many hours nor leave a replaced pod without its child: unless ``strict`` (the
@@ -287,13 +286,15 @@ class Breeder:
         (:func:`~elegantpod.tournament.core.hparam_checks.keep_consistent`); a policy of
         the user's is refused for them, as for any other bad output.
         """
+        builtin = self.mutation_policy is mutate
+        policy = explore if builtin and explore is not None else self.mutation_policy
         try:
-            new, change = self.mutation_policy(dict(hparams), space, self.rng, spec.generator)
-            if self.mutation_policy is mutate:
+            new, change = policy(dict(hparams), space, self.rng, spec.generator)
+            if builtin:
                 new, change = keep_consistent(algo, hparams, new, change)
             return policy_output(algo, hparams, new, change, structural)
         except Exception as exc:
-            if strict or self.mutation_policy is mutate:
+            if strict or builtin:
                 raise
             self.warning = f"mutation_policy failed, the default mutation was used: {exc}"
             new, change = mutate(dict(hparams), space, self.rng, spec.generator)

@@ -15,21 +15,22 @@ from __future__ import annotations
 
 import math
 import random
-import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from elegantpod.agents import NAME as ALGO_NAME
 from elegantpod.agents import get_algo
 from elegantpod.checks.limits import in_range
 from elegantpod.search.space import Bound, Choice
 from elegantpod.tournament.core.leaderboard import Entry, rank
 
-RULE_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
-"""What a selection rule's name may be: as an algorithm's (ASCII lower-case letters,
-digits and underscores, a letter first, at most 32 characters). It is saved in every
-store's spec and in each replacement's ``origin``, and shown in lineage views."""
+RULE_NAME = ALGO_NAME
+"""What a selection rule's name may be: an algorithm's (:data:`elegantpod.agents.NAME`:
+ASCII lower-case letters, digits and underscores, a letter first, at most 32
+characters), for the same reasons: it is saved in every store's spec and in each
+replacement's ``origin``, and shown in lineage views."""
 
 
 def check_rule_names(names: object) -> tuple[str, ...]:
