@@ -132,6 +132,10 @@ class TrainResult:
     """Env steps at the best evaluation (``None`` when it predates a resume)."""
     last_checkpoint: str | None = None
     """The latest state, ``checkpoint.pt`` (what ``resume=True`` continues)."""
+    stopped_early: str | None = None
+    """Why the run ended before its budget, where something other than the budget or
+    the target ended it: an evaluation whose episodes never ended (an env without a time
+    limit), with what to set. ``None``: the budget or target ended it."""
 
     def to_dict(self, *, with_curve: bool = False) -> dict:
         """The result as JSON-able values (``with_curve``: include the learning curve)."""

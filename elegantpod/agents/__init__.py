@@ -1,6 +1,7 @@
 """Learners, one algorithm per module, all on the ``Learner`` protocol.
 
-- ``base``: the ``Learner`` protocol every algorithm follows.
+- ``base``: the ``Learner`` protocol every algorithm follows; ``contract``: what
+  ``register_algo`` checks a learner of your own declares.
 - ``hparams``: a hyperparameter declared once in its config field: default, hard
   limit, search domain, key column, structural or not.
 - ``ppo``, ``sac``, ``td3``, ``ddpg``, ``dqn``: one file per algorithm, its config, its
@@ -17,6 +18,7 @@ add their own learner to.
 import re
 
 from elegantpod.agents.base import REGISTRY, Learner
+from elegantpod.agents.contract import check_learner
 from elegantpod.agents.ddpg import DDPG, DDPGConfig
 from elegantpod.agents.dqn import DQN, DQNConfig
 from elegantpod.agents.ppo import PPO, PPOConfig
@@ -85,6 +87,7 @@ def register_algo(
         raise ValueError(f"{name!r} is a built-in algorithm; choose another name")
     if not isinstance(getattr(cls, "config_cls", None), type):
         raise ValueError(f"{cls.__name__} needs a `config_cls` (a frozen dataclass)")
+    check_learner(cls)
     if search_space is not None:
         # a fresh dict on this class: a parent's space (PPO's, say) is never changed
         cls.search_space = check_search_space(search_space, cls.config_cls, cls.__name__)
@@ -110,6 +113,14 @@ def check_name(name: object) -> str:
     return text
 
 
+UNREGISTERED_HINT = (
+    " (a learner of your own is known only once the module calling register_algo is "
+    "imported: import it first, or pass --import MODULE on the command line)"
+)
+"""Said after every unknown-algorithm error: a run, store or checkpoint made with a
+registered learner names it, and reading it in a process that has not imported that
+learner's module is the usual cause."""
+
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
@@ -120,6 +131,7 @@ def get_algo(name: str) -> type[Learner]:
     except KeyError:
         raise ValueError(
             f"unknown algorithm {name!r}; choose one of {', '.join(sorted(ALGOS))}"
+            f"{UNREGISTERED_HINT}"
         ) from None
 
 

@@ -193,6 +193,41 @@ class Learner(ABC):
         )
 
     @classmethod
+    def memory_bytes(
+        cls, config, obs_dim: int, act_dim: int, *, pixels: bool = False, captured: bool = False
+    ) -> int:
+        """About how many bytes one learner of ``config`` allocates on its device, for
+        ``obs_dim`` observation values and ``act_dim`` action dimensions (or discrete
+        choices): networks with their gradients and optimizer moments, a replay, the
+        largest activations of an update.
+
+        Why the learner says: the pod refuses a spec that its device cannot hold before
+        it builds anything (:func:`~elegantpod.pod.memory.estimate_pod_bytes`), and only
+        the learner knows what its fields mean. The pod itself counts its rollout and
+        envs from the config's ``num_envs`` and ``horizon``.
+
+        Parameters
+        ----------
+        pixels
+            The observations are images, which a replay may keep as one byte a value.
+        captured
+            The pod may replay the update as CUDA graphs, whose private pool keeps a
+            second copy of the update's working memory.
+
+        Returns 0 here (nothing beyond the rollout): a learner that preallocates more
+        (a replay, large networks) overrides it.
+        """
+        return 0
+
+    @classmethod
+    def actor_params(cls, config, obs_dim: int, act_dim: int) -> int:
+        """Weights and biases of the deployed actor of ``config``: a lower bound on what
+        a real checkpoint of it holds, so that a hand-made checkpoint whose spec
+        describes a far larger network is refused before that network is built
+        (:mod:`~elegantpod.pod.saved`). 0 here: no bound."""
+        return 0
+
+    @classmethod
     def supported_action_spaces(cls) -> tuple[type, ...]:
         """Action space types this algorithm can handle."""
         return (gymnasium.spaces.Discrete, gymnasium.spaces.Box)

@@ -47,6 +47,19 @@ def mlp(
     return nn.Sequential(*layers)
 
 
+def mlp_params(widths) -> int:
+    """Weights and biases of an :func:`mlp` of layer ``widths`` (inputs first)."""
+    widths = [int(w) for w in widths]
+    return sum(a * b + b for a, b in zip(widths, widths[1:], strict=False))
+
+
+def mlp_working_bytes(widths, rows: int, networks: int) -> int:
+    """Bytes ``networks`` MLPs of layer ``widths`` hold while updating on ``rows`` rows:
+    float32 weights, gradients and two Adam moments (16 bytes a parameter), and the
+    activations of a forward and backward pass (8 bytes a row and unit)."""
+    return networks * (16 * mlp_params(widths) + 8 * int(rows) * sum(int(w) for w in widths))
+
+
 def is_image(obs_shape: tuple[int, ...]) -> bool:
     """Whether observations of ``obs_shape`` are images (see the module docstring)."""
     return len(obs_shape) == 3

@@ -19,8 +19,8 @@ import torch
 
 from elegantpod.agents.base import Learner
 from elegantpod.agents.hparams import hparam, limits, structural
-from elegantpod.agents.nets import is_image
-from elegantpod.agents.noise import ExplorationNoise, NoiseConfig
+from elegantpod.agents.nets import is_image, mlp_params, mlp_working_bytes
+from elegantpod.agents.noise import SEQ_LEN, ExplorationNoise, NoiseConfig
 from elegantpod.buffers import ReplayBuffer
 from elegantpod.checks.limits import (
     MAX_BATCH,
@@ -119,6 +119,27 @@ class OffPolicyLearner(Learner):
     default_max_steps: ClassVar[int] = 200_000
     default_segment_steps: ClassVar[int] = 4_000
     """Env steps per tournament segment: a few seconds of training on one CPU core."""
+
+    @classmethod
+    def memory_bytes(
+        cls, config, obs_dim: int, act_dim: int, *, pixels: bool = False, captured: bool = False
+    ) -> int:
+        """The replay (``buffer_size`` transitions of two observations, float32, or one
+        byte a value for images), actor, twin critics and their target copies with Adam
+        moments and a batch's activations, and colored noise's sequences (``SEQ_LEN``
+        steps per sub-env and action dimension); see :meth:`Learner.memory_bytes`."""
+        transition = 4 * (2 * obs_dim + act_dim + 3) - (6 * obs_dim if pixels else 0)
+        widths = (obs_dim, *config.hidden, act_dim)
+        out = int(config.buffer_size) * transition
+        out += mlp_working_bytes(widths, int(config.batch_size), networks=6)
+        if getattr(config, "noise", None) == "colored":  # NoiseConfig's, where it has one
+            out += 4 * int(config.num_envs) * act_dim * SEQ_LEN
+        return out
+
+    @classmethod
+    def actor_params(cls, config, obs_dim: int, act_dim: int) -> int:
+        """The actor's (DQN: the Q-network's) weights and biases."""
+        return mlp_params((obs_dim, *config.hidden, act_dim))
 
     def __init__(self, observation_space, action_space, config, device, seed):
         super().__init__(observation_space, action_space, config, device, seed)

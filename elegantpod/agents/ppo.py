@@ -20,7 +20,7 @@ from torch import nn
 from elegantpod.agents.base import DeployedActor, Learner
 from elegantpod.agents.hparams import hparam, key_names, limits, structural
 from elegantpod.agents.hparams import search_space as search_space_of
-from elegantpod.agents.nets import RunningNorm, encoded, is_image
+from elegantpod.agents.nets import RunningNorm, encoded, is_image, mlp_params, mlp_working_bytes
 from elegantpod.checks.limits import (
     LOG_STD_RANGE,
     MAX_BATCH,
@@ -222,6 +222,30 @@ class PPO(Learner):
     default_max_steps: ClassVar[int] = 2_000_000
     default_segment_steps: ClassVar[int] = 32_768
     """Env steps per tournament segment: a few seconds of training on one CPU core."""
+
+    @classmethod
+    def memory_bytes(
+        cls, config, obs_dim: int, act_dim: int, *, pixels: bool = False, captured: bool = False
+    ) -> int:
+        """A copy of the rollout as the update's batch, one pass of the whole rollout
+        through the widest layer (advantages, values), actor and critic with their
+        Adam moments and a minibatch's activations; captured as CUDA graphs, the
+        graphs' pool holds that working memory once more (see
+        :meth:`Learner.memory_bytes`)."""
+        n = int(config.horizon) * int(config.num_envs)
+        batch = n * 4 * (2 * obs_dim + act_dim + 3)
+        widths = (obs_dim, *config.hidden, act_dim)
+        rows = min(int(config.minibatch_size), n)
+        whole = 8 * n * max(widths)
+        out = batch + whole + mlp_working_bytes(widths, rows, networks=2)
+        if captured:
+            out += batch + whole + 2 * 8 * rows * sum(widths)
+        return out
+
+    @classmethod
+    def actor_params(cls, config, obs_dim: int, act_dim: int) -> int:
+        """The actor MLP's weights and biases (:meth:`Learner.actor_params`)."""
+        return mlp_params((obs_dim, *config.hidden, act_dim))
 
     def __init__(self, observation_space, action_space, config=None, device="cpu", seed=0):
         super().__init__(observation_space, action_space, config, device, seed)

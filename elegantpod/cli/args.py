@@ -247,6 +247,7 @@ def parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--json", action="store_true", help="print the result as one JSON line")
     x = sub.add_parser("export", help="write a trained policy as ONNX, torch.export or TorchScript")
+    _import_option(x)
     x.add_argument("--checkpoint", required=True, help="a checkpoint file or a run folder")
     x.add_argument(
         "--format",
@@ -264,6 +265,7 @@ def parser() -> argparse.ArgumentParser:
         help="compare methods over their runs (Kaplan-Meier, RMST and IQMs with intervals, "
         "paired or unpaired tests Holm-adjusted over a family) and write the HTML report",
     )
+    _import_option(c)
     c.add_argument(
         "--method",
         nargs="+",

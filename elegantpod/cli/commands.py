@@ -95,7 +95,8 @@ def train_line(result) -> str:
         line += f", {result.fitness} {number(result.score)} (best {number(result.best_score)})"
     if result.best_env_steps is not None:
         line += f" at {result.best_env_steps:,} steps"
-    return line + (f"; checkpoint {result.checkpoint}" if result.checkpoint else "")
+    line += f"; checkpoint {result.checkpoint}" if result.checkpoint else ""
+    return line + (f"\nstopped early: {result.stopped_early}" if result.stopped_early else "")
 
 
 def tournament_options(args) -> dict:

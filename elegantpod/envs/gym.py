@@ -152,6 +152,10 @@ class GymVecEnv:
         self._flatten = flattened_space(single, self.env_id)
         """The original space where observations are flattened (see the module
         docstring), else ``None``."""
+        self.raw_observation_space = self._flatten
+        """The env's own observation space where the observations the learners read are
+        its flattened form, else ``None``: a checkpoint records it, so that a deployed
+        ``Policy`` takes the env's own observations (:mod:`elegantpod.envs.spaces`)."""
         check_obs_values(single, self.env_id)  # a ready vector env's: before flatten_space
         if self._flatten is None:
             self.observation_space = _float32_box(single)

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from elegantpod.agents import get_algo
-from elegantpod.agents.noise import SEQ_LEN
 from elegantpod.config import PodSpec
 from elegantpod.devices import available_bytes
 from elegantpod.pod.capture import STATIC_UPDATE
@@ -24,43 +23,30 @@ def estimate_pod_bytes(
     dimensions and ``act_dim`` action dimensions (or discrete choices); ``pixels``:
     the observations are images, which a replay keeps as one byte a value.
 
-    Why: rollouts (``horizon * num_envs`` transitions), replays (``buffer_size``) and
-    networks (``hidden``) are preallocated tensors; past the device's memory their
-    allocation ends the process with a raw error, or swaps the machine to a halt. The
-    estimate counts rollout and replay storage (float32, two observations per
-    transition), the state of the training and evaluation envs, the networks with their
-    gradients and Adam moments, and the largest activations of an update, per fused
-    learner, colored exploration noise's sequences (``SEQ_LEN`` steps per sub-env and
-    action dimension), the worlds a simulator outside torch keeps per sub-env (MJX's,
-    see :func:`~elegantpod.envs.mjx.memory.bytes_per_world`), and, for a pod that may
-    replay its iterations as CUDA graphs (:func:`may_capture`), the graphs' private
-    memory pool: everything an iteration allocates while it is captured stays reserved
-    for the replays, a second copy of the rollout's and the update's working memory.
-    With the default dimensions of 1 it is a lower bound, usable before an env exists
+    Why: rollouts, replays and networks are preallocated tensors; past the device's
+    memory their allocation ends the process with a raw error, or swaps the machine to
+    a halt. With the default dimensions of 1 it is a lower bound, usable before an env exists
     to tell them.
+
+    The pod counts what it allocates itself (the rollout's ``horizon * num_envs``
+    transitions, float32, two observations each; the training and evaluation envs'
+    state and the worlds a simulator outside torch keeps per sub-env, MJX's: see
+    :func:`~elegantpod.envs.mjx.memory.bytes_per_world`), and asks the learner for the
+    rest, once per fused learner (:meth:`~elegantpod.agents.base.Learner.memory_bytes`:
+    a replay, networks with gradients and Adam moments, an update's activations,
+    exploration noise, and for a pod that may replay its iterations as CUDA graphs,
+    :func:`may_capture`, the graphs' private pool). Only the learner knows what its
+    config's fields mean: none is read here by name but the contract's ``num_envs`` and
+    ``horizon``.
     """
     hp = spec.hparams if spec.hparams is not None else _default_hparams(spec.algo)
-    num_envs, horizon = int(getattr(hp, "num_envs", 1)), int(getattr(hp, "horizon", 1))
-    hidden = tuple(int(h) for h in getattr(hp, "hidden", ()) or ())
-    buffer_size = int(getattr(hp, "buffer_size", 0) or 0)
-    transition = 4 * (2 * obs_dim + act_dim + 3)
-    stored = transition - (6 * obs_dim if pixels else 0)  # a replay's frames: uint8
-    rollout = horizon * num_envs * transition
+    num_envs, horizon = int(hp.num_envs), int(hp.horizon)  # the Learner contract's fields
+    rollout = horizon * num_envs * 4 * (2 * obs_dim + act_dim + 3)
     envs = (num_envs + int(spec.eval_episodes)) * (16 * obs_dim + _world_bytes(spec))
-    widths = (obs_dim, *hidden, act_dim)
-    params = network_params(spec, obs_dim, act_dim)
-    if buffer_size:  # off-policy: actor, twin critics and target copies
-        rows = int(getattr(hp, "batch_size", 1))
-        learner = buffer_size * stored + 6 * (16 * params + 8 * rows * sum(widths))
-    else:  # on-policy: actor and critic, and one pass over the whole rollout
-        rows = min(int(getattr(hp, "minibatch_size", 1)), horizon * num_envs)
-        whole = 8 * horizon * num_envs * max(widths)
-        learner = rollout + whole + 2 * (16 * params + 8 * rows * sum(widths))
-        if may_capture(spec):  # the graphs' pool: the captured iteration's working memory
-            learner += rollout + whole + 2 * 8 * rows * sum(widths)
-    if getattr(hp, "noise", None) == "colored":  # one sequence per sub-env and action
-        learner += 4 * num_envs * act_dim * SEQ_LEN
-    return rollout + envs + int(spec.learners) * learner
+    learner = get_algo(spec.algo).memory_bytes(
+        hp, obs_dim, act_dim, pixels=pixels, captured=may_capture(spec)
+    )
+    return rollout + envs + int(spec.learners) * int(learner)
 
 
 def may_capture(spec: PodSpec) -> bool:
@@ -73,12 +59,12 @@ def may_capture(spec: PodSpec) -> bool:
 
 
 def network_params(spec: PodSpec, obs_dim: int = 1, act_dim: int = 1) -> int:
-    """Weights and biases of one network of ``spec`` (its ``hidden`` widths between
-    ``obs_dim`` inputs and ``act_dim`` outputs): a lower bound on what a checkpoint of
-    such a pod holds, which holds at least its actor."""
+    """Weights and biases of the deployed actor of ``spec`` for ``obs_dim`` inputs and
+    ``act_dim`` outputs, as its learner counts them
+    (:meth:`~elegantpod.agents.base.Learner.actor_params`): a lower bound on what a
+    checkpoint of such a pod holds, which holds at least its actor."""
     hp = spec.hparams if spec.hparams is not None else _default_hparams(spec.algo)
-    widths = (int(obs_dim), *(int(h) for h in getattr(hp, "hidden", ()) or ()), int(act_dim))
-    return sum(a * b + b for a, b in zip(widths, widths[1:], strict=False))
+    return int(get_algo(spec.algo).actor_params(hp, int(obs_dim), int(act_dim)))
 
 
 GYM_SUB_ENV_BYTES = 64 * 2**10

@@ -16,6 +16,7 @@ what each would do alone.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import os
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from elegantpod.agents import get_algo
 from elegantpod.agents.base import Learner
 from elegantpod.checks.overrides import replace_checked
 from elegantpod.config import PodSpec
+from elegantpod.envs.spaces import spaces_payload
 from elegantpod.pod.budget import Budget
 from elegantpod.pod.build import (
     build_env,
@@ -45,14 +47,17 @@ from elegantpod.pod.checkpoint import (
     write_checkpoint_bytes,
 )
 from elegantpod.pod.collector import Collector
+from elegantpod.pod.evaluator import EvaluationIncomplete
 from elegantpod.pod.finite import non_finite_error, nonfinite_state, nonfinite_stats
 from elegantpod.pod.hooks import PodHooks, continues
 from elegantpod.pod.restore import Restore, rebuilt_spec
 from elegantpod.pod.run import PodRun
 from elegantpod.pod.saved import SavedPod
-from elegantpod.policy.policy import Policy, spaces_payload
+from elegantpod.policy.policy import Policy
 from elegantpod.threads import torch_threads
 from elegantpod.types import EvalResult, Progress, TrainResult
+
+logger = logging.getLogger(__name__)
 
 
 class Pod:
@@ -171,6 +176,7 @@ class Pod:
         stats = {}
         per_rollout = self.env.num_envs * self.collector.horizon
         self._hooks = hooks
+        stopped_early = None
         try:
             while True:
                 if self.graphs is not None and self.graphs.capture:
@@ -183,7 +189,13 @@ class Pod:
                 if hooks.should_stop() or not continues(hooks.on_update(self, stats)):
                     break
                 if run.is_due(self.env_steps):
-                    self.last_eval = ev = self.evaluator.evaluate(self.learner)
+                    try:
+                        ev = self.evaluator.evaluate(self.learner, deadline=run.deadline())
+                    except EvaluationIncomplete as exc:  # keep the budget and the training
+                        stopped_early = str(exc)
+                        logger.warning("%s; the run ends with what it trained", exc)
+                        break
+                    self.last_eval = ev
                     progress = run.progress(self.env_steps, ev, self.collector, stats, spec.fitness)
                     self.curve.append(progress)
                     score = run.evaluated(progress)
@@ -202,7 +214,8 @@ class Pod:
             ckpt = self.checkpoint_path if self._saved_at == self.env_steps else self.save()
         else:  # a save checks the state it writes; a run that writes none checks it here
             self._fail_if(nonfinite_state({"learner": self._weights_and_moments()}))
-        return run.result(spec, self.env_steps, self.last_eval, self.curve, wall, ckpt)
+        result = run.result(spec, self.env_steps, self.last_eval, self.curve, wall, ckpt)
+        return dataclasses.replace(result, stopped_early=stopped_early)
 
     def _fail_if(self, found: list[str]) -> None:
         """Raise :class:`~elegantpod.pod.finite.NonFiniteError` for the ``found``
@@ -382,7 +395,7 @@ class Pod:
             "learner": self.learner.state_dict(),
             "env_rng": self.env.generator.get_state() if hasattr(self.env, "generator") else None,
             "eval_count": self.evaluator.count + int(evaluations_ahead),
-            "spaces": spaces_payload(self.env.observation_space, self.env.action_space),
+            "spaces": spaces_payload(self.env),
             "env_layout": self.env.layout() if hasattr(self.env, "layout") else None,
         }
         self._fail_if(nonfinite_state(payload))

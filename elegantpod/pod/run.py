@@ -45,6 +45,12 @@ class PodRun:
         next_eval = None if every is None else (env_steps // every + 1) * every
         return cls(budget, target, next_eval)
 
+    def deadline(self) -> float | None:
+        """``time.perf_counter()`` when the budget's seconds run out (``None``: no
+        seconds budget): an evaluation on an env without a time limit stops there."""
+        seconds = self.budget.seconds
+        return None if seconds is None else self.start + float(seconds)
+
     def elapsed(self) -> float:
         """Wall seconds since the start."""
         return time.perf_counter() - self.start

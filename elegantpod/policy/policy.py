@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import gymnasium
@@ -27,6 +28,7 @@ from elegantpod.agents import get_algo
 from elegantpod.agents.base import DeployedActor
 from elegantpod.config import PodSpec
 from elegantpod.devices import resolve_device
+from elegantpod.envs.spaces import flat_size, flatten_observations, read_space, spaces_payload
 from elegantpod.pod.checkpoint import CheckpointError, check_module_state, resolve_checkpoint
 from elegantpod.pod.saved import SavedPod
 
@@ -37,19 +39,6 @@ MAX_ACTIONS = 1_000_000
 MAX_PIXELS = 4096 * 4096 * 4
 """Most values one saved image observation may hold (a 4K RGBA frame): an encoder for
 a larger one is refused before it is built."""
-
-
-def spaces_payload(observation_space, action_space) -> dict[str, Any]:
-    """What a checkpoint records of an env's spaces (field ``spaces``): the observation
-    shape and the action space (``n`` choices, or the Box's ``low`` and ``high``), so a
-    :class:`Policy` loads without building the env."""
-    out: dict[str, Any] = {"observation_shape": [int(d) for d in observation_space.shape]}
-    if hasattr(action_space, "n"):
-        out["action_n"] = int(action_space.n)
-    else:
-        out["action_low"] = torch.as_tensor(action_space.low, dtype=torch.float32).cpu()
-        out["action_high"] = torch.as_tensor(action_space.high, dtype=torch.float32).cpu()
-    return out
 
 
 class Policy:
@@ -68,6 +57,11 @@ class Policy:
         The pod spec it was trained with (algorithm, env id, hyperparameters).
     obs_shape, action_shape
         One observation's shape; one action's (``()`` for a discrete action).
+    env_observation_space
+        The env's own observation space where training flattened it (``Discrete``,
+        ``MultiDiscrete``, ``MultiBinary``, ``Tuple``, ``Dict``, a Box of more than one
+        dimension), so :meth:`predict` takes the env's own observations; ``None`` where
+        the network reads them as they come (or the checkpoint predates this record).
     n_actions
         Discrete actions' count (``None`` for a Box).
     low, high
@@ -99,6 +93,18 @@ class Policy:
         except ValueError as exc:
             raise CheckpointError(f"{where}: field 'spaces' does not fit {algo!r}: {exc}") from None
         self.obs_shape = tuple(observation_space.shape)
+        self.env_observation_space = None
+        if spaces.get("observation_space") is not None:
+            try:
+                raw = read_space(spaces["observation_space"], where)
+            except ValueError as exc:
+                raise CheckpointError(str(exc)) from None
+            if (flat_size(raw),) != self.obs_shape:
+                raise CheckpointError(
+                    f"{where}: field 'spaces.observation_space' flattens to {flat_size(raw)} "
+                    f"values, not the {self.obs_shape} the network reads"
+                )
+            self.env_observation_space = raw
         is_box = isinstance(action_space, gymnasium.spaces.Box)
         self.n_actions = None if is_box else int(action_space.n)
         self.action_shape: tuple[int, ...] = tuple(action_space.shape) if is_box else ()
@@ -161,7 +167,7 @@ class Policy:
         """The current policy of a live learner (fused ones: the lead's, which all share)
         on ``env``'s spaces; what ``Pod.policy()`` returns."""
         modules = {k: m.state_dict() for k, m in learner.modules.items()}
-        spaces = spaces_payload(env.observation_space, env.action_space)
+        spaces = spaces_payload(env)
         return cls(spec, modules, spaces, device=device or "cpu", where=f"{spec.algo} learner")
 
     # -- acting ------------------------------------------------------------------------
@@ -179,6 +185,13 @@ class Policy:
         obs
             A numpy array (or what ``np.asarray`` takes) or a torch tensor: one
             observation of shape :attr:`obs_shape`, or a batch ``(B, *obs_shape)``.
+            Where training flattened the env's observations
+            (:attr:`env_observation_space`), also the env's own: one observation as
+            ``env.observation_space`` holds it (a state index, a dict of arrays, a
+            tuple), or a batch as a gymnasium vector env returns them (a leading batch
+            dimension on every array: a dict of such arrays for a Dict space); they
+            are flattened as training did (``gymnasium.spaces.flatten``). Float arrays
+            of shape :attr:`obs_shape` are read as flattened already.
         deterministic
             ``True``: the policy's own action (what evaluation uses, and what an export
             computes). ``False``: a sample, as in training: PPO's distribution, SAC's
@@ -199,11 +212,23 @@ class Policy:
         ValueError
             For an observation of another shape (naming the shape expected), of a
             non-numeric type, or a tensor that holds no values to read here (on the
-            ``meta`` device; sparse or nested).
+            ``meta`` device; sparse or nested); for an env's own observation that its
+            space does not hold (a state index out of range), naming the value.
         """
         is_torch = torch.is_tensor(obs)
         if is_torch:
             _check_usable(obs)
+        elif self.env_observation_space is not None:
+            flat = flatten_observations(self.env_observation_space, obs)
+            if flat is not None:
+                rows, single = flat
+                obs = rows[0] if single else rows
+            elif isinstance(obs, Mapping | tuple | int | np.integer):
+                raise ValueError(
+                    f"observations must be the env's own, {self.env_observation_space} "
+                    f"(one, or a batch as a vector env returns them), or flattened ones of "
+                    f"shape {self.obs_shape}; got {_shown(obs)}"
+                )
         x = obs if is_torch else _as_array(obs)
         shape = tuple(x.shape)
         single = shape == self.obs_shape
@@ -258,6 +283,15 @@ def _check_usable(obs: Tensor) -> None:
     if obs.is_nested or obs.layout != torch.strided:
         got = "a nested tensor" if obs.is_nested else f"layout {obs.layout}"
         raise ValueError(f"observations must be a dense tensor of numbers, got {got}")
+
+
+def _shown(obs) -> str:
+    """A few words on what ``obs`` is, for an error (never the whole of a large value)."""
+    if isinstance(obs, Mapping):
+        return f"a mapping with keys {sorted(map(str, obs))[:10]}"
+    if isinstance(obs, tuple):
+        return f"a tuple of {len(obs)}"
+    return repr(obs)[:100]
 
 
 def _as_array(obs) -> np.ndarray:

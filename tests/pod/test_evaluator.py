@@ -1,9 +1,13 @@
 """Evaluations are numbered; one can be repeated exactly (issue 33: a rerun segment
 decremented the evaluator's counter to repeat its evaluation)."""
 
+from pathlib import Path
+
+import gymnasium
+import numpy as np
 import pytest
 
-from elegantpod import Pod, PodSpec
+from elegantpod import Pod, PodSpec, train
 from elegantpod.pod.evaluator import Evaluator
 
 
@@ -33,3 +37,37 @@ def test_a_snapshot_counts_the_evaluation_that_follows_it(tmp_path):
     twin.load(path)
     assert twin.evaluations == 1  # counted ahead, as the snapshot promised
     assert twin.evaluate(episode_index=twin.evaluations).returns == ev.returns
+
+
+class _NeverEnds(gymnasium.Env):
+    """An env without a time limit whose episodes never end."""
+
+    observation_space = gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gymnasium.spaces.Discrete(3)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        return np.ones(2, np.float32), 0.0, False, False, {}
+
+
+@pytest.fixture
+def never_ends():
+    gymnasium.register("NeverEnds-v0", entry_point=_NeverEnds, max_episode_steps=None)
+    yield "NeverEnds-v0"
+    gymnasium.registry.pop("NeverEnds-v0", None)
+
+
+def test_an_env_without_a_time_limit_keeps_the_budget_says_what_to_set_and_returns(
+    never_ends, tmp_path
+):
+    kw = {"eval_episodes": 2, "progress": False, "threads": 1, "num_envs": 2, "horizon": 16}
+    r = train(never_ends, "ppo", max_seconds=3, out=tmp_path / "a", **kw)
+    assert "max_episode_steps" in r.stopped_early and "no time limit" in r.stopped_early
+    assert "NeverEnds-v0" in r.stopped_early
+    assert r.env_steps > 0 and r.wall_seconds < 30  # a hang guard, not a speed bound
+    assert Path(r.checkpoint).exists()  # what was trained is kept
+    fixed = train(never_ends, "ppo", max_steps=256, env_kwargs={"max_episode_steps": 20}, **kw)
+    assert fixed.stopped_early is None and fixed.eval_return_mean == 0.0

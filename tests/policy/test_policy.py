@@ -5,6 +5,7 @@ torch computes; hostile checkpoint fields refused."""
 import sys
 import warnings
 
+import gymnasium
 import numpy as np
 import pytest
 import torch
@@ -220,3 +221,110 @@ def test_cli_export_writes_an_onnx_file(runs, tmp_path, capsys, monkeypatch):
     np.testing.assert_array_equal(
         session.run(None, {"obs": obs})[0], Policy.load(runs["ppo"]).predict(obs)[0]
     )
+
+
+# -- the env's own observations (Discrete, Tuple, Dict), flattened as training did --------
+class _DictWalk(gymnasium.Env):
+    """A short walk that observes a Dict: a Discrete position and a Box velocity."""
+
+    observation_space = gymnasium.spaces.Dict(
+        {"pos": gymnasium.spaces.Discrete(5), "vel": gymnasium.spaces.Box(-1, 1, (2,))}
+    )
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.pos, self.t = 2, 0
+        return self._obs(), {}
+
+    def _obs(self):
+        return {"pos": self.pos, "vel": np.array([self.pos / 4, -self.pos / 4], np.float32)}
+
+    def step(self, action):
+        self.pos = int(np.clip(self.pos + (1 if action else -1), 0, 4))
+        self.t += 1
+        return self._obs(), float(self.pos == 4), self.pos == 4, self.t >= 20, {}
+
+
+@pytest.fixture(scope="module")
+def own_spaces(tmp_path_factory):
+    """PPO trained a few hundred steps on a Discrete (FrozenLake), a Tuple (Blackjack)
+    and a Dict (a registered walk) observation space: their run folders."""
+    gymnasium.register("DictWalk-v0", entry_point=_DictWalk)
+    root = tmp_path_factory.mktemp("own")
+    kw = {"eval_episodes": 1, "progress": False, "threads": 1, "num_envs": 4, "horizon": 32}
+    out = {}
+    for env_id in ("FrozenLake-v1", "Blackjack-v1", "DictWalk-v0"):
+        train(env_id, "ppo", max_steps=256, out=root / env_id, **kw)
+        out[env_id] = root / env_id
+    yield out
+    gymnasium.registry.pop("DictWalk-v0", None)
+
+
+@pytest.mark.parametrize("env_id", ["FrozenLake-v1", "Blackjack-v1", "DictWalk-v0"])
+def test_predict_takes_the_envs_own_observations_one_or_a_batch(own_spaces, env_id, tmp_path):
+    import onnxruntime
+
+    policy = Policy.load(own_spaces[env_id])
+    space = gymnasium.make(env_id).observation_space
+    assert type(policy.env_observation_space) is type(space)
+    assert gymnasium.spaces.flatdim(space) == policy.obs_shape[0]
+    space.seed(3)
+    for _ in range(5):  # one observation, as the env returns it
+        o = space.sample()
+        flat = gymnasium.spaces.flatten(space, o).astype(np.float32)
+        assert policy.predict(o)[0] == policy.predict(flat)[0]
+    vec = gymnasium.make_vec(env_id, num_envs=6, vectorization_mode="sync")
+    batch, _ = vec.reset(seed=1)  # a batch, as a vector env returns it
+    rows = np.stack(
+        [
+            gymnasium.spaces.flatten(space, o)
+            for o in gymnasium.vector.utils.iterate(vec.observation_space, batch)
+        ]  # fmt: skip
+    ).astype(np.float32)
+    actions, _ = policy.predict(batch)
+    assert actions.shape == (6,)
+    np.testing.assert_array_equal(actions, policy.predict(rows)[0])
+    # the deployed graph takes the flattened rows: gymnasium's flatten is the pre-step
+    session = onnxruntime.InferenceSession(
+        policy.export(tmp_path / "p.onnx"), providers=["CPUExecutionProvider"]
+    )
+    np.testing.assert_array_equal(session.run(["action"], {"obs": rows})[0], actions)
+
+
+def test_an_own_observation_the_space_does_not_hold_is_named(own_spaces):
+    lake, walk = Policy.load(own_spaces["FrozenLake-v1"]), Policy.load(own_spaces["DictWalk-v0"])
+    with pytest.raises(ValueError, match="observation 16 is not a state of Discrete"):
+        lake.predict(16)
+    with pytest.raises(ValueError, match=r"the env's own, Dict\('pos'.*keys \['pos', 'speed'\]"):
+        walk.predict({"pos": 1, "speed": np.zeros(2)})
+    with pytest.raises(ValueError, match="observation 7 is not a state of Discrete"):
+        walk.predict({"pos": np.array([1, 7]), "vel": np.zeros((2, 2))})
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"kind": "Evil"}, "kind must be Discrete"),
+        ({"kind": "Discrete", "n": 15, "start": 0}, "flattens to 15 values"),
+        ({"kind": "Discrete", "n": -1}, "a Discrete needs"),
+        (
+            {"kind": "Dict", "keys": ["a", "a"], "spaces": [{"kind": "Discrete", "n": 8}] * 2},
+            "one distinct string key",
+        ),  # fmt: skip
+        ("deep", "nested deeper than"),
+    ],
+)
+def test_hostile_observation_space_records_are_refused(own_spaces, tmp_path, change, named):
+    if change == "deep":
+        change = {"kind": "Discrete", "n": 16}
+        for _ in range(12):
+            change = {"kind": "Tuple", "spaces": [change]}
+    data = load_checkpoint(own_spaces["FrozenLake-v1"] / "best.pt")
+    data = _hostile(data, _set_space("observation_space", change))
+    payload = {k: v for k, v in data.items() if k not in ("format", "version")}
+    path = tmp_path / "evil.pt"
+    path.write_bytes(checkpoint_bytes(payload))
+    with pytest.raises(CheckpointError, match=named) as info:
+        Policy.load(path)
+    assert "evil.pt" in str(info.value) and "spaces.observation_space" in str(info.value)

@@ -22,6 +22,35 @@ def segment_steps(spec: TournamentSpec, algo: str) -> int | None:
     return spec.segment_steps
 
 
+SCORES_PER_POD = 6
+"""Scores each pod should get within a time budget when the tournament sets no segment
+size: the default segment is capped at ``1 / SCORES_PER_POD`` of a pod's share of it."""
+MIN_SEGMENT_SECONDS = 1.0
+"""The shortest default segment: a segment's switch (checkpoint, evaluation) costs time."""
+
+
+def segment_seconds(spec: TournamentSpec, slots: int) -> float | None:
+    """Wall seconds of one segment: the spec's, or, when the tournament has a time
+    budget and names no segment size at all, a cap that lets every pod be scored about
+    :data:`SCORES_PER_POD` times within it.
+
+    Why: an algorithm's default segment is a number of env steps sized for a fast env
+    (32,768 for PPO: a few seconds on a native env). On a slow env (a gymnasium env of
+    small images) one such segment took longer than a 75 s budget, so each pod was
+    scored once, at the end, and no pod was ever replaced. A pod's share of the budget
+    is ``max_seconds * slots / pods`` (pods take turns on the slots); the cap is that
+    share over :data:`SCORES_PER_POD`, at least :data:`MIN_SEGMENT_SECONDS`. The
+    segment ends at whichever comes first, its steps or its seconds, so on a fast env
+    nothing changes.
+    """
+    if spec.segment_seconds is not None or spec.segment_steps is not None:
+        return spec.segment_seconds
+    if spec.max_seconds is None:
+        return None
+    share = float(spec.max_seconds) * max(1, int(slots)) / max(1, int(spec.pods))
+    return max(MIN_SEGMENT_SECONDS, share / SCORES_PER_POD)
+
+
 def segment_task(
     spec: TournamentSpec,
     rec: PodRecord,
@@ -53,7 +82,7 @@ def segment_task(
             else None
         ),
         segment_steps=segment_steps(spec, rec.algo),
-        segment_seconds=spec.segment_seconds,
+        segment_seconds=segment_seconds(spec, runner.capacity()[0]),
         control=runner.control_name(rec.pod_id),
         topic=runner.topic,
         uses_gpu=uses_gpu,

@@ -22,7 +22,7 @@ import json
 import math
 from typing import Any
 
-from elegantpod.agents import ALGOS, get_algo
+from elegantpod.agents import ALGOS, UNREGISTERED_HINT, get_algo
 from elegantpod.checks.overrides import config_values, replace_checked
 from elegantpod.checks.text import short
 from elegantpod.tournament.core.field_checks import StateError
@@ -107,6 +107,7 @@ def algo_name(value: Any, where: str) -> str:
     if not isinstance(value, str) or value.lower() not in ALGOS:
         raise StateError(
             f"{where}: unknown algorithm {short(value)}; choose one of {', '.join(sorted(ALGOS))}"
+            f"{UNREGISTERED_HINT}"
         )
     return get_algo(value).name
 
