@@ -7,25 +7,33 @@ PY := $(VENV)/bin/python
 # 2.13.0 is a CPU wheel on the build machines' disk; any other spec there would
 # download a multi-GB CUDA build. It goes in first so the package's range is satisfied.
 TORCH_REQ := requirements/torch.txt
-EXTRAS ?= test
+# `make setup` and `make demo`: the library with the live dashboard and the trading
+# reports, not the test suite's servers and peers (ray, jax, JupyterHub...).
+EXTRAS ?= notebook,finance
+# `make test`, `make docs`, `make lint` and `make tutorials`: everything the suite needs.
+TEST_EXTRAS ?= test
+# The extras whose packages the test extra lists itself: a venv set up for the tests
+# serves `make setup` and `make demo` as it is.
+TEST_INCLUDES := notebook finance export video tensorboard mlflow wandb tune gateway s3 mujoco mjx box2d docs
 # A venv set up with more extras serves a command that needs fewer (after `make bench`,
 # test,bench covers test): its stamp is used, so `make test` does not reinstall it, and
 # an update reinstalls the extras that venv has, not fewer (the newest covering stamp).
 comma := ,
-extras_of = $(subst $(comma), ,$(patsubst $(VENV)/.installed-%,%,$(1)))
-covers = $(if $(filter-out $(call extras_of,$(1)),$(subst $(comma), ,$(EXTRAS))),,yes)
-COVERING := $(firstword $(foreach s,$(shell ls -t $(VENV)/.installed-* 2>/dev/null),$(if $(call covers,$(s)),$(s))))
-STAMP := $(or $(COVERING),$(VENV)/.installed-$(EXTRAS))
+extras_of = $(patsubst test,test $(TEST_INCLUDES),$(subst $(comma), ,$(patsubst $(VENV)/.installed-%,%,$(1))))
+covers = $(if $(filter-out $(call extras_of,$(1)),$(subst $(comma), ,$(2))),,yes)
+covering = $(firstword $(foreach s,$(shell ls -t $(VENV)/.installed-* 2>/dev/null),$(if $(call covers,$(s),$(1)),$(s))))
+STAMP := $(or $(call covering,$(EXTRAS)),$(VENV)/.installed-$(EXTRAS))
+TEST_STAMP := $(or $(call covering,$(TEST_EXTRAS)),$(VENV)/.installed-$(TEST_EXTRAS))
 
 .PHONY: setup test demo docs bench lint clean tutorials
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml Makefile $(TORCH_REQ)
+$(VENV)/.installed-%: pyproject.toml Makefile $(TORCH_REQ)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r $(TORCH_REQ)
-	$(PY) -m pip install --quiet -e ".[$(patsubst $(VENV)/.installed-%,%,$@)]"
+	$(PY) -m pip install --quiet -e ".[$*]"
 	touch $@
 
 # Two test processes (pytest-xdist), one per core of the 2-core box the suite is sized
@@ -41,23 +49,23 @@ $(STAMP): pyproject.toml Makefile $(TORCH_REQ)
 # JupyterHub and exploration-trap files, few tests and 40-90 s each, to the very end).
 TEST_WORKERS ?= 2
 
-test: setup
+test: $(TEST_STAMP)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --max-worker-restart=0
 
-lint: setup
+lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check elegantpod tests benchmarks docs/conf.py docs/_ext
 	$(VENV)/bin/ruff format --check elegantpod tests benchmarks docs/conf.py docs/_ext
 
 demo: setup
 	$(PY) -m elegantpod.cli demo
 
-tutorials: setup   # every tutorial at the full budget, its claims asserted (~30 min)
+tutorials: $(TEST_STAMP)   # every tutorial at the full budget, its claims asserted (~30 min)
 	$(PY) tutorials/run_all.py
 
 # The docs site (Sphinx + pydata-sphinx-theme + MyST-NB), offline, warnings as errors;
 # the tutorials execute at the small budget, cached in docs/_build/.jupyter_cache, so a
 # rebuild runs only the notebooks that changed. Open docs/_build/html/index.html.
-docs: setup
+docs: $(TEST_STAMP)
 	$(PY) -m sphinx -W --keep-going -b html -d docs/_build/doctrees docs docs/_build/html
 
 bench:

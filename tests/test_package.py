@@ -126,8 +126,9 @@ def test_the_cli_shows_library_messages_and_restores_logging(capsys):
 
 
 def test_make_uses_a_venv_set_up_with_more_extras_without_reinstalling(tmp_path):
-    """After ``make bench`` (extras test,bench), ``make test`` and ``make docs`` use that
-    venv as it is; a venv lacking an extra is installed with the extras asked."""
+    """After ``make bench`` (extras test,bench), ``make test``, ``make docs`` and ``make
+    setup`` use that venv as it is; a venv lacking an extra is installed with the extras
+    asked; a fresh ``make setup`` installs the library, ``make test`` the test extra."""
     import os
     import shutil
     import subprocess
@@ -146,6 +147,14 @@ def test_make_uses_a_venv_set_up_with_more_extras_without_reinstalling(tmp_path)
         cmd = [make, "-n", "-C", str(root), "setup", f"VENV={venv}", *args]
         return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
 
+    # make setup's default (notebook,finance) and bench are within test,bench's packages
     assert "Nothing to be done" in plan() + plan("EXTRAS=bench")
-    wider = plan("EXTRAS=test,docs")
-    assert 'pip install --quiet -e ".[test,docs]"' in wider, wider
+    wider = plan("EXTRAS=test,gcs")
+    assert 'pip install --quiet -e ".[test,gcs]"' in wider, wider
+    # a fresh venv: the library for `make setup`, the whole test extra for `make test`
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    assert 'pip install --quiet -e ".[notebook,finance]"' in plan(f"VENV={fresh}")
+    cmd = [make, "-n", "-C", str(root), "test", f"VENV={fresh}"]
+    tests = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    assert 'pip install --quiet -e ".[test]"' in tests, tests

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
@@ -13,6 +14,8 @@ import torch
 from elegantpod.checks.overrides import replace_checked
 from elegantpod.search.space import Domain
 from elegantpod.types import Batch
+
+logger = logging.getLogger(__name__)
 
 Tensor = torch.Tensor
 
@@ -172,11 +175,21 @@ class Learner(ABC):
         Cheap: it builds a single sub-env on the CPU to read the spaces (which also checks
         ``env_kwargs``, e.g. a trading env's data and dates).
         """
+        from elegantpod.envs.gym import GymVecEnv
         from elegantpod.envs.registry import make_env
 
         probe = make_env(env_id, num_envs=1, device="cpu", seed=0, **(env_kwargs or {}))
         try:
             cls.check_spaces(probe.observation_space, probe.action_space)
+            if isinstance(probe, GymVecEnv) and probe.max_episode_steps is None:
+                logger.warning(
+                    "%r has no time limit: if a policy can keep an episode going, its "
+                    "evaluations never end (one is cut at the budget's end, a tournament "
+                    "segment's after %s steps); give it one with env_kwargs="
+                    "{'max_episode_steps': N} (--env-arg max_episode_steps=N)",
+                    env_id,
+                    "100,000",
+                )
         finally:
             probe.close()
 

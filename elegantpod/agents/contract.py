@@ -11,9 +11,10 @@ registers the learner.
 The contract, in full (``docs/guides/algorithms.md`` walks through a complete learner):
 
 - class attributes ``name`` (see :data:`~elegantpod.agents.NAME`), ``config_cls`` and
-  ``is_on_policy`` (a bool: on-policy learners get a time-major rollout of
-  ``horizon`` steps of ``num_envs`` sub-envs to :meth:`~Learner.update`, off-policy
-  ones the latest transitions to add to their own replay);
+  ``is_on_policy`` (a bool saying which kind the learner is; the pod treats both alike:
+  each iteration ``update`` gets the time-major rollout of ``horizon`` steps of
+  ``num_envs`` sub-envs just collected, which an off-policy learner adds to a replay of
+  its own and samples from);
 - ``config_cls``: a frozen dataclass that builds with no arguments (the defaults), with
   integer fields ``num_envs`` (sub-envs the pod steps) and ``horizon`` (env steps per
   iteration) and a ``validate()`` method that raises ``ValueError`` naming a bad value;
@@ -54,8 +55,8 @@ def check_learner(cls: type) -> None:
         )
     if not isinstance(getattr(cls, "is_on_policy", None), bool):
         raise ValueError(
-            f"{who} needs a class attribute is_on_policy = True or False: on-policy "
-            "learners get each rollout to update on, off-policy ones keep a replay"
+            f"{who} needs a class attribute is_on_policy = True or False: whether it "
+            "learns from each rollout alone or keeps a replay of past ones"
         )
     config_cls = cls.config_cls
     params = getattr(config_cls, "__dataclass_params__", None)

@@ -141,6 +141,11 @@ def parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--resume", action="store_true", help="continue the tournament in --store")
     r.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the tournament --store holds (never one a running tournament writes)",
+    )
+    r.add_argument(
         "--force",
         action="store_true",
         help="with --resume: take the store over from a writer that is gone (its lease)",

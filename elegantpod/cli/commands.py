@@ -152,6 +152,10 @@ def _tournament(args) -> int:
 
     given = tournament_options(args)
     loggers = [lg for lg in [tracking_logger(args)] if lg is not None]
+    if args.resume and args.overwrite:
+        raise ValueError(
+            "--overwrite replaces the store's tournament; --resume continues it: give one"
+        )
     if args.resume:
         # What is given must agree with the store, except budgets and the like, which
         # change visibly; nothing given is silently ignored.
@@ -176,7 +180,9 @@ def _tournament(args) -> int:
 
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", UserWarning)
-            t = Tournament(env, store=args.store, loggers=loggers, **given)
+            t = Tournament(
+                env, store=args.store, loggers=loggers, overwrite=args.overwrite, **given
+            )
         for w in caught:  # one line each, not Python's file:line banner
             print(f"elegantpod: warning: {w.message}", file=sys.stderr)
     # All input is checked; only now start (or reach) a cluster.

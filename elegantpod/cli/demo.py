@@ -119,7 +119,9 @@ def run_demo(
     best = board.iloc[0]
     print(
         f"\nThe agent: {best['pod']} ({best['algo']}), {int(best['env_steps']):,} env steps "
-        f"of training, chosen for the best validation Sharpe among {res.trials} pods."
+        f"of training, chosen for the best validation Sharpe among {res.trials} scored "
+        f"evaluations of {s['pods_total']} pods (each evaluation compared is a trial of the "
+        "selection, which the deflated Sharpe ratio counts)."
     )
     print(verdict(res))
     report = res.to_html(out / "backtest_report.html")

@@ -66,6 +66,10 @@ labels in all, so with many runs it counts fewer (and says how many)."""
 LEVEL = 0.05
 """The default family-wise level (two-sided). The issue's pre-registered family uses
 ``alternative="less", level=0.025``."""
+RATE_RATIO = 3.0
+"""Evaluation rates (per second) of two methods this many times apart are noted
+(:meth:`Comparison.notes`): a single pod evaluated 158-446 times against a tournament's
+pods 18-22 times measured the single pod's time to target far more finely."""
 MIN_BUDGET = 1e-3
 """The shortest budget accepted (a millisecond): below it the seconds were surely given
 in another unit, and no run evaluates that fast."""
@@ -428,28 +432,73 @@ class Comparison:
 
     def run_table(self):
         """One row per run: method, source, seconds to the target (NaN when never),
-        final score, evaluations (a pandas DataFrame)."""
+        whether the run stopped there (``stopped_at_target``: it reached the target and
+        evaluated no more, as a run given the target does), final score, evaluations
+        (a pandas DataFrame)."""
         import pandas as pd
 
         rows = []
         for method, runs in self.runs.items():
             for r, t, final in zip(runs, self._seconds[method], self._finals[method], strict=True):
+                solved = math.isfinite(t)
                 rows.append(
                     {
                         "method": method,
                         "source": r.source,
                         "kind": r.kind,
-                        "seconds_to_target": float(t) if math.isfinite(t) else math.nan,
+                        "seconds_to_target": float(t) if solved else math.nan,
+                        "stopped_at_target": bool(solved and r.times and r.times[-1] <= t),
                         "final_score": float(final),
                         "evaluations": len(r.times),
                     }
                 )
         return pd.DataFrame(rows)
 
+    def evaluation_rates(self) -> dict[str, float]:
+        """Each method's median evaluations per second of its runs (within the budget):
+        how finely its time to the target is measured."""
+        out = {}
+        for method, runs in self.runs.items():
+            rates = [
+                sum(1 for x in r.times if x <= self.budget)
+                / max(min(r.duration, self.budget), 1e-9)
+                for r in runs
+            ]
+            out[method] = float(np.median(rates)) if rates else math.nan
+        return out
+
+    def notes(self) -> list[str]:
+        """What a reader of the figures should know about these runs, in sentences:
+        runs that stopped when they reached the target (their final scores are the
+        target's crossing, not what they would have reached by the budget), and methods
+        evaluated at rates that differ by ``RATE_RATIO`` or more (a method evaluated more
+        often has its time to target measured more finely, which alone makes it look
+        faster: a run evaluated every 10 s is only seen to cross 5 s late on average)."""
+        out = []
+        runs = self.run_table()
+        stopped = runs[runs["stopped_at_target"]].groupby("method", sort=False).size()
+        if len(stopped):
+            each = ", ".join(f"{m} {n} of {len(self.runs[m])}" for m, n in stopped.items())
+            out.append(
+                f"Runs that stopped when they reached the target ({each}): their final "
+                "scores are the crossing, not what they would have scored by the budget."
+            )
+        rates = {m: r for m, r in self.evaluation_rates().items() if r > 0}
+        if len(rates) >= 2 and max(rates.values()) >= RATE_RATIO * min(rates.values()):
+            each = ", ".join(f"{m} {r:.3g}" for m, r in rates.items())
+            out.append(
+                f"The methods evaluated at very different rates (median evaluations per "
+                f"second: {each}): a time to target is only seen at an evaluation, so a "
+                "method evaluated more often is measured more finely and looks faster for "
+                "that alone; compare methods on one evaluation schedule where you can."
+            )
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         """Every figure as plain JSON-ready data (intervals as ``[value, low, high]``)."""
         return {
             "title": self.title,
+            "notes": self.notes(),
             "target": self.target,
             "budget": self.budget,
             "bootstrap_reps": self.reps,

@@ -180,7 +180,11 @@ def runs_table(c) -> Markup:
                 td(r["method"], class_="name"),
                 r["source"],
                 r["kind"],
-                _num(seconds, 4) if math.isfinite(seconds) else censored,
+                (
+                    (_num(seconds, 4) + (" (stopped there)" if r["stopped_at_target"] else ""))
+                    if math.isfinite(seconds)
+                    else censored
+                ),
                 _num(r["final_score"], 4),
                 str(r["evaluations"]),
             ]
@@ -359,7 +363,14 @@ def html_report(c) -> str:
         f"<title>{escape(c.title)}</title><style>{STYLE}</style></head><body>"
         f"<h1>{escape(c.title)}</h1>"
         f"<ul id='verdicts'>{verdicts}</ul>"
-        f"<h2>Methods</h2>{methods_table(c)}"
+        + (
+            "<h2>Read with care</h2><ul id='notes'>"
+            + "".join(f"<li>{escape(n)}</li>" for n in c.notes())
+            + "</ul>"
+            if c.notes()
+            else ""
+        )
+        + f"<h2>Methods</h2>{methods_table(c)}"
         "<h2>Time to target and final scores</h2>"
         + figures.img(
             curves,
@@ -429,4 +440,6 @@ def markdown(c) -> str:
                 f"{test_text(v)} | {p_text(v.p_value)} | {p_text(v.p_adjusted)} | "
                 f"{v.family_verdict} | {p_text(v.logrank.p_value(v.alternative))} |"
             )
+    for note in c.notes():
+        lines += ["", f"Read with care: {_md(note)}"]
     return "\n".join(lines)

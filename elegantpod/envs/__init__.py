@@ -6,7 +6,8 @@ locomotion, ``make_env``.
 - ``classic``: native torch envs (CartPole, Pendulum, MountainCar...); ``fused_step``:
   a native step as one compiled region; ``noise``: counter-based reset draws.
 - ``gym``: any gymnasium env or vector env, flattened or as images, held to the
-  observation space it declares.
+  observation space it declares; ``spaces``: the env's own observation space as a
+  checkpoint records it, and its observations flattened for a deployed policy.
 - ``user_gym``: your own gymnasium env, shipped to the workers.
 - ``isaac``: Isaac Gym's VecTask adapter; ``mjx/``: MuJoCo locomotion on MJX.
 - ``registry``: ``make_env``, ``register_env``; ``hooks``: what an env class adds to

@@ -19,6 +19,9 @@ from elegantpod.pod.budget import Budget
 from elegantpod.pod.collector import Collector
 from elegantpod.types import EvalResult, Progress, TrainResult
 
+EVAL_GRACE_SECONDS = 2.0
+"""Least time past the budget an evaluation on an env without a time limit may take."""
+
 
 @dataclass
 class PodRun:
@@ -46,10 +49,14 @@ class PodRun:
         return cls(budget, target, next_eval)
 
     def deadline(self) -> float | None:
-        """``time.perf_counter()`` when the budget's seconds run out (``None``: no
-        seconds budget): an evaluation on an env without a time limit stops there."""
+        """``time.perf_counter()`` past which an evaluation on an env without a time
+        limit stops (``None``: no seconds budget): the budget's end, plus a grace of a
+        tenth of the budget and at least :data:`EVAL_GRACE_SECONDS`, so the evaluation
+        that a spent budget asks for still runs its episodes when they do end."""
         seconds = self.budget.seconds
-        return None if seconds is None else self.start + float(seconds)
+        if seconds is None:
+            return None
+        return self.start + float(seconds) + max(EVAL_GRACE_SECONDS, 0.1 * float(seconds))
 
     def elapsed(self) -> float:
         """Wall seconds since the start."""

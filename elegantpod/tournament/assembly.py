@@ -13,27 +13,48 @@ from __future__ import annotations
 from elegantpod.tournament.client.engine import Engine
 from elegantpod.tournament.core.population import Population
 from elegantpod.tournament.core.spec import TournamentSpec
+from elegantpod.tournament.store.lease import Lease
 from elegantpod.tournament.store.saved import SavedTournament
 from elegantpod.tournament.store.store import Store
 from elegantpod.tracking.tracker import Tracker
 
 
-def empty_store(store, env: str) -> Store:
+def empty_store(store, env: str, overwrite: bool = False) -> Store:
     """``store`` as a :class:`~elegantpod.tournament.store.store.Store`; ``ValueError`` if it
-    already holds a tournament (saying how to continue that one instead)."""
+    already holds a tournament (saying how to continue that one, or replace it, instead).
+
+    ``overwrite=True`` accepts a store that holds a tournament: :func:`replace_tournament`
+    deletes it once every other argument has been checked.
+    """
     s = Store(store)
     existing = s.read_json("tournament.json")
-    if existing is not None:
+    if existing is not None and not overwrite:
         where = f"store {s.url!r}"
         if isinstance(existing, dict) and existing.get("env_id") != env:
             raise ValueError(
-                f"{where} belongs to a tournament on {existing.get('env_id')!r}, not {env!r}"
+                f"{where} belongs to a tournament on {existing.get('env_id')!r}, not {env!r}; "
+                "replace it with overwrite=True (--overwrite) or choose a new store"
             )
         raise ValueError(
             f"{where} already holds a tournament; continue it with "
-            "Tournament.resume(store) (--resume on the command line) or choose a new store"
+            "Tournament.resume(store) (--resume on the command line), replace it with "
+            "overwrite=True (--overwrite), or choose a new store"
         )
     return s
+
+
+def replace_tournament(store: Store) -> list[str]:
+    """Delete the tournament ``store`` holds (:meth:`Store.clear
+    <elegantpod.tournament.store.store.Store.clear>`: its spec, state, leaderboard and
+    checkpoints; other files stay) under the store's lease, and return what went. A store
+    that a running tournament writes is refused (a
+    :class:`~elegantpod.tournament.store.lease.LeaseError`, a ``ValueError`` naming the
+    writer), never cleared under it; a writer that is gone (its process ended on this
+    machine) holds nothing."""
+    if store.read_json("tournament.json") is None:
+        return []
+    with Lease(store).acquire():  # released after: lease.json goes with the tournament
+        return store.clear()
 
 
 def assemble(

@@ -19,7 +19,7 @@ from typing import Any
 from elegantpod.agents import get_algo
 from elegantpod.envs.registry import env_hooks
 from elegantpod.number_text import number
-from elegantpod.tournament.assembly import assemble, empty_store
+from elegantpod.tournament.assembly import assemble, empty_store, replace_tournament
 from elegantpod.tournament.best_agent import load_best
 from elegantpod.tournament.client.engine import Engine
 from elegantpod.tournament.client.runner import scale_cluster, tournament_cluster_info
@@ -74,6 +74,11 @@ class Tournament:
     loggers
         Experiment tracking (:mod:`elegantpod.tracking` loggers, or ``"tensorboard"``...):
         a run per pod, logged from this process; not saved: pass them to :meth:`resume`.
+    overwrite
+        Replace the tournament ``store`` already holds (as ``train(overwrite=True)``
+        replaces a run): its spec, state, leaderboard and checkpoints are deleted once
+        every other argument has been checked, and never while a running tournament
+        holds the store's lease. ``False``: such a store is refused.
     **options
         Any other :class:`TournamentSpec` field (``segment_steps``, ``leaderboard_size``,
         ``seed``, ``hparams``, ``generator``...).
@@ -98,6 +103,7 @@ class Tournament:
         max_steps: int | None = None,
         mutation_policy=None,
         loggers=None,
+        overwrite: bool = False,
         _resuming: tuple[SavedTournament, bool] | None = None,
         **options: Any,
     ):
@@ -120,11 +126,14 @@ class Tournament:
             **options,
         )
         check_rules(spec.generator.rules)  # registered here: before the store is made
-        s = empty_store(store, env)
+        s = empty_store(store, env, overwrite=overwrite)
+        engine = assemble(spec, s, client, mutation_policy, loggers=loggers)
+        if overwrite:  # every argument checked: only now does the old tournament go
+            replace_tournament(s)
         lone = lone_pods_warning(spec.algos, spec.pods)
         if lone is not None:
             warnings.warn(lone, UserWarning, stacklevel=2)
-        self._attach(assemble(spec, s, client, mutation_policy, loggers=loggers))
+        self._attach(engine)
 
     def _attach(self, engine: Engine) -> None:
         self.engine = engine

@@ -503,3 +503,27 @@ def test_the_cli_declares_the_family_and_its_level(tmp_path, capsys):
     assert main([*argv, "--family", "all", "--paired", "no"]) == 0
     text = capsys.readouterr().out
     assert "RMST s [95% CI]" in text and "b vs c: " in text and "unpaired: paired=False" in text
+
+
+def test_runs_that_stopped_at_the_target_and_unequal_evaluation_rates_are_flagged():
+    """Issue 59, item 6: a single pod evaluated every 0.1 s and stopping at the target,
+    against a tournament evaluated every 3 s: the report says both."""
+    often = [curve(np.arange(0, 4 + k, 0.1).round(2), [0] * len(np.arange(0, 4 + k, 0.1)))
+             for k in range(4)]  # fmt: skip
+    for run in often[:2]:  # these two reached the target at their last evaluation
+        run["score"][-1] = 10
+    every_3s = [0, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30]
+    rarely = [curve(every_3s, [0] * 5 + [s] + [0] * 5) for s in (10, 5)]  # on past 10
+    c = compare({"pod": often, "tournament": rarely}, target=10, budget=30, reps=200)
+    runs = c.run_table()
+    assert runs["stopped_at_target"].tolist() == [True, True, False, False, False, False]
+    notes = c.notes()
+    assert len(notes) == 2
+    assert "stopped when they reached the target (pod 2 of 4)" in notes[0]
+    assert "very different rates" in notes[1] and "pod 10.2, tournament 0.367" in notes[1]
+    html = c.to_html()
+    assert "id='notes'" in html and "(stopped there)" in html
+    assert c.to_dict()["notes"] == notes and "Read with care" in c.to_markdown()
+    # one schedule, no stop at the target: nothing to flag
+    same = compare({"a": rarely, "b": rarely[::-1]}, target=10, budget=30, reps=200)
+    assert same.notes() == [] and "id='notes'" not in same.to_html()

@@ -61,10 +61,13 @@ def never_ends():
 
 
 def test_an_env_without_a_time_limit_keeps_the_budget_says_what_to_set_and_returns(
-    never_ends, tmp_path
+    never_ends, tmp_path, caplog
 ):
     kw = {"eval_episodes": 2, "progress": False, "threads": 1, "num_envs": 2, "horizon": 16}
-    r = train(never_ends, "ppo", max_seconds=3, out=tmp_path / "a", **kw)
+    with caplog.at_level("WARNING", logger="elegantpod"):
+        r = train(never_ends, "ppo", max_seconds=3, out=tmp_path / "a", **kw)
+    said = [r.getMessage() for r in caplog.records]
+    assert any("'NeverEnds-v0' has no time limit" in m for m in said), said  # before training
     assert "max_episode_steps" in r.stopped_early and "no time limit" in r.stopped_early
     assert "NeverEnds-v0" in r.stopped_early
     assert r.env_steps > 0 and r.wall_seconds < 30  # a hang guard, not a speed bound

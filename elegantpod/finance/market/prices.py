@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import importlib.resources
 import importlib.util
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,8 @@ import pandas as pd
 from elegantpod.finance.market.names import check_name
 from elegantpod.finance.market.splits import DateSplits as DateSplits
 from elegantpod.finance.market.splits import to_timestamp
+
+logger = logging.getLogger(__name__)
 
 PRICE_FIELDS = ("open", "high", "low", "close")
 FIELDS = (*PRICE_FIELDS, "volume")
@@ -235,16 +238,24 @@ def load_long(source: Any, *, source_name: str | None = None) -> MarketData:
         if f in frame.columns:
             wide = frame.pivot(index="date", columns="tic", values=f)
             arrays[f] = _numeric(wide.loc[all_dates, list(tickers)], f, label)
-    return MarketData(dates=all_dates, tickers=tickers, source=label, **arrays)
+    return _noting_gaps(MarketData(dates=all_dates, tickers=tickers, source=label, **arrays))
 
 
 def load_wide(
-    source: Any, *, date_column: str | None = None, source_name: str | None = None
+    source: Any,
+    *,
+    date_column: str | None = None,
+    source_name: str | None = None,
+    note_gaps: bool = True,
 ) -> MarketData:
     """A wide table of closes: one date column (or a date index) and one column per ticker.
 
     ``date_column`` names the date column; by default a column called ``date`` (any case)
     or else the first column, unless the frame already has a DatetimeIndex.
+    ``note_gaps``: log a warning when whole trading days seem missing (5 or more calendar
+    days between consecutive dates); ``False`` where the gaps are known market closures
+    (the shipped sample's three: 2001-09-11, the day of mourning for President Ford on
+    2007-01-02 beside New Year, and Hurricane Sandy in 2012).
 
     Rows may come in any order (shuffled, dates descending): they are sorted by date.
     That is safe because each row holds one whole day and every date must be unique, so
@@ -282,9 +293,45 @@ def load_wide(
     if len(set(tickers)) != len(tickers):
         raise ValueError(f"data {label!r} repeats ticker columns: {list(tickers)}")
     close = _numeric(frame, "close", label)
-    return MarketData(
+    data = MarketData(
         dates=pd.DatetimeIndex(frame.index), tickers=tickers, close=close, source=label
     )
+    return _noting_gaps(data) if note_gaps else data
+
+
+GAP_DAYS = 5
+"""Calendar days between two consecutive trading days from which :func:`_noting_gaps`
+notes a gap: a weekend with a holiday spans 4 (Friday to Tuesday)."""
+
+
+def _noting_gaps(data: MarketData) -> MarketData:
+    """``data``, after a warning when whole trading days seem missing between its dates.
+
+    Why a note and not a refusal: markets do close for days (2001-09-11 to 09-17,
+    Hurricane Sandy in 2012), so a gap may be real. But a gap left by a failed download
+    or a filter makes one step of the env, and one daily return of every statistic,
+    span several days, which nothing else would show; the warning names the longest gap
+    so a user can tell which it is.
+    """
+    dates = data.dates
+    if len(dates) < 2:
+        return data
+    steps = np.diff(dates.values).astype("timedelta64[D]").astype(int)
+    wide = np.flatnonzero(steps >= GAP_DAYS)
+    if len(wide):
+        i = int(wide[np.argmax(steps[wide])])
+        logger.warning(
+            "market data %r: %d gap(s) of %d or more calendar days between consecutive "
+            "trading days, the longest %s to %s (%d days): whole trading days may be "
+            "missing, and a step of the env and a daily return then span the gap",
+            data.source,
+            len(wide),
+            GAP_DAYS,
+            f"{dates[i]:%Y-%m-%d}",
+            f"{dates[i + 1]:%Y-%m-%d}",
+            int(steps[i]),
+        )
+    return data
 
 
 @functools.lru_cache(maxsize=4)
@@ -300,7 +347,7 @@ def sp500_sample() -> MarketData:
     Shipped with the package (from skfolio's datasets, BSD-3; see ``data/NOTICE.md``),
     for tests, examples and benchmarks: stale data, not for investment decisions.
     """
-    return load_wide(_sample_closes(), source_name="sp500")
+    return load_wide(_sample_closes(), source_name="sp500", note_gaps=False)
 
 
 def sp500_index() -> pd.Series:

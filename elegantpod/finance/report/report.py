@@ -220,7 +220,8 @@ def _beat_html(result, beat: Beat) -> str:
         "agent's true Sharpe ratio exceeds what the best of that many skill-less agents "
         "would show over these days, with their spread set by the sampling error of a "
         "Sharpe ratio over this many days; 0.95 or more is the usual bar. The trials are "
-        "the pods its selection scored: correlated pods and a backtest on dates the "
+        "the evaluations its selection compared (every scored evaluation of every pod, "
+        "not the pods): correlated evaluations and a backtest on dates the "
         "selection never saw both make it conservative.</p>"
     )
     return "\n".join(out)

@@ -415,9 +415,10 @@ class StockTradingEnv(EnvHooks):
             said = f"lacks {_names(lacking)}" if lacking else f"gives {_names(names)}"
             raise ValueError(
                 f"the agent reads the features {_names(features)} of each stock, and this "
-                f"data {said} (a file without high and low prices has no indicators that "
-                "need them): pass data with those columns, or the indicators it was "
-                "trained with"
+                f"data {said}: an agent reads exactly the features it was trained with "
+                "(indicators= cannot change them), so pass data that gives them all, with "
+                "the columns the training data had (indicators that need high and low "
+                "prices, or volume, cannot be computed from closes alone)"
             )
         return {**env_kwargs, "tickers": tickers}
 

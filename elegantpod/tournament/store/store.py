@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
 from typing import Any
 
@@ -43,6 +44,8 @@ from elegantpod.tournament.store.snapshots import (
 
 __all__ = ["MAX_SNAPSHOT_BYTES", "MAX_SPEC_BYTES", "ORPHAN_SECONDS", "Store", "needed_checkpoints"]
 
+STATE_NAME = re.compile(r"\d{8}\.json|LATEST")
+"""The files of ``state/`` a store writes: numbered snapshots and their pointer."""
 ORPHAN_SECONDS = 120.0
 """Temporary files older than this are a killed writer's leftovers (a checkpoint write
 takes well under a second): :meth:`Store.clean_orphans` deletes them."""
@@ -181,6 +184,29 @@ class Store(StoreFiles):
             except OSError:
                 left += size  # housekeeping: a failure here must not fail the tournament
         return deleted, left
+
+    def clear(self) -> list[str]:
+        """Delete the tournament this store holds: every pod's checkpoints, the state
+        snapshots and their pointer, the leaderboard, and the spec last (a store cleared
+        halfway still reads as a tournament, and clearing it again finishes the job).
+        Files the store does not write are left alone, as are the (then empty) folders.
+        Returns the names removed. The caller holds the store's lease
+        (:func:`~elegantpod.tournament.assembly.empty_store` does)."""
+        removed = []
+        for name in sorted(self.checkpoints()):
+            if self.remove(name):  # never through a link
+                removed.append(name)
+        try:
+            entries = [os.path.basename(str(p).rstrip("/")) for p in self.list_folder("state")]
+        except FileNotFoundError:
+            entries = []
+        for entry in sorted(entries):
+            if STATE_NAME.fullmatch(entry) and self.remove(f"state/{entry}"):
+                removed.append(f"state/{entry}")
+        for name in ("leaderboard.json", "tournament.json"):
+            if self.remove(name):
+                removed.append(name)
+        return removed
 
     def pod_ids(self) -> list[str]:
         """Pods that have a checkpoint folder (one listing; used on resume)."""

@@ -252,7 +252,7 @@ def test_a_checkpoint_records_its_tickers_and_features_in_order(pod):
 def test_data_without_the_agents_features_names_them(pod, market, tmp_path):
     env = StockTradingEnv(data=market)
     layout = {"tickers": TICKERS, "features": [*env.feature_names, "atr_14"]}
-    with pytest.raises(ValueError, match=r"lacks atr_14 \(a file without high and low"):
+    with pytest.raises(ValueError, match=r"lacks atr_14: an agent reads exactly the features"):
         StockTradingEnv.fit_layout({"data": market}, layout)
 
 

@@ -664,3 +664,26 @@ def test_a_yfinance_download_csv_is_read_as_its_tickers(tmp_path):
     np.testing.assert_allclose(data.close[:, 1], [370.8, 370.6, 367.9])
     np.testing.assert_allclose(data.high[0], [188.4, 375.9])
     assert str(data.dates[0].date()) == "2024-01-02"
+
+
+def test_whole_trading_days_missing_load_with_a_note_of_the_longest_gap(tmp_path, caplog):
+    """Issue 59, item 6: a gap that a failed download leaves is named, not silent; the
+    shipped sample's known closures (2001-09-11 among them) are not."""
+    import logging
+
+    dates = list(pd.bdate_range("2020-01-01", periods=40))
+    del dates[10:17]  # seven business days missing: 2020-01-15 to 2020-01-23
+    frame = pd.DataFrame({"date": dates, "AAA": range(1, 34), "BBB": range(2, 35)})
+    path = tmp_path / "closes.csv"
+    frame.to_csv(path, index=False)
+    with caplog.at_level(logging.WARNING, logger="elegantpod.finance.market.prices"):
+        data = load(str(path))
+    assert len(data.dates) == 33  # loaded, not refused
+    (record,) = [r for r in caplog.records if "gap" in r.getMessage()]
+    text = record.getMessage()
+    assert "1 gap(s)" in text and "2020-01-14 to 2020-01-24 (10 days)" in text, text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="elegantpod.finance.market.prices"):
+        load("sp500")
+        load(str(path), note_gaps=False)
+    assert not [r for r in caplog.records if "gap" in r.getMessage()]
