@@ -231,11 +231,12 @@ class PPO(Learner):
         through the widest layer (advantages, values), actor and critic with their
         Adam moments and a minibatch's activations; captured as CUDA graphs, the
         graphs' pool holds that working memory once more (see
-        :meth:`Learner.memory_bytes`)."""
+        :meth:`Learner.memory_bytes`). A subclass whose config drops ``minibatch_size``
+        (an A2C: one full-batch step) is counted with the whole rollout as its batch."""
         n = int(config.horizon) * int(config.num_envs)
         batch = n * 4 * (2 * obs_dim + act_dim + 3)
         widths = (obs_dim, *config.hidden, act_dim)
-        rows = min(int(config.minibatch_size), n)
+        rows = min(int(getattr(config, "minibatch_size", n)), n)
         whole = 8 * n * max(widths)
         out = batch + whole + mlp_working_bytes(widths, rows, networks=2)
         if captured:
