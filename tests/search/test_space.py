@@ -52,8 +52,14 @@ def test_agents_import_nothing_from_the_tournament():
         from elegantpod.agents.fusion import FusedLearners
 
         @dataclass(frozen=True, kw_only=True)
-        class Config:
+        class Config:  # what register_algo checks a learner's config holds
+            num_envs: int = 8
+            horizon: int = 16
+            hidden: tuple = (64,)
             lr: float = 1e-3
+
+            def validate(self):
+                pass
 
         @register_algo(search_space={{"lr": Bound(1e-4, 1e-2, log=True)}})
         class Mine(PPO):
