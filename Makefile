@@ -77,11 +77,9 @@ bench:
 	$(PY) benchmarks/threads.py
 	$(PY) benchmarks/eval_share.py
 	$(PY) benchmarks/store_bound.py   # 30 minutes
-	for task in trap schedule lander trading; do \
-	  $(PY) benchmarks/tune_pbt.py --task $$task && \
-	  $(PY) benchmarks/tournament_pays.py --task $$task || exit 1; \
-	done   # Tune PBT in its own .venv-tune, then both tournaments, sweep and random search
-	$(PY) benchmarks/tournament_pays.py --report   # the tables, through elegantpod.compare
+	# Does the tournament pay: pre-registered rounds (benchmarks/plans/*.json) run from a
+	# clean worktree at the plan's code commit, e.g. (Tune's methods in .venv-tune):
+	#   python benchmarks/pays_study.py --plan benchmarks/plans/pays-r5-tune.json
 	$(PY) benchmarks/finance_env_throughput.py
 	$(PY) benchmarks/finance_pipeline.py
 	$(PY) benchmarks/fusion.py

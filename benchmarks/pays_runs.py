@@ -4,7 +4,7 @@ table made from it by :func:`elegantpod.compare`.
 Why a log and not one result file per invocation: ten seeds of four methods on four
 tasks are hours of a 2-core machine, which no single session has, and two heavy jobs
 must never share the machine. So every run (one method, one task, one seed) appends its
-line as soon as it ends (``tournament_pays.py`` and ``tune_pbt.py`` alike), an
+line as soon as it ends (``tournament_pays.py`` and round 3's Tune PBT alike), an
 interrupted invocation loses at most the run in flight, and the next invocation skips
 every ``(task, method, seed)`` already logged. The tables and reports are made from the
 log by ``compare`` (``python benchmarks/tournament_pays.py --report``), the same code a

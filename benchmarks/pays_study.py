@@ -48,6 +48,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -91,7 +92,9 @@ TASK_KEYS = {
 }
 """A task's ``generator`` settings apply to every method on it (the rules' patience, in
 segments, follows the task's segment size); a method's own go over them."""
-METHOD_KEYS = {"rules", "init", "generator"}
+METHOD_KEYS = {"rules", "init", "generator", "tune"}
+"""A method is a line-up of selection rules and a start, or (``"tune": "pbt"`` or
+``"pb2"``) Ray Tune's scheduler training the same starting pods (:mod:`tune_pbt`)."""
 ANALYSIS_KEYS = {"primary", "alternative", "level"}
 CODE = ("elegantpod", "benchmarks", "pyproject.toml")
 """What "the code" of a plan's commit is: what runs (docs may change between runs)."""
@@ -162,6 +165,14 @@ def load_plan(path: str | Path) -> Plan:
     for name, m in methods.items():
         if not isinstance(m, dict) or sorted(set(m) - METHOD_KEYS):
             _fail(f"plan: method {name!r} must be an object of {sorted(METHOD_KEYS)}")
+        if "tune" in m:
+            from tune_pbt import SCHEDULERS
+
+            if m["tune"] not in SCHEDULERS:
+                _fail(f"plan: method {name!r}: tune must be one of {SCHEDULERS}, got {m['tune']!r}")
+            if "rules" in m or "init" in m:
+                _fail(f"plan: method {name!r}: a Tune method takes no rules or init")
+            continue
         try:
             check_rules(m.get("rules"))
         except ValueError as exc:
@@ -174,7 +185,7 @@ def load_plan(path: str | Path) -> Plan:
         for mname, m in methods.items():
             settings = {**(t.get("generator") or {}), **(m.get("generator") or {})}
             try:
-                GeneratorConfig(**{**settings, "rules": tuple(m["rules"])}).validate()
+                GeneratorConfig(**{**settings, "rules": tuple(m.get("rules", ()))}).validate()
             except (TypeError, ValueError) as exc:
                 _fail(f"plan: task {tname!r}, method {mname!r}: generator: {exc}")
     a = d["analysis"]
@@ -339,11 +350,18 @@ def curve(history, target: float) -> tuple[list[float], list[float]]:
 
 
 def run(client, plan: Plan, task: dict[str, Any], method: dict[str, Any], seed: int, root: Path):
-    """One method on one task and seed: a tournament of the plan's pods for the budget."""
+    """One method on one task and seed: a tournament of the plan's pods for the budget,
+    or Ray Tune's scheduler training the same starting pods (:func:`tune_pbt.run_tune`)."""
     from elegantpod import Tournament
     from elegantpod.tournament import GeneratorConfig
 
     settings = {**task.get("generator", {}), **method.get("generator", {})}
+    if "tune" in method:
+        from tune_pbt import run_tune
+
+        return run_tune(
+            method["tune"], task, seed, pods=plan.pods, workers=plan.workers, generator=settings
+        )
     gen = GeneratorConfig(**{**settings, "rules": tuple(method["rules"])})
     t = Tournament(
         env=task["env"],
@@ -386,6 +404,25 @@ def run(client, plan: Plan, task: dict[str, Any], method: dict[str, Any], seed: 
         "wall_seconds": s["wall_seconds"],
         "eval_share": s.get("eval_share"),
     }
+
+
+def versions() -> dict[str, str]:
+    """The versions of what a run's numbers depend on (a plan with a Tune method runs
+    every method in ``.venv-tune``: these say so)."""
+    import importlib.metadata as md
+    import sys
+
+    import elegantpod
+
+    out = {
+        "python": sys.version.split()[0],
+        "prefix": Path(sys.prefix).name,
+        "elegantpod": str(Path(elegantpod.__file__).parent),  # the worktree's own code
+    }
+    for name in ("torch", "numpy", "gymnasium", "dask", "distributed", "ray"):
+        with contextlib.suppress(md.PackageNotFoundError):
+            out[name] = md.version(name)
+    return out
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -455,6 +492,7 @@ def study(
                 "loadavg": [round(x, 2) for x in os.getloadavg()],
                 "date": now_iso(),
                 "tuning": tune,
+                "versions": versions(),
             }
             try:
                 with tempfile.TemporaryDirectory() as d:
@@ -467,6 +505,7 @@ def study(
                     + f", best {out['best']}, {out['pods_total']} pods, "
                     f"{out['restarts']} restarts, {out['replaced_on_evidence']} exploited, "
                     f"segments per pod {out['segments_per_pod']}"
+                    + (f", overhead {out['overhead']}" if "overhead" in out else "")
                 )
             except Exception as exc:  # the machine or cluster failed: no outcome was seen
                 line.update(status="infra", error=f"{type(exc).__name__}: {exc}"[:2000])
@@ -560,6 +599,9 @@ def report(plan: Plan, log_path: Path, write: bool = True) -> str:
             stem = f"pays_study_{plan.name}_{name}"
             c.save(RESULTS_DIR / f"{stem}.html")
             write_json_atomic(RESULTS_DIR / f"{stem}.json", c.to_dict())
+    overhead = overheads(done, plan)
+    if overhead:
+        parts.append(overhead)
     if family:  # Holm over the whole primary family: every task's comparisons together
         level = float(a.get("level", 0.025))
         adjusted = st.holm([f["p"] for f in family])
@@ -584,6 +626,44 @@ def report(plan: Plan, log_path: Path, write: bool = True) -> str:
             path = RESULTS_DIR / f"pays_study_{plan.name}_family.json"
             write_json_atomic(path, {"family": family})
     return "\n\n".join(parts)
+
+
+def overheads(done: dict[tuple[str, str, int], dict[str, Any]], plan: Plan) -> str:
+    """A table of the Tune methods' overheads, apart from their times to target: the
+    median over seeds of the start-up before the first segment (``ray.init`` and the
+    experiment's start) and of the checkpoint seconds inside the budget (writing and
+    handing over each segment's checkpoint, restoring a paused or exploited trial), with
+    their range; empty when the plan has no Tune method."""
+    import statistics
+
+    rows = []
+    for name in plan.tasks:
+        for m in plan.methods:
+            lines = [
+                d["overhead"]
+                for (t, mm, s), d in sorted(done.items())
+                if t == name and mm == m and s in plan.seeds and "overhead" in d
+            ]
+            if not lines:
+                continue
+
+            def med(key: str, ls: list[dict[str, Any]] = lines) -> str:
+                xs = [float(x[key]) for x in ls]
+                return f"{statistics.median(xs):.3g} [{min(xs):.3g}, {max(xs):.3g}]"
+
+            rows.append(
+                f"| {name} | {m} | {len(lines)} | {med('ray_init_s')} | {med('startup_s')} | "
+                f"{med('checkpoint_s')} | {med('checkpoint_share')} | {med('restores')} |"
+            )
+    if not rows:
+        return ""
+    return (
+        "Tune's overhead, apart from its time to target (median [min, max] over seeds; "
+        "the checkpoint share is of the 2 workers' budget):\n\n"
+        "| task | method | seeds | ray.init s | start-up to first segment s | "
+        "checkpoint s | checkpoint share | restores |\n"
+        "| --- | --- | --- | --- | --- | --- | --- | --- |\n" + "\n".join(rows)
+    )
 
 
 def summary(log_path: Path) -> str:
@@ -640,6 +720,10 @@ def main() -> None:
         print(summary(pilot_log))
         return
     seeds = parse_seeds(a.seeds) if a.seeds else None
+    if any("tune" in m for m in plan.methods.values()):
+        from tune_pbt import ensure_venv
+
+        ensure_venv()  # every method of the plan in the one virtualenv Tune needs
     if a.admit:
         study(plan, pilot_log, [a.admit], seeds, tune={}, methods=["sweep"])
         out = admit(plan, a.admit, pilot_log)

@@ -46,7 +46,8 @@ wall budget; every seed runs every method back to back (order rotated per seed):
 - ``sweep``: the ``init="base"`` starting pods, never replaced;
 - ``random``: random search, the same number of pods with configurations drawn
   uniformly from each algorithm's search space, never replaced;
-- ``tune_pbt``: Ray Tune's PBT training our pods (``tune_pbt.py``, its own virtualenv).
+- ``tune_pbt``: Ray Tune's PBT training our pods (round 3 ran ``tune_pbt.py``'s former
+  command line; Tune is now a method of ``pays_study.py``'s plans).
 
 Each run appends its line to ``results/tournament_pays_runs.jsonl`` as soon as it ends
 (:mod:`pays_runs`): its every evaluation (tournament seconds, score), its budget and

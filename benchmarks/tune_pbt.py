@@ -1,83 +1,221 @@
-"""Ray Tune's PBT on the tasks of ``tournament_pays.py``: same learner, same search space.
+"""Ray Tune's PBT and PB2 as methods of the pre-registered study: same pods, same clock.
 
-Why: the fair rival of the tournament is not a sweep but another PBT. Ray Tune's
-``PopulationBasedTraining`` is the one users know. To compare the *orchestration* and
-nothing else, Tune trains exactly our pods: the same algorithm code, starting
-configurations (the tournament's own four starting pods, made by the same generator from
-the same seed), search space (each ``Bound`` becomes ``tune.uniform``/``loguniform``/
-``randint``), perturbation (x0.8 / x1.2, resample with probability 0.25), ready
-criterion (``perturbation_interval`` = 2 segments), truncation (``quantile_fraction``
-0.5), segment size, evaluation and wall budget, 4 trials with 2 running at once on the
-same 2 cores. Each Tune iteration is one segment: train ``segment_steps``, evaluate,
-checkpoint (PBT's exploit copies the checkpoint, replay buffer included). The starting
-configurations are those of ``init="base"`` (the base and three variations of it), the
-start Tune users give PBT by hand.
+Why: the fair rival of the tournament is not a sweep but another population-based
+trainer, and Ray Tune's ``PopulationBasedTraining`` (and its bandit variant ``PB2``,
+Parker-Holder et al. 2020) are the ones users know. An outside audit
+(``../shared/reviews/thesis-audit.md``) found that the earlier Tune rows measured
+overhead, not orchestration: Tune's clock started before ``fit()``, the rows ran on
+another CPU and commit, and Tune had no confirmation of a crossing. So here Tune is one
+more method of :mod:`pays_study`'s plan, run by the same runner, on the same machine,
+commit, seeds and log, and
 
-Ray pins its own gymnasium, so it lives in its own virtualenv: run this script with any
-Python and it creates ``.venv-tune`` (torch 2.13.0 CPU first, then ``ray[tune]`` and this
-package) and re-runs itself there. Each seed appends its run (method ``tune_pbt``: every
-trial's evaluation on the experiment's clock) to the run log of ``tournament_pays.py``
-(:mod:`pays_runs`), and seeds logged already are skipped; ``tournament_pays.py --report``
-puts it in the table.
+- **Tune trains exactly the tournament's pods**: the same algorithm code, the
+  tournament's own starting pods (made by the same generator from the same seed,
+  ``init="base"``), the same search space (each ``Bound`` a ``tune.uniform`` /
+  ``loguniform`` / ``randint``; for PB2, which models hyperparameters in a box, the
+  bounds, with log-scale ones in log space), perturbation (x0.8 / x1.2 clipped to the
+  bounds, resample with the generator's probability), ready criterion
+  (``perturbation_interval`` = the task's ``ready_segments``), truncation
+  (``quantile_fraction``), segment size, evaluation episodes and confirmation of a
+  crossing on fresh episodes, 4 trials with 2 running at once on the same 2 cores.
+- **One Tune iteration is one segment**: train ``segment_steps``, evaluate once, report
+  with a checkpoint (PBT's exploit copies a checkpoint, replay buffer included); a
+  score at the target is confirmed by a second evaluation on fresh episodes, as the
+  tournament does, and the run ends at the first confirmed crossing.
+- **One clock**: the run's time starts when its first segment starts, as the
+  tournament's starts at its first segment submitted, and ends at the plan's budget.
+  What Tune spends before that (``ray.init``, building the experiment, starting the
+  first actors) is **start-up overhead**, and what its checkpoints cost inside the
+  budget (writing each segment's checkpoint and handing it to Tune, restoring a paused
+  or exploited trial) is **checkpoint overhead**: both are measured and logged apart
+  from the time to target, which includes the latter because a user's run pays it.
 
-Usage::
-
-    python benchmarks/tune_pbt.py --task trap [--seeds 10] [--budget 90]
+Ray pins its own dependencies and PB2 needs ``GPy``, so it runs in its own virtualenv:
+:func:`ensure_venv` creates ``.venv-tune`` (torch 2.13.0 CPU first, then Ray Tune, GPy,
+scikit-learn and this package) and re-runs the calling script there. ``pays_study.py``
+calls it for a plan that names a Tune method, so every method of such a plan runs in
+the same virtualenv.
 """
 
 from __future__ import annotations
 
-import argparse
+import json
 import math
 import os
 import random
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv-tune"
 RAY = "ray[tune]==2.60.0"
-EXTRAS = "box2d"  # the lander task's env
+PB2_NEEDS = ("GPy==1.15.0", "scikit-learn")
+SCHEDULERS = ("pbt", "pb2")
+"""What a plan's method may name as ``"tune"``."""
+GUARD_SECONDS = 120.0
+"""Tune's own time budget is the plan's plus this: a guard against a hang, never the
+budget (the run stops itself when the budget on its own clock is spent)."""
 
 
 def ensure_venv() -> None:
-    """Create ``.venv-tune`` once and re-run this script inside it."""
+    """Create ``.venv-tune`` once and re-run this process's script inside it."""
     python = VENV / "bin" / "python"
     if Path(sys.prefix).resolve() == VENV.resolve():
         return
     ready = VENV / ".elegantpod-ready"
-    wanted = f"{RAY} elegantpod[{EXTRAS}]\n"
+    wanted = f"{RAY} {' '.join(PB2_NEEDS)} elegantpod\n"
     if not ready.exists() or ready.read_text() != wanted:  # a venv of other pins: top it up
         if not python.exists():
             subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
         pip = [str(python), "-m", "pip", "install", "-q"]
         subprocess.run([*pip, "torch==2.13.0"], check=True)  # the CPU wheel, first
-        subprocess.run([*pip, RAY, "-e", f"{ROOT}[{EXTRAS}]"], check=True)
+        subprocess.run([*pip, RAY, *PB2_NEEDS, "-e", str(ROOT)], check=True)
         ready.write_text(wanted)
     os.execv(str(python), [str(python), *sys.argv])
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--task", required=True)
-    p.add_argument("--seeds", type=int, default=10)
-    p.add_argument("--first-seed", type=int, default=100)
-    p.add_argument("--budget", type=float, default=None)
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--log", default=None, help="the run log (default: pays_runs.LOG)")
-    a = p.parse_args()
-    ensure_venv()
+def pb2_bounds(space: dict[str, Any]) -> tuple[dict[str, list[float]], set[str]]:
+    """PB2's box of ``space`` and the names it models in log space.
 
+    PB2 fits a Gaussian process over a box of numbers: a categorical hyperparameter
+    (a ``Choice``) has no place in it and stays at its pod's start (an exploit copies it
+    with the donor's config); a log-scale ``Bound`` (a learning rate over three decades)
+    goes in as its logarithm, so the GP's length scales mean the same across it.
+    """
+    from elegantpod.search.space import Choice
+
+    bounds, logs = {}, set()
+    for k, b in space.items():
+        if isinstance(b, Choice):
+            continue
+        if b.log:
+            bounds[k] = [math.log(b.low), math.log(b.high)]
+            logs.add(k)
+        else:
+            bounds[k] = [float(b.low), float(b.high)]
+    return bounds, logs
+
+
+def trial_hparams(
+    config: dict[str, Any], start: dict[str, Any], space: dict[str, Any], logs: set[str]
+) -> dict[str, Any]:
+    """A trial's hyperparameters: its pod's start, with Tune's values of the search space
+    over it (from log space where ``logs`` says, clipped to the bound and rounded to its
+    grid)."""
+    from elegantpod.search.space import Choice
+
+    hp = dict(start)
+    for k, b in space.items():
+        if k not in config:
+            continue
+        v = config[k]
+        if isinstance(b, Choice):
+            hp[k] = v
+            continue
+        hp[k] = b.clip(math.exp(v) if k in logs else float(v))
+    return hp
+
+
+def read_stats(path: Path) -> list[dict[str, Any]]:
+    """The lines the trials appended to ``path`` (a missing file: none)."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def summarize(
+    stats: list[dict[str, Any]], *, budget: float, target: float, fit_at: float, init_s: float
+) -> dict[str, Any]:
+    """The run's line for the study's log from the trials' stats: the curve on the run's
+    own clock (from the first segment's start), the lesser of a crossing's two
+    evaluations, and the overheads apart.
+
+    ``stats`` holds one ``start`` line per trial (re)start (when, how long building the
+    pod and restoring its checkpoint took) and one ``segment`` line per segment (when it
+    ended, its score and confirmation, its evaluation and checkpoint seconds).
+    """
+    starts = [s for s in stats if s["kind"] == "start"]
+    segments = sorted((s for s in stats if s["kind"] == "segment"), key=lambda s: s["wall"])
+    first = min((s["first_segment"] for s in starts), default=None)
+    if first is None:
+        raise RuntimeError("no trial started a segment")
+    times, scores, solved_at = [], [], None
+    for s in segments:
+        t = s["wall"] - first
+        score = s["score"]
+        if not math.isfinite(score):
+            continue
+        if score >= target and s.get("confirm") is not None:
+            score = min(score, s["confirm"])
+        times.append(round(t, 3))
+        scores.append(score)
+        if solved_at is None and score >= target and t <= budget:
+            solved_at = round(t, 3)
+    within = [s for s in segments if s["wall"] - first <= budget]
+    per_trial: dict[str, int] = {}  # segments each trial (pod) ran within the budget
+    for s in within:
+        per_trial[s["trial"]] = per_trial.get(s["trial"], 0) + 1
+    restores = [s for s in starts if s["restored"]]
+    checkpoint_s = sum(s["save_s"] for s in within) + sum(
+        s["restore_s"] for s in restores if s["first_segment"] - first <= budget
+    )
+    eval_s = sum(s["eval_s"] for s in within)
+    return {
+        "time": times,
+        "score": scores,
+        "budget": budget,
+        "target": target,
+        "solved_at": solved_at,
+        "unconfirmed": sum(
+            1
+            for s in within
+            if s["score"] >= target and s.get("confirm") is not None and s["confirm"] < target
+        ),
+        "best": max((sc for t, sc in zip(times, scores, strict=True) if t <= budget), default=None),
+        "pods_total": len({s["trial"] for s in starts}),
+        "restarts": 0,
+        "replaced_on_evidence": len(
+            [s for s in restores if s.get("donor") and s["donor"] != s["trial"]]
+        ),
+        "kept_in_noise": 0,
+        "segments_per_pod": sorted(per_trial.values()),
+        "env_steps": sum(
+            max((s["env_steps"] for s in within if s["trial"] == tr), default=0) for tr in per_trial
+        ),
+        "wall_seconds": max((s["wall"] for s in segments), default=first) - first,
+        "eval_share": eval_s / max(1e-9, 2 * budget),
+        "overhead": {
+            "ray_init_s": round(init_s, 3),
+            "startup_s": round(first - fit_at, 3),
+            "checkpoint_s": round(checkpoint_s, 3),
+            "checkpoint_share": round(checkpoint_s / max(1e-9, 2 * budget), 4),
+            "trial_starts": len(starts),
+            "restores": len(restores),
+        },
+    }
+
+
+def run_tune(
+    scheduler: str,
+    task: dict[str, Any],
+    seed: int,
+    *,
+    pods: int = 4,
+    workers: int = 2,
+    generator: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One run of Tune's ``scheduler`` (``"pbt"`` or ``"pb2"``) on a plan's ``task`` and
+    ``seed``: the line :mod:`pays_study` logs (see :func:`summarize`)."""
+    if scheduler not in SCHEDULERS:
+        raise ValueError(f"tune must be one of {SCHEDULERS}, got {scheduler!r}")
     import ray
     from ray import tune
     from ray.tune.schedulers import PopulationBasedTraining
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    import pays_runs
-    from _common import loadavg, log, machine_info, now_iso
-    from tournament_pays import get_task
+    from ray.tune.schedulers.pb2 import PB2
 
     from elegantpod.search.space import Choice
     from elegantpod.tournament import GeneratorConfig
@@ -85,180 +223,221 @@ def main() -> None:
     from elegantpod.tournament.core.population import Population
     from elegantpod.tournament.core.spec import make_spec
 
-    task = get_task(a.task)
-    budget = 20.0 if a.quick else (a.budget or task.budget)
-    seeds = range(a.first_seed, a.first_seed + (1 if a.quick else a.seeds))
-    log_path = Path(a.log) if a.log else pays_runs.LOG
-    if a.quick:
-        log_path = log_path.with_name(log_path.stem + "_quick.jsonl")
-    already = pays_runs.done(log_path, {a.task: task.segment_steps})
-    seeds = [seed for seed in seeds if (a.task, "tune_pbt", seed) not in already]
-    info = machine_info()
-    info["ray"] = ray.__version__
-    options = {k: v for k, v in task.options.items() if not k.startswith("_")}
-    gen = GeneratorConfig()
-    space = search_space(task.algo)
+    algo, target, budget = task["algo"], float(task["target"]), float(task["budget"])
+    gen = GeneratorConfig(**(generator or {}))
+    spec = make_spec(
+        env_id=task["env"],
+        algos=[algo],
+        pods=pods,
+        seed=seed,
+        hparams={algo: dict(task.get("hparams", {}))},
+        segment_steps=task.get("segment_steps"),
+        eval_episodes=int(task.get("eval_episodes", 10)),
+        target_reward=target,
+        confirm_target=True,
+        init="base",
+        generator=gen,
+    )
+    pop = Population(spec)
+    pop.fill()  # the tournament's own starting pods (init="base")
+    starts = [(r.seed, dict(r.hparams)) for r in pop.records.values()]
+    space = search_space(algo)
+    if scheduler == "pb2":
+        bounds, logs = pb2_bounds(space)
+    else:
+        bounds, logs = {}, set()
+    work = Path(tempfile.mkdtemp(prefix="elegantpod-tune-"))
+    stats_path, clock_path = work / "stats.jsonl", work / "first_segment"
 
-    def dist(b):
-        if isinstance(b, Choice):  # categorical (the noise kind): a list, which Tune's
-            return list(b.options)  # PBT shifts to a neighbour or redraws (not x0.8/x1.2)
-        if b.integer:
-            return tune.randint(int(b.low), int(b.high) + 1)
-        return tune.loguniform(b.low, b.high) if b.log else tune.uniform(b.low, b.high)
+    def first_segment() -> float | None:
+        try:
+            return float(clock_path.read_text())
+        except (OSError, ValueError):
+            return None
 
-    class Timeline(tune.Callback):
-        """Every trial's score with the experiment's wall time (from ``fit``)."""
+    def trainable(config):
+        import torch
 
-        def __init__(self):
-            self.t0, self.curve = time.monotonic(), []
+        from elegantpod.agents import get_algo
+        from elegantpod.pod.budget import Budget
+        from elegantpod.pod.pod import Pod
+        from elegantpod.tournament.core.hparam_checks import learner_config
 
-        def on_trial_result(self, iteration, trials, trial, result, **info):
-            if result.get("score") is not None:
-                self.curve.append([time.monotonic() - self.t0, float(result["score"])])
+        torch.set_num_threads(1)  # one torch thread per worker, as the tournament's
+        trial = tune.get_context().get_trial_id()
+        t_start = time.time()
+        pod_seed, start = starts[config["start"]]
+        hp = learner_config(algo, trial_hparams(config, start, space, logs))
+        pod = Pod(spec.pod_spec(algo, hp, seed=pod_seed))
+        ckpt = tune.get_checkpoint()
+        donor, restore_s = None, 0.0
+        if ckpt is not None:  # resumed after a pause, or exploited from a donor
+            t0 = time.time()
+            with ckpt.as_directory() as d:
+                pod.load(Path(d) / "pod.pt")
+                donor = (Path(d) / "trial").read_text()
+            pod.apply_hparams(hp)
+            restore_s = time.time() - t0
+        now = time.time()
+        try:  # the first segment of the run starts the run's clock
+            fd = os.open(clock_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            os.write(fd, repr(now).encode())
+            os.close(fd)
+        except FileExistsError:
+            pass
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        for seed in seeds:
-            spec = make_spec(
-                env_id=task.env,
-                algos=[task.algo],
-                pods=4,
-                seed=seed,
-                hparams={task.algo: dict(task.hparams)},
-                segment_steps=task.segment_steps,
-                init="base",
-                **options,
-            )
-            pop = Population(spec)
-            pop.fill()  # the tournament's own starting pods (init="base")
-            starts = [(r.seed, dict(r.hparams)) for r in pop.records.values()]
-            timeline = Timeline()
+        def note(line):
+            with open(stats_path, "a") as f:
+                f.write(json.dumps(line) + "\n")
 
-            def trainable(config, task=task, spec=spec, starts=starts, options=options):
-                import dataclasses
-                import tempfile
-
-                import torch
-
-                from elegantpod.agents import get_algo
-                from elegantpod.config import PodSpec
-                from elegantpod.pod.budget import Budget
-                from elegantpod.pod.pod import Pod
-
-                torch.set_num_threads(1)
-                pod_seed, start = starts[config["start"]]
-                cls = get_algo(task.algo).config_cls
-                hp = {**start, **{k: config[k] for k in space}}
-                names = {f.name for f in dataclasses.fields(cls)}
-                hp = cls(
-                    **{
-                        k: tuple(v) if isinstance(v, list) else v
-                        for k, v in hp.items()
-                        if k in names
+        note(
+            {
+                "kind": "start",
+                "trial": trial,
+                "first_segment": now,
+                "build_s": now - t_start - restore_s,
+                "restore_s": restore_s,
+                "restored": ckpt is not None,
+                "donor": donor,
+            }
+        )
+        steps = spec.segment_steps or get_algo(algo).default_segment_steps
+        handover_s = 0.0
+        while True:
+            t0 = first_segment()
+            if t0 is not None and time.time() - t0 >= budget:
+                return  # the budget on the run's own clock is spent
+            pod.run(Budget(steps=pod.env_steps + steps, evaluate_at_end=False))
+            e0 = time.time()
+            score = float(pod.evaluate().score(spec.fitness)[0])
+            confirm = None
+            if math.isfinite(score) and score >= target:  # fresh episodes, as a tournament
+                confirm = float(pod.evaluate().score(spec.fitness)[0])
+            eval_s = time.time() - e0
+            wall = time.time()
+            with tempfile.TemporaryDirectory() as d:
+                s0 = time.time()
+                pod.save(Path(d) / "pod.pt")
+                (Path(d) / "trial").write_text(trial)
+                # noted before the report: a trial that Tune stops or pauses on this
+                # result never returns from it
+                note(
+                    {
+                        "kind": "segment",
+                        "trial": trial,
+                        "wall": wall,
+                        "score": score,
+                        "confirm": confirm,
+                        "eval_s": eval_s,
+                        "save_s": time.time() - s0 + handover_s,
+                        "env_steps": pod.env_steps,
                     }
                 )
-                pspec = PodSpec(
-                    env_id=task.env,
-                    algo=task.algo,
-                    hparams=hp,
-                    seed=pod_seed,
-                    device="cpu",
-                    eval_episodes=spec.eval_episodes,
-                    env_kwargs=spec.env_kwargs,
-                    eval_env_kwargs=spec.eval_env_kwargs,
-                    fitness=spec.fitness,
-                )
-                pod = Pod(pspec)
-                ckpt = tune.get_checkpoint()
-                if ckpt is not None:
-                    with ckpt.as_directory() as d:
-                        pod.load(Path(d) / "pod.pt")
-                    pod.apply_hparams(hp)
-                steps = task.segment_steps or get_algo(task.algo).default_segment_steps
-                while True:
-                    budget = Budget(steps=pod.env_steps + steps, evaluate_at_end=False)
-                    pod.run(budget, threads=1)
-                    score = pod.evaluate().score(pspec.fitness)[0]
-                    with tempfile.TemporaryDirectory() as d:
-                        pod.save(Path(d) / "pod.pt")
-                        tune.report(
-                            {
-                                "score": score if math.isfinite(score) else -1e9,
-                                "env_steps": pod.env_steps,
-                            },
-                            checkpoint=tune.Checkpoint.from_directory(d),
-                        )
-
-            pbt = PopulationBasedTraining(
-                time_attr="training_iteration",
-                perturbation_interval=gen.ready_segments,
-                quantile_fraction=gen.truncation,
-                resample_probability=gen.resample_prob,
-                perturbation_factors=tuple(sorted(gen.perturb_factors, reverse=True)),
-                hyperparam_mutations={k: dist(b) for k, b in space.items()},
-                # Tune's x0.8 / x1.2 ignores bounds (gamma 1.18); ours clips to them
-                custom_explore_fn=lambda cfg: {
-                    **cfg,
-                    **{
-                        k: b.clip(cfg[k])
-                        for k, b in space.items()
-                        if k in cfg and not isinstance(b, Choice)  # Tune draws a choice
+                h0 = time.time()
+                tune.report(
+                    {
+                        "score": score if math.isfinite(score) else -1e9,
+                        "solved": confirm is not None and confirm >= target,
+                        "env_steps": pod.env_steps,
                     },
-                },
-                metric="score",
-                mode="max",
-            )
-            random.seed(seed)  # PBT draws its perturbations from Python's random
-            param_space = {"start": tune.grid_search(list(range(4)))}
+                    checkpoint=tune.Checkpoint.from_directory(d),
+                )
+                # Tune copies the checkpoint to its storage inside the report: counted
+                # with the next segment's line
+                handover_s = time.time() - h0
 
-            # each trial starts from its own pod's hyperparameters
-            param_space.update(
-                {
-                    k: tune.sample_from(lambda s, k=k, st=starts: st[s.config["start"]][1][k])
-                    for k in space
-                }
-            )
-            tuner = tune.Tuner(
-                tune.with_resources(trainable, {"cpu": 1}),
-                param_space=param_space,
-                tune_config=tune.TuneConfig(
-                    scheduler=pbt, num_samples=1, time_budget_s=budget, reuse_actors=False
-                ),
-                run_config=tune.RunConfig(
-                    callbacks=[timeline],
-                    verbose=0,
-                    storage_path=str(Path("/tmp") / "elegantpod-tune"),
-                    checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
-                ),
-            )
-            timeline.t0 = time.monotonic()
-            tuner.fit()
-            curve = sorted(timeline.curve)
-            hits = [t for t, s in curve if s >= task.target]
-            solved_at = min(hits) if hits else math.nan
-            best = max((s for t, s in curve if t <= budget), default=math.nan)
-            pays_runs.append(
-                {
-                    "task": a.task,
-                    "method": "tune_pbt",
-                    "seed": seed,
-                    "time": [round(t, 3) for t, _ in curve],
-                    "score": [s for _, s in curve],
-                    "budget": budget,
-                    "target": task.target,
-                    "segment_steps": task.segment_steps,
-                    "date": now_iso(),
-                    "machine": info,
-                    "loadavg": loadavg(),
+    class Stop(tune.Stopper):
+        """The whole experiment ends at a confirmed crossing, or when the budget on the
+        run's own clock is spent."""
+
+        def __init__(self):
+            self.done = False
+
+        def __call__(self, trial_id, result):
+            if result.get("solved"):
+                self.done = True
+            return self.done
+
+        def stop_all(self):
+            t0 = first_segment()
+            return self.done or (t0 is not None and time.time() - t0 >= budget)
+
+    common = dict(
+        time_attr="training_iteration",
+        perturbation_interval=gen.ready_segments,
+        quantile_fraction=gen.truncation,
+        metric="score",
+        mode="max",
+    )
+    if scheduler == "pbt":
+        sched = PopulationBasedTraining(
+            **common,
+            resample_probability=gen.resample_prob,
+            perturbation_factors=tuple(sorted(gen.perturb_factors, reverse=True)),
+            hyperparam_mutations={k: _domain(tune, b) for k, b in space.items()},
+            # Tune's x0.8 / x1.2 ignores bounds (gamma 1.18); ours clips to them
+            custom_explore_fn=lambda cfg: {
+                **cfg,
+                **{
+                    k: b.clip(cfg[k])
+                    for k, b in space.items()
+                    if k in cfg and not isinstance(b, Choice)  # Tune draws a choice
                 },
-                log_path,
-            )
-            log(
-                f"  tune_pbt   seed {seed}: {pays_runs.outcome(solved_at, budget)}, best {best:.3g}"
-            )
+            },
+        )
+    else:
+        sched = PB2(**common, hyperparam_bounds=bounds)
+    keys = list(bounds) if scheduler == "pb2" else list(space)
+    param_space: dict[str, Any] = {"start": tune.grid_search(list(range(len(starts))))}
+    for k in keys:  # each trial starts from its own pod's hyperparameters
+        param_space[k] = tune.sample_from(
+            lambda config, k=k: (math.log if k in logs else _same)(starts[config["start"]][1][k])
+        )
+    random.seed(seed)  # PBT draws its perturbations from Python's random
+    import numpy as np
+
+    np.random.seed(seed)  # noqa: NPY002 (PB2 draws from numpy's global generator)
+    t_init = time.time()
+    ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+    init_s = time.time() - t_init
+    try:
+        tuner = tune.Tuner(
+            tune.with_resources(trainable, {"cpu": 1}),
+            param_space=param_space,
+            tune_config=tune.TuneConfig(
+                scheduler=sched, num_samples=1, time_budget_s=budget + GUARD_SECONDS
+            ),
+            run_config=tune.RunConfig(
+                stop=Stop(),
+                verbose=int(os.environ.get("TUNE_PBT_VERBOSE", "0")),
+                storage_path=str(work / "storage"),  # Tune's default: every checkpoint kept
+            ),
+        )
+        fit_at = time.time()
+        grid = tuner.fit()
+        if grid.errors:  # a trial that raised is the machine's or the code's failure
+            raise RuntimeError(f"{len(grid.errors)} Tune trial(s) failed: {grid.errors[0]!r}")
+        out = summarize(
+            read_stats(stats_path), budget=budget, target=target, fit_at=fit_at, init_s=init_s
+        )
+        out["overhead"]["exploits_tune"] = int(getattr(sched, "_num_perturbations", -1))
+        out["versions"] = {"ray": ray.__version__}
+        return out
     finally:
         ray.shutdown()
+        subprocess.run(["rm", "-rf", str(work)], check=False)
 
 
-if __name__ == "__main__":
-    main()
+def _same(x):
+    return x
+
+
+def _domain(tune, b):
+    """A search-space domain as Tune's: what PBT resamples from."""
+    from elegantpod.search.space import Choice
+
+    if isinstance(b, Choice):  # categorical (the noise kind): a list, which Tune's
+        return list(b.options)  # PBT shifts to a neighbour or redraws (not x0.8/x1.2)
+    if b.integer:
+        return tune.randint(int(b.low), int(b.high) + 1)
+    return tune.loguniform(b.low, b.high) if b.log else tune.uniform(b.low, b.high)

@@ -214,3 +214,99 @@ def test_a_bad_generator_setting_is_refused_when_the_plan_loads(ps, tmp_path):
     tasks = {"pend": {**PLAN["tasks"]["pend"], "generator": {"ready_segment": 8}}}
     with pytest.raises(SystemExit, match="task 'pend', method 'tournament': generator"):
         ps.load_plan(write(tmp_path, tasks=tasks))
+
+
+@pytest.fixture(scope="module")
+def tp(ps):  # ps put benchmarks/ on the path
+    import tune_pbt
+
+    return tune_pbt
+
+
+def test_a_plan_names_ray_tunes_pbt_or_pb2_as_a_method_and_nothing_else(ps, tmp_path):
+    methods = {**PLAN["methods"], "tune_pbt": {"tune": "pbt"}, "tune_pb2": {"tune": "pb2"}}
+    plan = ps.load_plan(write(tmp_path, methods=methods))
+    assert plan.methods["tune_pb2"] == {"tune": "pb2"}
+    bad = {**PLAN["methods"], "asha": {"tune": "asha"}}
+    with pytest.raises(SystemExit, match=r"method 'asha': tune must be one of .*'asha'"):
+        ps.load_plan(write(tmp_path, methods=bad))
+    mixed = {**PLAN["methods"], "t": {"tune": "pbt", "rules": ["restart"]}}
+    with pytest.raises(SystemExit, match="a Tune method takes no rules or init"):
+        ps.load_plan(write(tmp_path, methods=mixed))
+
+
+def test_pb2_models_log_scale_hyperparameters_in_log_space_and_leaves_choices_out(tp):
+    import math
+
+    from elegantpod.search.space import Bound, Choice
+
+    space = {
+        "lr": Bound(1e-5, 1e-2, log=True),
+        "batch_size": Bound(32, 256, integer=True),
+        "gamma": Bound(0.9, 0.999),
+        "noise": Choice(("gaussian", "ou")),
+    }
+    bounds, logs = tp.pb2_bounds(space)
+    assert bounds == {
+        "lr": [pytest.approx(math.log(1e-5)), pytest.approx(math.log(1e-2))],
+        "batch_size": [32.0, 256.0],
+        "gamma": [0.9, 0.999],
+    }
+    assert logs == {"lr"}
+    start = {"lr": 3e-4, "batch_size": 64, "gamma": 0.99, "noise": "ou", "tau": 0.005}
+    config = {"start": 1, "lr": math.log(2e-3), "batch_size": 100.6, "gamma": 1.2}
+    hp = tp.trial_hparams(config, start, space, logs)
+    # back from log space, rounded to the integer grid, clipped to the bound; what the
+    # scheduler does not model stays at the pod's start
+    assert hp == {
+        "lr": pytest.approx(2e-3),
+        "batch_size": 101,
+        "gamma": 0.999,
+        "noise": "ou",
+        "tau": 0.005,
+    }
+    assert type(hp["batch_size"]) is int
+
+
+def test_a_tune_run_is_summarized_on_its_own_clock_with_its_overheads_apart(tp):
+    t0 = 1000.0  # the first segment's start: the run's clock starts there
+
+    def seg(trial, at, score, confirm=None, save_s=0.1):
+        return {
+            "kind": "segment",
+            "trial": trial,
+            "wall": t0 + at,
+            "score": score,
+            "confirm": confirm,
+            "eval_s": 0.2,
+            "save_s": save_s,
+            "env_steps": int(at * 100),
+        }
+
+    stats = [
+        {"kind": "start", "trial": "a", "first_segment": t0, "restored": False, "donor": None},
+        {"kind": "start", "trial": "b", "first_segment": t0 + 0.5, "restored": False},
+        seg("a", 2.0, 5.0),
+        seg("b", 3.0, 12.0, confirm=8.0),  # a crossing its fresh episodes did not confirm
+        # b paused and resumed from its own checkpoint, then exploited a's
+        {"kind": "start", "trial": "b", "first_segment": t0 + 4, "restored": True,
+         "donor": "b", "restore_s": 0.3},
+        {"kind": "start", "trial": "b", "first_segment": t0 + 5, "restored": True,
+         "donor": "a", "restore_s": 0.4},
+        seg("a", 6.0, 11.0, confirm=10.5),  # confirmed: solved here
+        seg("b", 31.0, 20.0, confirm=20.0),  # after the 30 s budget: censored
+    ]  # fmt: skip
+    out = tp.summarize(stats, budget=30.0, target=10.0, fit_at=t0 - 4.0, init_s=2.5)
+    assert out["time"] == [2.0, 3.0, 6.0, 31.0]
+    assert out["score"] == [5.0, 8.0, 10.5, 20.0]  # a crossing counts as the lesser score
+    assert out["solved_at"] == 6.0
+    assert out["unconfirmed"] == 1
+    assert out["best"] == 10.5
+    assert out["segments_per_pod"] == [1, 2]
+    assert out["replaced_on_evidence"] == 1  # the resume from its own checkpoint is not
+    o = out["overhead"]
+    assert o["ray_init_s"] == 2.5 and o["startup_s"] == 4.0
+    assert o["checkpoint_s"] == pytest.approx(3 * 0.1 + 0.3 + 0.4)
+    assert o["restores"] == 2 and o["trial_starts"] == 4
+    with pytest.raises(RuntimeError, match="no trial started"):
+        tp.summarize([], budget=30.0, target=10.0, fit_at=0.0, init_s=0.0)
