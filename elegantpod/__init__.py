@@ -51,7 +51,8 @@ _WHERE = {
     **dict.fromkeys(
         ["CheckpointError", "load_checkpoint", "save_checkpoint"], "elegantpod.pod.checkpoint"
     ),
-    **dict.fromkeys(["cluster", "shutdown"], "elegantpod.clusters.cluster"),
+    "cluster": "elegantpod.clusters.cluster",
+    "shutdown": "elegantpod.clusters.shutdown",
     "gateway_cluster": "elegantpod.clusters.gateway",
     "PodSpec": "elegantpod.config",
     **dict.fromkeys(

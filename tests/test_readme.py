@@ -162,6 +162,11 @@ RUNS = {
         skip=None if torch.cuda.is_available() else "needs CUDA (MJX on the GPU)",
     ),
     "own learner": Run(blocks=("from dataclasses import dataclass",)),
+    "own cluster kind": Run(
+        blocks=("import os",),
+        # env steps, not seconds: a busy machine still finishes segments to rank
+        budgets={"max_seconds=60": "max_steps=8_000, segment_steps=2_000"},
+    ),
     "compare": Run(blocks=("import elegantpod\n",), glue={"import elegantpod\n": MAKE_RUNS}),
     "compare family": Run(blocks=("import elegantpod\n",)),
     "gateway": Run(
@@ -192,6 +197,20 @@ assert result.algo == "reinforce" and result.best_eval_return_mean >= 150, resul
 obs = np.random.default_rng(0).normal(size=(8, 4)).astype(np.float32)
 session = onnxruntime.InferenceSession("runs/reinforce/policy.onnx")
 assert (session.run(None, {"obs": obs})[0] == policy.predict(obs)[0]).all()
+"""
+
+
+# The page's own kind (docs/internals/cluster-kinds.md) ran a tournament whose pods were
+# scored, on workers that really run at the lower priority.
+CHECK_OWN_CLUSTER_KIND = """
+s = t.summary()
+assert s["pods_finished"] >= 2 and s["best_score"] is not None, s
+assert client.status == "closed"
+probe = nice_client(1)
+try:
+    assert set(probe.run(os.nice, 0).values()) == {min(os.nice(0) + 10, 19)}
+finally:
+    elegantpod.shutdown(probe)
 """
 
 
@@ -246,7 +265,16 @@ def _execute(cells: list[str], tmp_path: Path, monkeypatch) -> nbformat.Notebook
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "name",
-    ["quickstart", "one pod", "trading", "mjx", "compare", "compare family", "own learner"],
+    [
+        "quickstart",
+        "one pod",
+        "trading",
+        "mjx",
+        "compare",
+        "compare family",
+        "own learner",
+        "own cluster kind",
+    ],
 )
 def test_a_notebook_example_runs(name, tmp_path, monkeypatch):
     run = RUNS[name]
@@ -270,6 +298,8 @@ def test_a_notebook_example_runs(name, tmp_path, monkeypatch):
         cells.append(CHECK_COMPARE_FAMILY)
     if name == "own learner":
         cells.append(CHECK_OWN_LEARNER)
+    if name == "own cluster kind":
+        cells.append(CHECK_OWN_CLUSTER_KIND)
     _execute(cells, tmp_path, monkeypatch)
 
 

@@ -1,67 +1,35 @@
-"""``cluster()``: a Dask client on the embedded default, a GPU node, or an existing scheduler.
+"""``cluster()``: the chooser of where pods run, over one factory per kind of cluster.
 
-This module (with the three it starts clusters with: :mod:`elegantpod.clusters.local`,
-how local workers start; :mod:`elegantpod.clusters.gpu`, a GPU node's processes;
-:mod:`elegantpod.clusters.gateway`, a Dask Gateway cluster) and
-:mod:`elegantpod.tournament.orchestrator` are the only places that talk to Dask's
-client API.
+Each kind is a module with its own documented factory, so a new kind is a new module
+and one branch here:
 
-Why ``dask_cluster`` and not ``cluster``: Python sets a package attribute to every
-submodule it imports, so a submodule named ``cluster`` replaced the function
+- :mod:`elegantpod.clusters.local`: the embedded ``LocalCluster`` (the default);
+- :mod:`elegantpod.clusters.gpu`: a GPU node's processes, ``pods_per_gpu`` per GPU;
+- :mod:`elegantpod.clusters.address`: a scheduler that already runs at an address;
+- :mod:`elegantpod.clusters.gateway`: a Dask Gateway cluster (JupyterHub, Kubernetes).
+
+:mod:`elegantpod.clusters.shutdown` closes whichever it was. These modules and the
+tournament's runner (:mod:`elegantpod.tournament.client.runner`) are the only places
+that talk to Dask's client API.
+
+Why ``clusters`` and not ``cluster`` for the folder: Python sets a package attribute to
+every submodule it imports, so a submodule named like the function replaced
 ``elegantpod.cluster`` with itself as soon as anything imported it ("'module' object is
-not callable"; it bit twice). The name says what the module holds, the Dask clusters
-elegantpod runs on, and leaves ``elegantpod.cluster`` to the function.
+not callable"; it bit twice). Here the module ``elegantpod.clusters.cluster`` sits in
+its own folder, and ``elegantpod.cluster`` stays the function.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import threading
 
 import dask
 from distributed import Client
-from distributed.security import Security
 
-from elegantpod.clusters.gateway import close_cluster, gateway_cluster
-from elegantpod.clusters.gc_pause import gc_paused
-from elegantpod.clusters.gpu import DEFAULT_POD_BYTES, GPUCluster, gpu_layout
-from elegantpod.clusters.local import (
-    check_not_bootstrapping,
-    dashboard_off,
-    forget_stdin_main,
-    forkserver_workers,
-    local_cluster,
-    start_deadline,
-    start_failure,
-    worker_settings,
-)
-
-
-def _gpu_count() -> int:
-    try:
-        import torch
-
-        return torch.cuda.device_count() if torch.cuda.is_available() else 0
-    except Exception:
-        return 0
-
-
-def _visible_gpus() -> tuple[list[str], list[int | None]]:
-    """This machine's GPUs as ``CUDA_VISIBLE_DEVICES`` names them, and their memory."""
-    import torch
-
-    count = torch.cuda.device_count()
-    names = [g.strip() for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")]
-    names = names[:count] if len(names) >= count and all(names) else [str(i) for i in range(count)]
-    memory: list[int | None] = []
-    for i in range(count):
-        try:
-            memory.append(int(torch.cuda.get_device_properties(i).total_memory))
-        except Exception:
-            memory.append(None)
-    return names, memory
-
+from elegantpod.clusters.address import address_client
+from elegantpod.clusters.gateway import gateway_cluster
+from elegantpod.clusters.gpu import gpu_client, gpu_count
+from elegantpod.clusters.local import check_not_bootstrapping, local_client
 
 DASK_DEFAULT_LINK = "{scheme}://{host}:{port}/status"
 """Dask's own ``distributed.dashboard.link``: a URL on the scheduler's host and port."""
@@ -106,11 +74,17 @@ def cluster(
 ) -> Client:
     """Return a ``distributed.Client`` for running pods.
 
-    Three modes: an embedded ``LocalCluster`` (the default; on a GPU node ``pods_per_gpu``
-    single-thread worker processes per GPU, see :mod:`elegantpod.clusters.gpu`), an
-    existing scheduler ``address``, or a Dask Gateway cluster
-    (``gateway=``), the JupyterHub way. See :func:`gateway_cluster` for the gateway's
-    own options (cluster options, adaptive scaling, reconnecting by name).
+    A chooser over the four kinds, each a factory of its own module:
+
+    - an embedded ``LocalCluster`` of single-thread CPU processes, the default
+      (:func:`~elegantpod.clusters.local.local_client`);
+    - on a GPU node, ``pods_per_gpu`` single-thread processes per GPU
+      (:func:`~elegantpod.clusters.gpu.gpu_client`);
+    - an existing scheduler at ``address``
+      (:func:`~elegantpod.clusters.address.address_client`);
+    - a Dask Gateway cluster, ``gateway=``, the JupyterHub way
+      (:func:`~elegantpod.clusters.gateway.gateway_cluster`, with the gateway's own
+      options: cluster options, adaptive scaling, reconnecting by name).
 
     Parameters
     ----------
@@ -166,6 +140,16 @@ def cluster(
         When local workers die while starting or take longer than ``start_timeout``,
         and at once when called in a worker process that is starting: a script without
         ``if __name__ == "__main__":`` (the message shows the guard).
+
+    Examples
+    --------
+    >>> from elegantpod import cluster, shutdown
+    >>> client = cluster(n_workers=2, dashboard_address=None)  # the embedded default
+    >>> len(client.scheduler_info()["workers"])
+    2
+    >>> shutdown(client)
+    >>> cluster("tcp://10.0.0.5:8786")  # an existing scheduler  # doctest: +SKIP
+    >>> cluster(gateway=True, n_workers=8)  # JupyterHub's Dask Gateway  # doctest: +SKIP
     """
     check_not_bootstrapping()
     hub_dashboard_link()
@@ -187,173 +171,23 @@ def cluster(
     if not isinstance(start_timeout, int | float) or not start_timeout > 0:  # also NaN
         raise ValueError(f"start_timeout must be > 0 seconds, got {start_timeout!r}")
     if address is not None:
-        _check_tls(address, security)
-        try:
-            with gc_paused():  # see elegantpod.clusters.gc_pause: no finalizer inside its start
-                return Client(address, timeout=timeout, security=security)
-        except (OSError, TimeoutError) as exc:
-            raise ValueError(f"no Dask scheduler reachable at {address!r}: {exc}") from exc
+        return address_client(address, security=security, timeout=timeout)
     if security is not None:
         kwargs["security"] = security
-    n_gpus = _gpu_count() if gpu else 0
-    if n_gpus:
-        try:
-            names, memory = _visible_gpus()
-            use = min(len(names), int(n_workers)) if n_workers is not None else len(names)
-            layout = gpu_layout(
-                names[:use],
-                memory[:use],
-                pod_bytes=int(pod_bytes or DEFAULT_POD_BYTES),
-                pods_per_gpu=pods_per_gpu,
-                cpus=os.cpu_count(),
-            )
-            # GPUCluster and Client each start a LoopRunner: no finalizer inside (gc_pause)
-            forget_stdin_main()
-            with gc_paused():
-                with start_deadline(float(start_timeout)) as expired:
-                    try:
-                        lc = GPUCluster(
-                            layout,
-                            host="127.0.0.1",
-                            dashboard_address=dashboard_address,
-                            memory_limit=memory_limit,
-                            **dashboard_off(dashboard_address, kwargs),
-                        )
-                    except (RuntimeError, TimeoutError) as exc:
-                        raise RuntimeError(
-                            start_failure(exc, start_timeout if expired else None)
-                        ) from exc
-                return Client(lc)
-        except Exception as exc:  # workers that died starting, a driver that fails
-            # Never a silent CPU run on a GPU machine: a warning scrolls by while the
-            # tournament trains on the CPU for hours (the GPU check lost exactly this).
-            if gpu is True:
-                raise ValueError(f"gpu=True but no GPU workers could start: {exc}") from exc
-            raise RuntimeError(
-                f"torch sees {n_gpus} CUDA device(s), but no GPU worker "
-                f"could start: {exc}. cluster(gpu=False) starts CPU workers instead."
-            ) from exc
-    elif gpu is True:
-        raise ValueError("gpu=True but torch sees no CUDA device")
-    n = int(n_workers) if n_workers is not None else max(1, os.cpu_count() or 1)
-    kwargs = dashboard_off(dashboard_address, kwargs)
-    dask.config.set({"distributed.worker.daemon": False})  # see worker_settings()
-    settings = worker_settings()
-    forked = forkserver_workers(settings["distributed.nanny.pre-spawn-environ"])
-    if forked is not None:  # workers forked with torch imported (a restart spawns one)
-        settings.update(forked["config"])
-        kwargs = {**kwargs, "env": {**forked["env"], **kwargs.get("env", {})}}
-    # LocalCluster and Client each start a LoopRunner: no finalizer inside (gc_pause)
-    with gc_paused():
-        with dask.config.set(settings), start_deadline(float(start_timeout)) as expired:
-            try:
-                lc = local_cluster(
-                    n, threads_per_worker or 1, dashboard_address, memory_limit, kwargs
-                )
-            except (RuntimeError, TimeoutError) as exc:
-                raise RuntimeError(start_failure(exc, start_timeout if expired else None)) from exc
-        return Client(lc)
-
-
-TLS_HELP = (
-    "in Python pass security=distributed.security.Security(tls_ca_file=..., "
-    "tls_client_cert=..., tls_client_key=..., require_encryption=True); from the CLI or "
-    "anywhere else set the Dask config distributed.comm.tls.ca-file, "
-    "distributed.comm.tls.client.cert and distributed.comm.tls.client.key (environment "
-    "variables DASK_DISTRIBUTED__COMM__TLS__CA_FILE, "
-    "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT, DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY)"
-)
-"""How to give a client the certificates a ``tls://`` scheduler asks for."""
-
-
-def _check_tls(address: str, security) -> None:
-    """A clear error for a ``tls://`` address without a CA file and client certificate.
-
-    Without them distributed fails with a TypeError about a missing ``ssl_context``.
-    """
-    if not str(address).lower().startswith("tls://"):
-        return
-    if security is None:
-        if dask.config.get("distributed.client.security-loader", None):
-            return  # the loader supplies the certificates
-        security = Security()  # what the Dask config holds
-    elif isinstance(security, dict):
-        security = Security(**security)
-    elif not isinstance(security, Security):
-        return  # True: temporary certificates, for distributed to judge
-    tls = security.get_tls_config_for_role("client")
-    missing = [
-        what
-        for key, what in (("ca_file", "CA file"), ("cert", "client certificate"))
-        if not tls.get(key)
-    ]
-    if missing:
-        raise ValueError(
-            f"{address!r} is a TLS scheduler but no {' and no '.join(missing)} is "
-            f"configured: {TLS_HELP}"
+    started = dict(
+        dashboard_address=dashboard_address,
+        memory_limit=memory_limit,
+        start_timeout=start_timeout,
+        **kwargs,
+    )
+    if gpu and gpu_count():
+        return gpu_client(
+            n_workers,
+            required=gpu is True,
+            pods_per_gpu=pods_per_gpu,
+            pod_bytes=pod_bytes,
+            **started,
         )
-
-
-def shutdown(client: Client) -> None:
-    """Close ``client`` and shut its cluster down (local, gateway or any ``SpecCluster``).
-
-    What the tournament's owner calls when the work is done: a gateway cluster would
-    otherwise keep its workers (and the cloud bill) until the gateway's idle timeout.
-    The shutdown is quiet (see :func:`quiet_shutdown`).
-    """
-    cl = getattr(client, "cluster", None)
-    # closing stops LoopRunners: the same lock as a start (elegantpod.clusters.gc_pause)
-    with quiet_shutdown(), gc_paused():
-        client.close()
-        if cl is None:
-            return
-        if hasattr(cl, "gateway"):  # dask_gateway.GatewayCluster
-            close_cluster(cl, shutdown=True)  # stops scheduler, workers and its Gateway
-        else:
-            cl.close()
-
-
-SHUTDOWN_LOGGERS = (
-    "distributed.nanny",
-    "distributed.worker",
-    "distributed.core",
-    "distributed.batched",
-    "distributed.comm",
-    "distributed.scheduler",
-    "distributed.client",
-    "tornado.application",
-)
-"""Loggers that report an ordinary shutdown as trouble: the nanny's "Worker process
-still alive after ... seconds, killing" (a worker busy in torch past the nanny's grace
-period is killed, which is what closing asks for), and comms closed mid-message."""
-
-
-@contextlib.contextmanager
-def quiet_shutdown():
-    """While a cluster closes, its expected noise stays off the user's terminal.
-
-    Only records below ``ERROR`` are held back, and only during the close: a worker that
-    fails while training still logs as before.
-    """
-    import logging
-
-    global _quiet_closers, _quiet_levels
-    with _quiet_lock:  # two tournaments may close at once: the last one restores
-        if _quiet_closers == 0:
-            _quiet_levels = {name: logging.getLogger(name).level for name in SHUTDOWN_LOGGERS}
-            for name, level in _quiet_levels.items():
-                logging.getLogger(name).setLevel(max(level, logging.ERROR))
-        _quiet_closers += 1
-    try:
-        yield
-    finally:
-        with _quiet_lock:
-            _quiet_closers -= 1
-            if _quiet_closers == 0:
-                for name, level in _quiet_levels.items():
-                    logging.getLogger(name).setLevel(level)
-
-
-_quiet_lock = threading.Lock()
-_quiet_closers = 0
-_quiet_levels: dict[str, int] = {}
+    if gpu is True:
+        raise ValueError("gpu=True but torch sees no CUDA device")
+    return local_client(n_workers, threads_per_worker or 1, **started)

@@ -69,6 +69,17 @@ def gateway_cluster(
         For bad arguments (before contacting anything), a missing ``dask-gateway``
         package, no configured address, an unknown cluster name or cluster option, or
         a gateway that does not answer.
+
+    Examples
+    --------
+    On a daskhub (skipped here; ``tests/test_jupyterhub.py`` runs it from a real user's
+    server)::
+
+        >>> from elegantpod import shutdown
+        >>> from elegantpod.clusters.gateway import gateway_cluster
+        >>> client = gateway_cluster(True, adapt=(1, 8), worker_memory=4)  # doctest: +SKIP
+        >>> name = client.cluster.name  # later: gateway_cluster(name=name)  # doctest: +SKIP
+        >>> shutdown(client)  # doctest: +SKIP
     """
     if isinstance(gateway, str):
         if not gateway.startswith(("http://", "https://")):

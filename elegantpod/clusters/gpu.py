@@ -1,4 +1,4 @@
-"""A GPU node's Dask workers: ``pods_per_gpu`` single-thread processes per GPU.
+"""``gpu_client()``: a GPU node's Dask workers, ``pods_per_gpu`` single-thread processes per GPU.
 
 Why one pod per process: by PyTorch's CUDA-graph notes no other CUDA work may run in a
 process, on any thread, while a graph is captured there (a device-wide synchronize from
@@ -27,9 +27,16 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from distributed import LocalCluster, Nanny
+from distributed import Client, LocalCluster, Nanny
 
-from elegantpod.clusters.local import worker_settings
+from elegantpod.clusters.gc_pause import gc_paused
+from elegantpod.clusters.local import (
+    dashboard_off,
+    forget_stdin_main,
+    start_deadline,
+    start_failure,
+    worker_settings,
+)
 
 _logger = logging.getLogger(__name__)
 
@@ -257,6 +264,113 @@ class GPUCluster(LocalCluster):
             if name not in self.worker_spec:
                 return self._spec(name)
         raise ValueError("every process of the GPU layout is running")
+
+
+def gpu_count() -> int:
+    """How many CUDA devices torch sees here (0 without torch's CUDA)."""
+    try:
+        import torch
+
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except Exception:
+        return 0
+
+
+def visible_gpus() -> tuple[list[str], list[int | None]]:
+    """This machine's GPUs as ``CUDA_VISIBLE_DEVICES`` names them, and their memory."""
+    import torch
+
+    count = torch.cuda.device_count()
+    names = [g.strip() for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")]
+    names = names[:count] if len(names) >= count and all(names) else [str(i) for i in range(count)]
+    memory: list[int | None] = []
+    for i in range(count):
+        try:
+            memory.append(int(torch.cuda.get_device_properties(i).total_memory))
+        except Exception:
+            memory.append(None)
+    return names, memory
+
+
+def gpu_client(
+    gpus: int | None = None,
+    *,
+    required: bool = False,
+    pods_per_gpu: int | None = None,
+    pod_bytes: int | None = None,
+    dashboard_address: str | None = "127.0.0.1:0",
+    memory_limit: str | float | None = "auto",
+    start_timeout: float = 60.0,
+    **kwargs,
+) -> Client:
+    """A client on a :class:`GPUCluster`: ``pods_per_gpu`` single-thread worker
+    processes per GPU of this machine, each pinned to its GPU.
+
+    What :func:`elegantpod.cluster` starts where torch sees CUDA devices.
+
+    Parameters
+    ----------
+    gpus
+        How many of the visible GPUs to use (``None``: all).
+    required
+        ``True`` (``cluster(gpu=True)``): a failure to start is a ``ValueError`` saying
+        so; otherwise a ``RuntimeError`` that names ``cluster(gpu=False)``. Never a quiet
+        fall back to the CPU.
+    pods_per_gpu, pod_bytes
+        The layout (:func:`gpu_layout`): processes per GPU, or as many as the smallest
+        GPU's memory holds for pods of ``pod_bytes`` (``None``: 1 GiB).
+    dashboard_address, memory_limit, **kwargs
+        Passed to the ``LocalCluster`` under it.
+    start_timeout
+        Seconds the workers may take to start.
+
+    Examples
+    --------
+    On a node with 2 GPUs (skipped here; the GPU check, ``benchmarks/gpu_check.sh``,
+    starts one through ``cluster(gpu=True)``)::
+
+        >>> from elegantpod.clusters.gpu import gpu_client
+        >>> client = gpu_client(pods_per_gpu=4)  # doctest: +SKIP
+        >>> len(client.scheduler_info()["workers"])  # 4 per GPU  # doctest: +SKIP
+        8
+    """
+    n_gpus = gpu_count()
+    try:
+        names, memory = visible_gpus()
+        use = min(len(names), int(gpus)) if gpus is not None else len(names)
+        layout = gpu_layout(
+            names[:use],
+            memory[:use],
+            pod_bytes=int(pod_bytes or DEFAULT_POD_BYTES),
+            pods_per_gpu=pods_per_gpu,
+            cpus=os.cpu_count(),
+        )
+        # GPUCluster and Client each start a LoopRunner: no finalizer inside (gc_pause)
+        forget_stdin_main()
+        with gc_paused():
+            with start_deadline(float(start_timeout)) as expired:
+                try:
+                    lc = GPUCluster(
+                        layout,
+                        host="127.0.0.1",
+                        dashboard_address=dashboard_address,
+                        memory_limit=memory_limit,
+                        **dashboard_off(dashboard_address, kwargs),
+                    )
+                except (RuntimeError, TimeoutError) as exc:
+                    raise RuntimeError(
+                        start_failure(exc, start_timeout if expired else None)
+                    ) from exc
+            return Client(lc)
+    except Exception as exc:  # workers that died starting, a driver that fails
+        # Never a silent CPU run on a GPU machine: a warning scrolls by while the
+        # tournament trains on the CPU for hours (the GPU check lost exactly this).
+        if required:
+            raise ValueError(f"gpu=True but no GPU workers could start: {exc}") from exc
+        raise RuntimeError(
+            f"torch sees {n_gpus} CUDA device(s), but no GPU worker "
+            f"could start: {exc}. cluster(gpu=False) starts CPU workers instead."
+        ) from exc
 
 
 MPS_PIPE_DIRECTORY = "/tmp/nvidia-mps"

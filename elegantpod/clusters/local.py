@@ -1,12 +1,10 @@
-"""How local Dask worker processes start: their settings, a deadline, the script guard.
+"""``local_client()``: the embedded default, and how local worker processes start.
 
-What a ``LocalCluster`` of CPU workers and a GPU node's
-:class:`~elegantpod.clusters.gpu.GPUCluster` share: the malloc settings of every worker
-process, the deadline that stops workers that never come up, and the error a script
-without the ``__main__`` guard gets instead of a hang; and how CPU workers are started
-(:func:`forkserver_workers`: forked from a server that has torch imported). Apart from
-:mod:`elegantpod.clusters.cluster`, which starts both, so that the GPU layout needs nothing
-back from it (they imported each other).
+:func:`local_client` starts a ``LocalCluster`` of single-thread CPU worker processes
+(forked from a server that has torch imported: :func:`forkserver_workers`). The rest is
+what it shares with a GPU node's :class:`~elegantpod.clusters.gpu.GPUCluster`: the
+malloc settings of every worker process, the deadline that stops workers that never
+come up, and the error a script without the ``__main__`` guard gets instead of a hang.
 """
 
 from __future__ import annotations
@@ -18,7 +16,9 @@ import threading
 import time
 
 import dask
-from distributed import LocalCluster
+from distributed import Client, LocalCluster
+
+from elegantpod.clusters.gc_pause import gc_paused
 
 logger = logging.getLogger(__name__)
 
@@ -348,15 +348,73 @@ def _make_folder(folder: str) -> None:
             os.mkdir(folder, 0o700)
 
 
-def local_cluster(n, threads_per_worker, dashboard_address, memory_limit, kwargs):
-    """A ``LocalCluster`` of ``n`` CPU worker processes, on loopback."""
-    forget_stdin_main()
-    return LocalCluster(
-        n_workers=n,
-        threads_per_worker=int(threads_per_worker),
-        processes=True,
-        host="127.0.0.1",
-        dashboard_address=dashboard_address,
-        memory_limit=memory_limit,
-        **kwargs,
-    )
+def local_client(
+    n_workers: int | None = None,
+    threads_per_worker: int = 1,
+    *,
+    dashboard_address: str | None = "127.0.0.1:0",
+    memory_limit: str | float | None = "auto",
+    start_timeout: float = 60.0,
+    **kwargs,
+) -> Client:
+    """A client on an embedded ``LocalCluster`` of single-thread CPU worker processes.
+
+    The default of :func:`elegantpod.cluster`: one process per pod slot on loopback,
+    each started with the malloc settings of :func:`worker_settings` and, where the
+    platform allows, forked from a server that has torch imported
+    (:func:`forkserver_workers`), so a worker is up in a fraction of a second instead of
+    importing torch again.
+
+    Parameters
+    ----------
+    n_workers
+        Worker processes; ``None``: one per CPU core.
+    threads_per_worker
+        Threads per worker: one pod runs per thread (torch uses one thread per pod).
+    dashboard_address
+        Where the Dask dashboard listens (loopback); ``None``: no dashboard.
+    memory_limit, **kwargs
+        Passed to ``LocalCluster``.
+    start_timeout
+        Seconds the workers may take to start; past it their processes are stopped and
+        this raises (it never waits forever).
+
+    Raises
+    ------
+    RuntimeError
+        When workers die while starting or take longer than ``start_timeout``.
+
+    Examples
+    --------
+    >>> from elegantpod.clusters.shutdown import shutdown
+    >>> from elegantpod.clusters.local import local_client
+    >>> client = local_client(1, dashboard_address=None)
+    >>> len(client.scheduler_info()["workers"])
+    1
+    >>> shutdown(client)
+    """
+    n = int(n_workers) if n_workers is not None else max(1, os.cpu_count() or 1)
+    kwargs = dashboard_off(dashboard_address, kwargs)
+    dask.config.set({"distributed.worker.daemon": False})  # see worker_settings()
+    settings = worker_settings()
+    forked = forkserver_workers(settings["distributed.nanny.pre-spawn-environ"])
+    if forked is not None:  # workers forked with torch imported (a restart spawns one)
+        settings.update(forked["config"])
+        kwargs = {**kwargs, "env": {**forked["env"], **kwargs.get("env", {})}}
+    # LocalCluster and Client each start a LoopRunner: no finalizer inside (gc_pause)
+    with gc_paused():
+        with dask.config.set(settings), start_deadline(float(start_timeout)) as expired:
+            try:
+                forget_stdin_main()
+                lc = LocalCluster(
+                    n_workers=n,
+                    threads_per_worker=int(threads_per_worker),
+                    processes=True,
+                    host="127.0.0.1",
+                    dashboard_address=dashboard_address,
+                    memory_limit=memory_limit,
+                    **kwargs,
+                )
+            except (RuntimeError, TimeoutError) as exc:
+                raise RuntimeError(start_failure(exc, start_timeout if expired else None)) from exc
+        return Client(lc)

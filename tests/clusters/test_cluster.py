@@ -350,19 +350,21 @@ def test_local_cluster_with_tls():
 def test_importing_the_submodule_never_hides_the_function():
     """``from elegantpod.cluster import ...`` before ``elegantpod.cluster(...)`` (a module
     that imports the submodule at load) once made the call fail: the module had replaced
-    the function on the package. The module is ``dask_cluster`` now, and its import
-    leaves the function alone."""
+    the function on the package. The module lives in the ``clusters`` folder, and its
+    import leaves the function alone."""
     import subprocess
     import sys
 
     code = (
-        "from elegantpod.clusters.cluster import shutdown\n"
+        "from elegantpod.clusters.cluster import cluster\n"
+        "from elegantpod.clusters.shutdown import shutdown\n"
         "import elegantpod\n"
         "assert callable(elegantpod.cluster), elegantpod.cluster\n"
         "assert elegantpod.cluster.__name__ == 'cluster'\n"
         "import importlib\n"
         "m = importlib.import_module('elegantpod.clusters.cluster')\n"
-        "assert m.shutdown is shutdown and elegantpod.shutdown is shutdown\n"
+        "assert m.cluster is cluster and elegantpod.cluster is cluster\n"
+        "assert elegantpod.shutdown is shutdown\n"
     )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr

@@ -470,7 +470,7 @@ class Engine:
                 with contextlib.suppress(Exception):
                     lease.release()
             if self.own_client:
-                from elegantpod.clusters.cluster import shutdown
+                from elegantpod.clusters.shutdown import shutdown
 
                 with contextlib.suppress(Exception):
                     shutdown(self.client)  # quietly: no nanny warnings on the terminal
