@@ -83,7 +83,7 @@ PRINTS = {
     "cli/main.py",
     "cli/commands.py",
     "cli/demo.py",
-    "cli/progress.py",
+    "tournament/progress.py",
     "finance/command.py",
     "comparison/command.py",
     "finance/backtests/walkforward.py",

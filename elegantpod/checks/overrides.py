@@ -1,7 +1,9 @@
 """The one way to override a frozen config's fields: from keywords, strings (``--set
 key=value``) or JSON read back from a store, each value coerced to its field's type and
 checked, so a typo or a hostile file fails with the field's name rather than deep inside
-torch.
+torch; and the command line's ``key=value`` lists they come from (``--set``,
+``--env-arg``), parsed here so that every command, finance's ``backtest`` included,
+reads them alike.
 """
 
 from __future__ import annotations
@@ -141,4 +143,19 @@ def parse_assignments(items: list[str] | None) -> dict[str, str]:
         if not sep or not key.strip():
             raise ValueError(f"--set expects key=value, got {item!r}")
         out[key.strip()] = value.strip()
+    return out
+
+
+def env_kwargs(items: list[str]) -> dict:
+    """``["start=2016-01-01", "episode_days=null"]`` (``--env-arg``) -> ``{"start":
+    "2016-01-01", "episode_days": None}``: values that parse as JSON are taken as JSON.
+    The env checks the values it is built with."""
+    import json
+
+    out = {}
+    for key, text in parse_assignments(items).items():
+        try:
+            out[key] = json.loads(text)
+        except json.JSONDecodeError:
+            out[key] = text
     return out

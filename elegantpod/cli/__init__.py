@@ -7,6 +7,5 @@
   (``backtest`` is finance's, in :mod:`elegantpod.finance.command`).
 - ``run_config``, ``run_file``: ``--preset`` and ``--config`` run files, read as
   untrusted input; ``presets/``: the shipped presets.
-- ``progress``: the progress lines of a running tournament.
 - ``demo``: ``make demo``'s showcase.
 """

@@ -407,20 +407,6 @@ def tracking_logger(args):
         raise ValueError(str(exc)) from None
 
 
-def env_kwargs(items: list[str]) -> dict:
-    """``["start=2016-01-01", "episode_days=null"]`` -> ``{"start": "2016-01-01",
-    "episode_days": None}``: values that parse as JSON are taken as JSON."""
-    import json
-
-    out = {}
-    for key, text in parse_assignments(items).items():
-        try:
-            out[key] = json.loads(text)
-        except json.JSONDecodeError:
-            out[key] = text
-    return out
-
-
 def algo_hparams(items: list[str]) -> dict[str, dict[str, str]]:
     """``["ppo.lr=3e-4", "sac.tau=0.01"]`` -> ``{"ppo": {"lr": "3e-4"}, "sac": {...}}``:
     a tournament's base hyperparameters per algorithm (checked by the tournament)."""

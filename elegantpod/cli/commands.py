@@ -8,8 +8,8 @@ import shlex
 import signal
 import sys
 
-from elegantpod.checks.overrides import parse_assignments
-from elegantpod.cli.args import algo_hparams, env_kwargs, search_space_file, tracking_logger
+from elegantpod.checks.overrides import env_kwargs, parse_assignments
+from elegantpod.cli.args import algo_hparams, search_space_file, tracking_logger
 
 
 def _from_files(args):
@@ -144,11 +144,11 @@ def _tournament(args) -> int:
     import json
 
     from elegantpod.checks.json_values import json_safe
-    from elegantpod.cli.progress import follow, leaderboard_note
     from elegantpod.clusters.cluster import cluster
     from elegantpod.number_text import number, steps
     from elegantpod.tournament.core.views import LEADERBOARD_COLUMNS
     from elegantpod.tournament.orchestrator import Tournament, TournamentFailed
+    from elegantpod.tournament.progress import follow, leaderboard_note
 
     given = tournament_options(args)
     loggers = [lg for lg in [tracking_logger(args)] if lg is not None]

@@ -42,12 +42,12 @@ def run_demo(
     int
         0 when the tournament finished with no failed pod and the report was written.
     """
-    from elegantpod.cli.progress import follow, leaderboard_note
     from elegantpod.finance.backtests.backtest import backtest
     from elegantpod.finance.market.splits import DateSplits
     from elegantpod.finance.stats.verdict import verdict
     from elegantpod.number_text import steps
     from elegantpod.tournament.orchestrator import Tournament
+    from elegantpod.tournament.progress import follow, leaderboard_note
     from elegantpod.workspace import workdir
 
     if not max_seconds > 0:

@@ -220,7 +220,7 @@ def _check_value(key: str, value: Any, option: Option, where: Where) -> Any:
         if key in ("env_kwargs", "eval_env_kwargs") and isinstance(value, list):
             if not all(isinstance(v, str) for v in value):
                 raise doc.error(path, f"{key} must be a mapping or KEY=VALUE strings")
-            from elegantpod.cli.args import env_kwargs
+            from elegantpod.checks.overrides import env_kwargs
 
             try:
                 value = env_kwargs(value)

@@ -24,7 +24,7 @@ def run(args) -> int:
         index that is neither built in nor a local CSV of levels, or anything the
         backtest refuses.
     """
-    from elegantpod.cli.args import env_kwargs
+    from elegantpod.checks.overrides import env_kwargs
     from elegantpod.finance.backtests.backtest import backtest
     from elegantpod.finance.stats.verdict import verdict
     from elegantpod.safe_files import check_report_path

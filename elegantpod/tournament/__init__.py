@@ -8,6 +8,8 @@ Arrows point one way, down this list:
 - ``worker/``: what runs on a Dask worker (a segment, resident pods, their channels).
 - ``client/``: the engine's loop and the runner, the only Dask glue.
 - ``assembly``: a tournament put together from its spec or its store.
+- ``progress``: a running tournament's progress lines on a terminal (``wait()``, the
+  command line and ``make demo`` print the same).
 - ``orchestrator``: :class:`Tournament`, the facade users and the dashboard call, and
   how it shows itself (an escaped HTML table, a one-line repr).
 - ``best_agent``: the best agent of a tournament, as a pod or a policy.

@@ -304,7 +304,7 @@ class Tournament:
             cluster gave out): a script that only calls ``t.start().wait()`` must not
             carry on (or exit 0) as if it trained. The summary is its ``summary``.
         """
-        from elegantpod.cli.progress import follow
+        from elegantpod.tournament.progress import follow
         from elegantpod.training import watching
 
         if progress is None:

@@ -674,8 +674,8 @@ def test_a_tournament_stopped_by_ctrl_c_says_stopped_and_no_solved_without_a_tar
 
 
 def test_steps_print_alike_and_a_replaced_leader_is_explained():
-    from elegantpod.cli.progress import leaderboard_note
     from elegantpod.number_text import steps as fmt_steps
+    from elegantpod.tournament.progress import leaderboard_note
 
     assert fmt_steps(163_840) == "163,840" and fmt_steps("-") == "-"
     import numpy as np

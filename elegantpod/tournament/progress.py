@@ -1,5 +1,7 @@
 """Progress lines for a running tournament, and how a printed leaderboard shows its step
-counts and statuses (the CLI and ``make demo`` print the same)."""
+counts and statuses (``Tournament.wait(progress=True)``, the CLI and ``make demo`` print
+the same). Here, beside the facade, and not in ``cli/``: the facade prints them too, and
+arrows point down from the command line, never up into it."""
 
 from __future__ import annotations
 
