@@ -250,7 +250,7 @@ def run(
     if "_backtest" in task.options and s["best_pod"] is not None:
         from elegantpod.finance import backtest
         from elegantpod.finance.stats import metrics as fm
-        from elegantpod.finance.stats.selection import bootstrap_sharpe_ci
+        from elegantpod.finance.stats.bootstrap import bootstrap_sharpe_ci
 
         start, end = task.options["_backtest"]
         res = backtest(t, start=start, end=end, index="sp500")

@@ -475,8 +475,7 @@ def with_best(result: TrainResult, pod) -> TrainResult:
 # What ``train()`` shows and calls while a pod trains: the progress bar (when someone
 # is watching) and the user's callback, as one :class:`~elegantpod.pod.hooks.PodHooks`.
 #
-# Apart from :mod:`elegantpod.training`, which checks the inputs and runs the pod: this
-# is only the view of a run in progress.
+# Only the view of a run in progress: the inputs are checked and the pod is run above.
 
 
 def watching() -> bool:

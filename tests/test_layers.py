@@ -287,6 +287,25 @@ def test_no_module_passes_on_a_name_it_does_not_define():
     assert not found, found
 
 
+def test_no_module_marks_an_import_as_passed_on():
+    """``from x import name as name`` is the explicit re-export idiom (PEP 484's stub
+    rule, which ruff honours): it told readers the name lives here too, and the check
+    above, which reads ``__all__``, did not see it. Outside the public faces, a module
+    imports a name as itself only to use it, so the form has no use."""
+    found = []
+    for module, path in _modules().items():
+        if module in PUBLIC_FACES:
+            continue
+        for node in ast.walk(_parse(path)):
+            if isinstance(node, ast.ImportFrom):
+                found += [
+                    f"{module}: from {node.module} import {a.name} as {a.asname}"
+                    for a in node.names
+                    if a.asname == a.name
+                ]
+    assert not found, found
+
+
 def test_tests_import_each_name_from_its_home():
     """Tests import a name from the module that defines it, not through another module
     that imports it (the public faces are tested as users import them: through

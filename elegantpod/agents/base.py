@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 import gymnasium
 import torch
 
+from elegantpod.agents import hparams
 from elegantpod.checks.overrides import replace_checked
 from elegantpod.search.space import Domain
 from elegantpod.types import Batch
@@ -100,8 +101,8 @@ class Learner(ABC):
     is_on_policy: ClassVar[bool]
     structural_hparams: ClassVar[tuple[str, ...]] = ()
     """Hyperparameters that fix network or buffer shapes: never changed live or by a
-    mutation of a child that copies its parent's networks. The built-in learners read
-    them from their config's fields (:func:`elegantpod.agents.hparams.structural`)."""
+    mutation of a child that copies its parent's networks. Derived from the config's
+    fields (:func:`elegantpod.agents.hparams.structural`, see :meth:`__init_subclass__`)."""
     key_hparams: ClassVar[tuple[str, ...]] = ("lr",)
     """The hyperparameters worth a glance: the leaderboard's and the dashboard's key
     columns (:func:`elegantpod.agents.hparams.key_names` of a config that declares them)."""
@@ -115,10 +116,28 @@ class Learner(ABC):
     that does not is refused such an env before any work."""
     search_space: ClassVar[dict[str, Domain]] = {}
     """``{hyperparameter: Bound | Choice}``: where a tournament's generator may move each one.
-    Inherited like any class attribute; empty (nothing moves) for a new learner. Set it
-    in the class body (the built-in learners take their config fields' domains,
-    :func:`elegantpod.agents.hparams.search_space`) or with
-    ``register_algo(cls, search_space=...)``."""
+    Derived from the config's fields (:func:`elegantpod.agents.hparams.search_space`, see
+    :meth:`__init_subclass__`); empty (nothing moves) for a learner whose config declares
+    none. Set it in the class body, or with ``register_algo(cls, search_space=...)``, to
+    give other domains."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Derive ``search_space``, ``structural_hparams`` and ``key_hparams`` from the
+        ``config_cls`` a subclass names, where that config declares its fields with
+        :func:`~elegantpod.agents.hparams.hparam`: the field is their one home, so a
+        learner never repeats them. A value set in the subclass's own body wins; a config
+        that declares nothing (plain dataclass fields) leaves the inherited values."""
+        super().__init_subclass__(**kwargs)
+        config = cls.__dict__.get("config_cls")
+        if config is None or not hparams.declared(config):
+            return
+        own = cls.__dict__
+        if "search_space" not in own:
+            cls.search_space = hparams.search_space(config)
+        if "structural_hparams" not in own:
+            cls.structural_hparams = hparams.structural(config)
+        if "key_hparams" not in own and hparams.key_names(config):
+            cls.key_hparams = hparams.key_names(config)
 
     def __init__(self, observation_space, action_space, config, device="cpu", seed: int = 0):
         self.check_spaces(observation_space, action_space)

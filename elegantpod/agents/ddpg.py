@@ -28,13 +28,12 @@ import torch
 from torch import nn
 
 from elegantpod.agents.base import DeployedActor
-from elegantpod.agents.hparams import hparam, key_names, structural
-from elegantpod.agents.hparams import search_space as search_space_of
+from elegantpod.agents.hparams import hparam
 from elegantpod.agents.nets import EnsembleQ, mlp
 from elegantpod.agents.noise import NoiseConfig
 from elegantpod.agents.offpolicy import OffPolicyConfig, OffPolicyLearner, polyak
 from elegantpod.checks.limits import MAX_NOISE, Limit
-from elegantpod.search.space import Bound, Domain
+from elegantpod.search.space import Bound
 from elegantpod.types import Batch
 
 Tensor = torch.Tensor
@@ -90,9 +89,6 @@ class DDPG(OffPolicyLearner):
 
     name = "ddpg"
     config_cls = DDPGConfig
-    search_space: ClassVar[dict[str, Domain]] = search_space_of(DDPGConfig)
-    structural_hparams = structural(DDPGConfig)
-    key_hparams = key_names(DDPGConfig)
     n_critics: ClassVar[int] = 1
     """Critics evaluated together (an :class:`EnsembleQ`); the target takes their min."""
 

@@ -29,12 +29,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from elegantpod.agents.base import DeployedActor
-from elegantpod.agents.hparams import hparam, inherit, key_names, structural
-from elegantpod.agents.hparams import search_space as search_space_of
+from elegantpod.agents.hparams import hparam, inherit
 from elegantpod.agents.nets import encoded, mlp
 from elegantpod.agents.offpolicy import OffPolicyConfig, OffPolicyLearner, polyak
 from elegantpod.checks.limits import MAX_GRAD_NORM, MAX_STEPS, Limit, in_range
-from elegantpod.search.space import Bound, Domain
+from elegantpod.search.space import Bound
 from elegantpod.types import Batch
 
 Tensor = torch.Tensor
@@ -176,10 +175,7 @@ class DQN(OffPolicyLearner):
 
     name = "dqn"
     config_cls = DQNConfig
-    structural_hparams = structural(DQNConfig)
-    key_hparams = key_names(DQNConfig)
     takes_images = True
-    search_space: ClassVar[dict[str, Domain]] = search_space_of(DQNConfig)
     default_segment_steps: ClassVar[int] = 12_000
     """DQN needs 20-40k steps on CartPole; with the generator's two-segment "ready" rule a
     pod is judged after 24k, not after 8k when it has barely started."""

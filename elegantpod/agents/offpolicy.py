@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from elegantpod.agents.base import Learner
-from elegantpod.agents.hparams import hparam, limits, structural
+from elegantpod.agents.hparams import hparam, limits
 from elegantpod.agents.nets import is_image, mlp_params, mlp_working_bytes
 from elegantpod.agents.noise import SEQ_LEN, ExplorationNoise, NoiseConfig
 from elegantpod.buffers import ReplayBuffer
@@ -115,7 +115,7 @@ class OffPolicyLearner(Learner):
     """
 
     is_on_policy = False
-    structural_hparams = structural(OffPolicyConfig)
+    config_cls = OffPolicyConfig  # its subclasses name their own; the shared fields' home
     default_max_steps: ClassVar[int] = 200_000
     default_segment_steps: ClassVar[int] = 4_000
     """Env steps per tournament segment: a few seconds of training on one CPU core."""

@@ -18,8 +18,7 @@ import torch
 from torch import nn
 
 from elegantpod.agents.base import DeployedActor, Learner
-from elegantpod.agents.hparams import hparam, key_names, limits, structural
-from elegantpod.agents.hparams import search_space as search_space_of
+from elegantpod.agents.hparams import hparam, limits
 from elegantpod.agents.nets import RunningNorm, encoded, is_image, mlp_params, mlp_working_bytes
 from elegantpod.checks.limits import (
     LOG_STD_RANGE,
@@ -36,7 +35,7 @@ from elegantpod.checks.limits import (
     check_limits,
     check_rollout,
 )
-from elegantpod.search.space import Bound, Domain
+from elegantpod.search.space import Bound
 from elegantpod.types import Batch
 
 Tensor = torch.Tensor
@@ -215,9 +214,6 @@ class PPO(Learner):
     name = "ppo"
     config_cls = PPOConfig
     is_on_policy = True
-    structural_hparams = structural(PPOConfig)
-    key_hparams = key_names(PPOConfig)
-    search_space: ClassVar[dict[str, Domain]] = search_space_of(PPOConfig)
     takes_images = True
     default_max_steps: ClassVar[int] = 2_000_000
     default_segment_steps: ClassVar[int] = 32_768

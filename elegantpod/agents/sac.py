@@ -17,7 +17,6 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass
-from typing import ClassVar
 
 import gymnasium
 import torch
@@ -25,13 +24,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from elegantpod.agents.base import DeployedActor
-from elegantpod.agents.hparams import hparam, inherit, key_names, structural
-from elegantpod.agents.hparams import search_space as search_space_of
+from elegantpod.agents.hparams import hparam, inherit
 from elegantpod.agents.nets import EnsembleQ, mlp
 from elegantpod.agents.noise import NoiseConfig
 from elegantpod.agents.offpolicy import OffPolicyConfig, OffPolicyLearner
 from elegantpod.checks.limits import MAX_ENTROPY, MAX_TEMPERATURE, Limit
-from elegantpod.search.space import Domain
 from elegantpod.types import Batch
 
 Tensor = torch.Tensor
@@ -102,9 +99,6 @@ class SAC(OffPolicyLearner):
 
     name = "sac"
     config_cls = SACConfig
-    search_space: ClassVar[dict[str, Domain]] = search_space_of(SACConfig)
-    structural_hparams = structural(SACConfig)
-    key_hparams = key_names(SACConfig)
 
     @classmethod
     def supported_action_spaces(cls):

@@ -22,10 +22,9 @@ from typing import ClassVar
 import torch
 
 from elegantpod.agents.ddpg import DDPG, DDPGConfig
-from elegantpod.agents.hparams import hparam, inherit, key_names, structural
-from elegantpod.agents.hparams import search_space as search_space_of
+from elegantpod.agents.hparams import hparam, inherit
 from elegantpod.checks.limits import MAX_DELAY, MAX_NOISE, Limit
-from elegantpod.search.space import Bound, Domain
+from elegantpod.search.space import Bound
 
 Tensor = torch.Tensor
 
@@ -53,9 +52,6 @@ class TD3(DDPG):
 
     name = "td3"
     config_cls = TD3Config
-    search_space: ClassVar[dict[str, Domain]] = search_space_of(TD3Config)
-    structural_hparams = structural(TD3Config)
-    key_hparams = key_names(TD3Config)
     n_critics: ClassVar[int] = 2
 
     def target_action(self, next_obs: Tensor) -> Tensor:

@@ -32,11 +32,7 @@ from elegantpod.envs.fused_step import (
     whole_step,
 )
 from elegantpod.envs.hooks import EnvHooks
-from elegantpod.envs.limits import MAX_EPISODE_STEPS as MAX_EPISODE_STEPS
-from elegantpod.envs.limits import MAX_NUM_ENVS as MAX_NUM_ENVS
-from elegantpod.envs.limits import MAX_SEED as MAX_SEED
-from elegantpod.envs.limits import check_max_episode_steps, check_num_envs
-from elegantpod.envs.limits import check_seed as check_seed
+from elegantpod.envs.limits import check_max_episode_steps, check_num_envs, check_seed
 
 Tensor = torch.Tensor
 StepResult = tuple[Tensor, Tensor, Tensor, Tensor, dict[str, Any]]

@@ -20,11 +20,7 @@ import torch
 from elegantpod.checks.json_values import check_json
 from elegantpod.config import PodSpec
 from elegantpod.devices import AUTO_DEVICE
-
-# atomic_write_bytes is re-exported: reports and runs write through it too (a module-level
-# __all__ would hide the rest of this module from the API reference)
-from elegantpod.safe_files import UnsafeFileError, open_file
-from elegantpod.safe_files import atomic_write_bytes as atomic_write_bytes
+from elegantpod.safe_files import UnsafeFileError, atomic_write_bytes, open_file
 
 FORMAT = "elegantpod-checkpoint"
 VERSION = 1

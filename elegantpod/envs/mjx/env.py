@@ -17,10 +17,9 @@ the process's cache of compiled programs. The rest has a module each:
 
 - :mod:`elegantpod.envs.mjx.setup`: JAX's settings made before it starts (no
   preallocation, no command buffers, one CPU thread), the private compilation cache,
-  torch's devices as JAX's. Its public names are re-exported here (``__all__``), where
-  they lived first.
-- :mod:`elegantpod.envs.mjx.step`: the jitted program and :class:`Run`, the carry
-  (re-exported here).
+  torch's devices as JAX's.
+- :mod:`elegantpod.envs.mjx.step`: the jitted program and
+  :class:`~elegantpod.envs.mjx.step.Run`, the carry.
 - :mod:`elegantpod.envs.mjx.tasks`, :mod:`elegantpod.envs.mjx.params`,
   :mod:`elegantpod.envs.mjx.physics`, :mod:`elegantpod.envs.mjx.memory`: the tasks, their
   keywords checked, their models and physics options, and the memory of one world.

@@ -25,7 +25,6 @@ import numpy as np
 import pandas as pd
 
 from elegantpod.finance.market.names import check_name
-from elegantpod.finance.market.splits import DateSplits as DateSplits
 from elegantpod.finance.market.splits import to_timestamp
 
 logger = logging.getLogger(__name__)

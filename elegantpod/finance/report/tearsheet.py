@@ -28,12 +28,6 @@ import pandas as pd
 from numpy.lib.stride_tricks import sliding_window_view
 from numpy.typing import ArrayLike
 
-# the largest position, with its own module: re-exported, a tear sheet shows it
-from elegantpod.finance.stats.concentration import DOMINANT_SHARE as DOMINANT_SHARE
-from elegantpod.finance.stats.concentration import MOST_DAYS as MOST_DAYS
-from elegantpod.finance.stats.concentration import Concentration as Concentration
-from elegantpod.finance.stats.concentration import largest_position as largest_position
-
 DEFAULT_WINDOW = 126
 """Rolling window in trading days: half a year, long enough that a Sharpe ratio is not
 pure noise, short enough to show regimes (pyfolio's default is the same)."""

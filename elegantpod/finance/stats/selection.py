@@ -12,9 +12,11 @@ that:
 - :func:`deflated_sharpe_ratio` (Bailey and López de Prado, 2014): the same probability
   against the Sharpe ratio that the best of ``trials`` luck-only strategies would be
   expected to show (:func:`expected_max_sharpe`).
-- :func:`bootstrap_sharpe_ci` and :func:`bootstrap_sharpe_difference_ci`: percentile
-  intervals from a circular block bootstrap, which keeps the short-range dependence of
-  daily returns (volatility clusters) that an i.i.d. bootstrap would destroy.
+- :func:`~elegantpod.finance.stats.bootstrap.bootstrap_sharpe_ci` and
+  :func:`~elegantpod.finance.stats.bootstrap.bootstrap_sharpe_difference_ci`, in their
+  own module, ``bootstrap``: percentile intervals from a circular block bootstrap,
+  which keeps the short-range dependence of daily returns (volatility clusters) that an
+  i.i.d. bootstrap would destroy.
 
 The probabilistic and deflated ratios work with the *per-period* Sharpe ratio
 ``mean(r) / std(r, ddof=1)`` (no annualization, zero risk-free rate), as the papers do;
@@ -38,14 +40,6 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from elegantpod.finance.market.series_checks import check_periods_per_year, check_returns
-
-# the bootstrap intervals have a module of their own; they are part of this one's story
-from elegantpod.finance.stats.bootstrap import BootstrapInterval as BootstrapInterval
-from elegantpod.finance.stats.bootstrap import bootstrap_sharpe_ci as bootstrap_sharpe_ci
-from elegantpod.finance.stats.bootstrap import (
-    bootstrap_sharpe_difference_ci as bootstrap_sharpe_difference_ci,
-)
-from elegantpod.finance.stats.bootstrap import default_block_length as default_block_length
 
 EULER_GAMMA = 0.5772156649015329
 """The Euler–Mascheroni constant, in the expected maximum of normal draws."""

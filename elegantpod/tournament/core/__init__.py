@@ -12,5 +12,5 @@
 - ``protocol``: the statuses, messages and kinds the parts exchange.
 - ``views``: read-only tables and summaries for users and the dashboard.
 - ``field_checks``, ``hparam_checks``: values read from a store, checked as untrusted
-  input (``state`` names them by their former home).
+  input.
 """
