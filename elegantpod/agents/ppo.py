@@ -23,7 +23,6 @@ from elegantpod.agents.nets import RunningNorm, encoded, is_image, mlp_params, m
 from elegantpod.checks.limits import (
     LOG_STD_RANGE,
     MAX_BATCH,
-    MAX_ENT_COEF,
     MAX_EPOCHS,
     MAX_GRAD_NORM,
     MAX_HORIZON,
@@ -37,6 +36,10 @@ from elegantpod.checks.limits import (
 )
 from elegantpod.search.space import Bound
 from elegantpod.types import Batch
+
+MAX_ENT_COEF = 1.0
+"""Hard limit of PPO's entropy bonus (published values: 0 to 0.01)."""
+
 
 Tensor = torch.Tensor
 

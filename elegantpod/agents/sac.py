@@ -28,8 +28,16 @@ from elegantpod.agents.hparams import hparam, inherit
 from elegantpod.agents.nets import EnsembleQ, mlp
 from elegantpod.agents.noise import NoiseConfig
 from elegantpod.agents.offpolicy import OffPolicyConfig, OffPolicyLearner
-from elegantpod.checks.limits import MAX_ENTROPY, MAX_TEMPERATURE, Limit
+from elegantpod.checks.limits import Limit
 from elegantpod.types import Batch
+
+MAX_ENTROPY = 10_000.0
+"""Hard limit of SAC's ``|target_entropy|`` (nats): a squashed Gaussian over ``d``
+action dimensions has at most ``d log 2``, so a larger magnitude is a typo or an attack."""
+
+MAX_TEMPERATURE = 1_000.0
+"""Hard limit of SAC's initial temperature ``alpha`` (published values: 0.05 to 1)."""
+
 
 Tensor = torch.Tensor
 

@@ -23,8 +23,12 @@ import torch
 
 from elegantpod.agents.ddpg import DDPG, DDPGConfig
 from elegantpod.agents.hparams import hparam, inherit
-from elegantpod.checks.limits import MAX_DELAY, MAX_NOISE, Limit
+from elegantpod.checks.limits import MAX_NOISE, Limit
 from elegantpod.search.space import Bound
+
+MAX_DELAY = 1_000
+"""Hard limit of TD3's ``policy_delay`` (critic steps per actor step; published: 2)."""
+
 
 Tensor = torch.Tensor
 

@@ -75,8 +75,6 @@ MAX_LEARNERS = 1_024
 MAX_LOSS_WEIGHT = 100.0
 """Hard limit of a loss term's weight (PPO's ``vf_coef``; published values: 0.25 to 1)."""
 
-MAX_ENT_COEF = 1.0
-"""Hard limit of PPO's entropy bonus (published values: 0 to 0.01)."""
 
 MAX_GRAD_NORM = 1e6
 """Hard limit of gradient-norm clips (a larger one clips nothing anyway)."""
@@ -86,18 +84,10 @@ LOG_STD_RANGE = (-20.0, 5.0)
 deterministic (2e-9) to a spread of about 150 action ranges, where nearly every action
 sits on the bound it is clipped to (``exp(1e308)`` is inf, and a NaN policy)."""
 
-MAX_ENTROPY = 10_000.0
-"""Hard limit of SAC's ``|target_entropy|`` (nats): a squashed Gaussian over ``d``
-action dimensions has at most ``d log 2``, so a larger magnitude is a typo or an attack."""
-
-MAX_TEMPERATURE = 1_000.0
-"""Hard limit of SAC's initial temperature ``alpha`` (published values: 0.05 to 1)."""
 
 MAX_NOISE = 10.0
 """Hard limit of an exploration or smoothing noise's scale, in actions of ``[-1, 1]``."""
 
-MAX_DELAY = 1_000
-"""Hard limit of TD3's ``policy_delay`` (critic steps per actor step; published: 2)."""
 
 MAX_STEPS = 10**12
 """Hard limit of step counts in a schedule (epsilon decay, target updates)."""
