@@ -32,3 +32,14 @@ def steps(x: Any) -> str:
         return f"{int(x):,}"
     except (TypeError, ValueError):
         return str(x)
+
+
+def fixed(x: float, digits: int = 2) -> str:
+    """``x`` to ``digits`` decimals (a report's ratios: ``1.23``), ``-`` where it is not a
+    finite number."""
+    return f"{x:.{digits}f}" if math.isfinite(x) else "-"
+
+
+def percent(x: float, digits: int = 2) -> str:
+    """A fraction in percent (``0.1234`` -> ``12.34%``), ``-`` where it is not finite."""
+    return f"{100 * x:.{digits}f}%" if math.isfinite(x) else "-"

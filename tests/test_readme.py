@@ -148,7 +148,7 @@ RUNS = {
     "one pod": Run(
         blocks=(
             "import elegantpod\n",
-            'policy = elegantpod.Policy.load("runs/cartpole")          # best.pt; or pod.policy()',
+            'policy = elegantpod.Policy.load("runs/cartpole")          # its best.pt',
         ),
     ),
     "trading": Run(

@@ -22,8 +22,8 @@ them. Its folders:
 """
 
 from elegantpod.finance.backtests.backtest import backtest
-from elegantpod.finance.backtests.benchmarks import EQUAL_WEIGHT
 from elegantpod.finance.backtests.result import BacktestResult
+from elegantpod.finance.market.benchmarks import EQUAL_WEIGHT
 from elegantpod.finance.market.indicators import DEFAULT_INDICATORS, compute_features
 from elegantpod.finance.market.prices import (
     MarketData,

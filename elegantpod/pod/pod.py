@@ -53,7 +53,6 @@ from elegantpod.pod.hooks import PodHooks, continues
 from elegantpod.pod.restore import Restore, rebuilt_spec
 from elegantpod.pod.run import PodRun
 from elegantpod.pod.saved import SavedPod
-from elegantpod.policy.policy import Policy
 from elegantpod.threads import torch_threads
 from elegantpod.types import EvalResult, Progress, TrainResult
 
@@ -336,17 +335,6 @@ class Pod:
         it records the settings in force.
         """
         self.apply_hparams(replace_checked(self.learner.config, changes))
-
-    # -- deploying and watching ------------------------------------------------------------
-    def policy(self, device: str | None = None) -> Policy:
-        """The current policy, apart from the pod: a :class:`~elegantpod.policy.policy.Policy`
-        (``predict``, ``export``, ``record``) on ``device`` (``None``: the CPU)."""
-        return Policy.from_learner(self.spec, self.learner, self.env, device)
-
-    def record(self, episodes: int = 1, **kwargs: Any):
-        """A :class:`~elegantpod.policy.recording.Video` of the current policy's deterministic
-        episodes on the pod's env (keywords of :func:`~elegantpod.policy.recording.record`)."""
-        return self.policy().record(self.spec.env_id, episodes=episodes, **kwargs)
 
     def close(self) -> None:
         """Release the envs (an async gymnasium env's worker processes, say)."""

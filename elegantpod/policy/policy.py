@@ -44,8 +44,8 @@ a larger one is refused before it is built."""
 class Policy:
     """A trained policy that acts on raw observations: normalised, scaled, no env.
 
-    Build one with :meth:`load` (a checkpoint file or a run folder), ``pod.policy()``
-    or ``Tournament.best().policy()``; act with :meth:`predict`; deploy with
+    Build one with :meth:`load` (a checkpoint file or a run folder), ``Policy.from_pod(pod)``
+    or ``Policy.from_pod(t.best())``; act with :meth:`predict`; deploy with
     :meth:`export`; watch it with :meth:`record`.
 
     Attributes
@@ -147,7 +147,7 @@ class Policy:
         CheckpointError
             Naming the file and the field: missing, corrupt, foreign, of an algorithm
             without a Policy, with weights that do not fit, or saved before checkpoints
-            recorded their spaces (``Pod.from_checkpoint(path).policy()`` reads those).
+            recorded their spaces (``Policy.from_pod(Pod.from_checkpoint(path))`` reads those).
         """
         from elegantpod.tournament.store.reading import best_checkpoint
 
@@ -157,15 +157,34 @@ class Policy:
         if "spaces" not in saved.data:
             raise CheckpointError(
                 f"{where} has no field 'spaces' (saved by an older elegantpod): build the "
-                "pod to read its env's spaces, Pod.from_checkpoint(path).policy()"
+                "pod to read its env's spaces: Policy.from_pod(Pod.from_checkpoint(path))"
             )
         modules = saved.learner.get("modules")
         return cls(saved.spec, modules, saved.data["spaces"], device=device, where=where)
 
     @classmethod
+    def from_pod(cls, pod, device: str | None = None) -> Policy:
+        """The current policy of a live pod, apart from it (a copy of its actor's
+        weights) on ``device`` (``None``: the CPU): ``Policy.from_pod(t.best())`` for a
+        tournament's leader, ``Policy.from_pod(pod).record()`` to watch a pod.
+
+        Examples
+        --------
+        >>> import elegantpod
+        >>> from elegantpod import Policy
+        >>> pod = elegantpod.Pod(elegantpod.PodSpec(env_id="CartPole-v1", algo="ppo"))
+        >>> policy = Policy.from_pod(pod)
+        >>> actions, _ = policy.predict([[0.0, 0.1, 0.0, -0.1]])  # a batch of one
+        >>> actions.shape
+        (1,)
+        >>> pod.close()
+        """
+        return cls.from_learner(pod.spec, pod.learner, pod.env, device)
+
+    @classmethod
     def from_learner(cls, spec: PodSpec, learner, env, device: str | None = None) -> Policy:
         """The current policy of a live learner (fused ones: the lead's, which all share)
-        on ``env``'s spaces; what ``Pod.policy()`` returns."""
+        on ``env``'s spaces; what :meth:`from_pod` returns."""
         modules = {k: m.state_dict() for k, m in learner.modules.items()}
         spaces = spaces_payload(env)
         return cls(spec, modules, spaces, device=device or "cpu", where=f"{spec.algo} learner")

@@ -363,7 +363,7 @@ class Tournament:
 
         The env class may add columns after these (its ``leaderboard_columns``, see
         :class:`~elegantpod.envs.hooks.EnvHooks`): a trading tournament ranked by Sharpe
-        ratio has ``validation_dsr`` (:mod:`elegantpod.finance.backtests.leaderboard`). Cheap to
+        ratio has ``validation_dsr`` (:mod:`elegantpod.finance.trading.leaderboard`). Cheap to
         read: what those columns need from files is read once (at :meth:`start`).
         """
         with self._lock:
@@ -559,12 +559,12 @@ __all__ = ["Tournament"]
 # ----------------------------------------------------------------------
 # How a tournament shows itself: the static HTML table a notebook falls back to, and the
 # one-line ``repr`` a terminal prints. Both read only the tournament's public views, and
-# every value in the HTML is escaped (:mod:`elegantpod.widgets.html`).
+# every value in the HTML is escaped (:mod:`elegantpod.tournament.html`).
 
 
 def tournament_html(t) -> str:
     """The leaderboard with its baselines, as escaped static HTML (no ipywidgets needed)."""
-    from elegantpod.widgets.html import baselines_html, leaderboard_html
+    from elegantpod.tournament.html import baselines_html, leaderboard_html
 
     s, spec = t.summary(), t.spec
     title = f"Tournament on {spec.env_id}: {s['status']}, {s['pods_total']} pods"

@@ -1,13 +1,12 @@
 """The live notebook dashboard: a thin view over public ``Tournament`` methods.
 
 - ``dashboard``: the ipywidgets dashboard (leaderboard, curves, buttons), refreshed
-  from a thread; every button calls one public method.
-- ``html``: the static, escaped HTML tables a notebook shows without widgets.
+  from a thread; every button calls one public method. Its tables are the tournament's
+  own static HTML (:mod:`elegantpod.tournament.html`), which a notebook shows without
+  widgets too.
 """
 
-from elegantpod.widgets.html import leaderboard_html
-
-__all__ = ["Dashboard", "leaderboard_html"]
+__all__ = ["Dashboard"]
 
 
 def __getattr__(name):

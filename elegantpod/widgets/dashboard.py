@@ -2,7 +2,7 @@
 
 A thin view: every button calls a public :class:`~elegantpod.tournament.Tournament`
 method (``pause``, ``unpause``, ``stop``, ``mutate``, ``add_pod``, ``scale``; "Watch best"
-records ``best().record(...)``) and every
+records ``Policy.from_pod(best()).record(...)``) and every
 panel reads public views (``leaderboard``, ``pods``, ``curves``, ``lineage``,
 ``cluster_info``, ``summary``). A daemon thread refreshes it about once a second without
 blocking the kernel; table cells are diffed, so only changed cells send messages.
@@ -20,7 +20,8 @@ from typing import Any
 import ipywidgets as W
 
 from elegantpod.agents import get_algo
-from elegantpod.widgets.html import (
+from elegantpod.policy.policy import Policy
+from elegantpod.tournament.html import (
     COLUMNS,
     baselines_html,
     fmt,
@@ -199,12 +200,13 @@ class Dashboard:
             self.refresh()
 
     def _watch(self) -> None:
-        """One deterministic episode of the best agent: ``t.best().record(...)``."""
+        """One deterministic episode of the best agent:
+        ``Policy.from_pod(t.best()).record(...)``."""
         self._say("recording the best agent...")
         try:
             pod = self.t.best(device="cpu")
             try:
-                video = pod.record(episodes=1, max_steps=self.watch_steps.value)
+                video = Policy.from_pod(pod).record(episodes=1, max_steps=self.watch_steps.value)
             finally:
                 pod.close()  # its envs and buffers: a click must not leak them
         except ValueError as exc:

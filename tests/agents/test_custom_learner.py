@@ -167,7 +167,7 @@ def test_a_learner_written_here_trains_tours_deploys_exports_and_records(
     )  # fmt: skip
     summary = t.start().wait(timeout=180)
     assert summary["pods_failed"] == 0 and summary["status"] == "finished", summary["error"]
-    best = t.best().policy()
+    best = Policy.from_pod(t.best())
     assert best.algo == "mini_a2c" and best.predict(obs)[0].shape == (16,)
 
 

@@ -49,7 +49,7 @@ def test_predict_is_the_learners_action_with_normalisation_applied(runs):
     x = torch.tanh(x @ w["2.weight"].T + w["2.bias"])
     assert torch.equal(action, (x @ w["4.weight"].T + w["4.bias"]).argmax(-1))
     # the pod hands out the same policy
-    assert torch.equal(pod.policy().predict(obs)[0], action)
+    assert torch.equal(Policy.from_pod(pod).predict(obs)[0], action)
 
 
 def test_single_or_batch_numpy_or_torch(runs):

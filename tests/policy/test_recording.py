@@ -7,6 +7,7 @@ import imageio.v2 as imageio
 import pytest
 
 from elegantpod import Pod, PodSpec
+from elegantpod.policy.policy import Policy
 from elegantpod.policy.recording import check_mujoco_gl, record
 
 
@@ -19,7 +20,9 @@ def pod():
 
 def test_a_video_has_one_frame_per_step_plus_each_reset(pod, tmp_path, monkeypatch):
     monkeypatch.setenv("ELEGANTPOD_WORKDIR", str(tmp_path / "work"))
-    video = pod.record(episodes=2, max_steps=15, path=tmp_path / "cartpole.mp4", fps=25)
+    video = Policy.from_pod(pod).record(
+        episodes=2, max_steps=15, path=tmp_path / "cartpole.mp4", fps=25
+    )
     assert video.path == str(tmp_path / "cartpole.mp4") and video.fps == 25
     assert all(1 <= n <= 15 for n in video.steps) and len(video.returns) == 2
     assert video.frames == sum(n + 1 for n in video.steps)
@@ -36,7 +39,7 @@ def test_a_video_has_one_frame_per_step_plus_each_reset(pod, tmp_path, monkeypat
     )
     assert video.save(tmp_path / "copy.mp4") == str(tmp_path / "copy.mp4")
     # the policy decides: the same deterministic episodes again
-    again = pod.policy().record(episodes=2, max_steps=15)  # under workdir("videos")
+    again = Policy.from_pod(pod).record(episodes=2, max_steps=15)  # under workdir("videos")
     assert again.path.startswith(str(tmp_path / "work" / "videos"))
     assert again.steps == video.steps and again.returns == video.returns
 
@@ -54,7 +57,7 @@ def test_a_video_has_one_frame_per_step_plus_each_reset(pod, tmp_path, monkeypat
 def test_bad_requests_are_named(pod, kwargs, message):
     kwargs = {"env_id": "CartPole-v1", **kwargs}
     with pytest.raises(ValueError) as info:
-        record(pod.policy(), **kwargs)
+        record(Policy.from_pod(pod), **kwargs)
     assert message in str(info.value)
 
 

@@ -3,7 +3,5 @@
 - ``backtest``: one backtest of a checkpoint or store's best agent.
 - ``walkforward``: several train / validation / backtest windows, reported together.
 - ``result``: :class:`~elegantpod.finance.backtests.result.BacktestResult` and its tables.
-- ``benchmarks``: equal-weight buy & hold and an index, as values.
-- ``leaderboard``: the deflated Sharpe ratio a trading tournament's leaderboard adds.
 - ``store_selection``: the selection a tournament's store records.
 """

@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from elegantpod.finance.backtests.benchmarks import EQUAL_WEIGHT, equal_weight, index_series
 from elegantpod.finance.backtests.result import BacktestResult
+from elegantpod.finance.market.benchmarks import EQUAL_WEIGHT, equal_weight, index_series
 from elegantpod.finance.market.names import check_name
 from elegantpod.finance.stats.verdict import UNKNOWN_SELECTION
 from elegantpod.finance.trading.env import ENV_ID, StockTradingEnv

@@ -24,8 +24,8 @@ from typing import Any
 import pandas as pd
 
 from elegantpod.finance.backtests.backtest import backtest
-from elegantpod.finance.backtests.benchmarks import EQUAL_WEIGHT
 from elegantpod.finance.backtests.result import BacktestResult
+from elegantpod.finance.market.benchmarks import EQUAL_WEIGHT
 from elegantpod.finance.market.splits import DateSplits
 from elegantpod.html_table import escape
 from elegantpod.html_table import table as html_table

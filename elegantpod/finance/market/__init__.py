@@ -7,4 +7,6 @@
 - ``indicators``: technical indicators from past data only.
 - ``series_checks``: checks of a return series and its frequency.
 - ``trading_inputs``: a trading env's inputs, checked and cut to size.
+- ``benchmarks``: equal-weight buy & hold and an index, as values: what every agent is
+  compared with (the verdict, the baselines, backtests and reports).
 """

@@ -1,29 +1,16 @@
-"""HTML building blocks of the finance reports: numbers and named tables.
+"""HTML building blocks of the finance reports: named tables.
 
 Every string that came from a user (ticker names, agent names, data paths) goes through
 :func:`elegantpod.html_table.escape`, and every table through
 :func:`elegantpod.html_table.table`, which escapes each cell; numbers are formatted here
+with :func:`elegantpod.number_text.fixed` and :func:`~elegantpod.number_text.percent`,
 so that every section writes them alike. Charts go in through
 :func:`elegantpod.figures.img`.
 """
 
 from __future__ import annotations
 
-import math
-
 from elegantpod.html_table import Markup, table, td, th
-
-__all__ = ["named_table", "num", "pct"]
-
-
-def num(x: float, digits: int = 2) -> str:
-    """``x`` to ``digits`` decimals, ``-`` where it is not a finite number."""
-    return f"{x:.{digits}f}" if math.isfinite(x) else "-"
-
-
-def pct(x: float, digits: int = 2) -> str:
-    """A fraction in percent (``0.1234`` -> ``12.34%``), ``-`` where it is not finite."""
-    return f"{100 * x:.{digits}f}%" if math.isfinite(x) else "-"
 
 
 def named_table(ident: str, head: list[str], rows: list[tuple[str, list[str]]]) -> Markup:

@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 
 from elegantpod.figures import img
-from elegantpod.finance.backtests.benchmarks import EQUAL_WEIGHT
+from elegantpod.finance.market.benchmarks import EQUAL_WEIGHT
 from elegantpod.finance.report import charts, tearsheet_html
-from elegantpod.finance.report.markup import named_table, num
+from elegantpod.finance.report.markup import named_table
 from elegantpod.finance.stats import bootstrap
 from elegantpod.finance.stats.verdict import (
     BOOTSTRAP_SAMPLES,
@@ -48,7 +48,7 @@ from elegantpod.finance.stats.verdict import (
 )
 from elegantpod.html_table import Markup, table, td, th, tr
 from elegantpod.html_table import escape as esc
-from elegantpod.number_text import number
+from elegantpod.number_text import fixed, number
 from elegantpod.safe_files import atomic_write_bytes, check_report_path
 
 METRIC_LABELS = {
@@ -184,8 +184,8 @@ def _ci(ci: bootstrap.BootstrapInterval, sign: str = "") -> str:
 
 def _beat_html(result, beat: Beat) -> str:
     rows = [
-        (result.name, num(beat.sharpe.estimate), _ci(beat.sharpe)),
-        (EQUAL_WEIGHT, num(beat.benchmark.estimate), _ci(beat.benchmark)),
+        (result.name, fixed(beat.sharpe.estimate), _ci(beat.sharpe)),
+        (EQUAL_WEIGHT, fixed(beat.benchmark.estimate), _ci(beat.benchmark)),
         (
             "Difference (agent - equal weight), paired",
             "-" if not math.isfinite(beat.difference.estimate) else f"{beat.difference[2]:+.2f}",
@@ -204,11 +204,11 @@ def _beat_html(result, beat: Beat) -> str:
     if ds is not None:
         ppy = result.periods_per_year
         facts = [
-            (f"Deflated Sharpe ratio ({ds.trials} trial{'s' * (ds.trials != 1)})", num(ds.dsr)),
-            ("Probabilistic Sharpe ratio (against 0)", num(ds.psr)),
+            (f"Deflated Sharpe ratio ({ds.trials} trial{'s' * (ds.trials != 1)})", fixed(ds.dsr)),
+            ("Probabilistic Sharpe ratio (against 0)", fixed(ds.psr)),
             (
                 f"Sharpe ratio the best of {ds.trials} luck-only agents would show",
-                num(ds.sr_star * math.sqrt(ppy)),
+                fixed(ds.sr_star * math.sqrt(ppy)),
             ),
         ]
         out.append(table(None, ([td(k, class_="name"), v] for k, v in facts), id="deflated"))

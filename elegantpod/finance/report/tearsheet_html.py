@@ -15,11 +15,12 @@ import pandas as pd
 
 from elegantpod.figures import img
 from elegantpod.finance.report import charts, tearsheet
-from elegantpod.finance.report.markup import named_table, num, pct
+from elegantpod.finance.report.markup import named_table
 from elegantpod.finance.stats import metrics
 from elegantpod.finance.stats.concentration import Concentration, largest_position
 from elegantpod.html_table import Markup, table, td, th
 from elegantpod.html_table import escape as esc
+from elegantpod.number_text import fixed, percent
 
 
 def drawdowns_html(result) -> str:
@@ -34,7 +35,7 @@ def drawdowns_html(result) -> str:
                 f"{r.peak:%Y-%m-%d}",
                 f"{r.valley:%Y-%m-%d}",
                 "not recovered" if pd.isna(r.recovery) else f"{r.recovery:%Y-%m-%d}",
-                pct(r.depth),
+                percent(r.depth),
                 f"{r.duration:,}",
             ],
         )
@@ -61,11 +62,11 @@ def relative_html(result, returns) -> str:
             (
                 name,
                 [
-                    pct(alpha),
-                    num(beta),
-                    num(tearsheet.information_ratio(agent, bench, periods_per_year=ppy)),
-                    pct(tearsheet.tracking_error(agent, bench, periods_per_year=ppy)),
-                    pct(float(ex.iloc[-1]) if len(ex) else math.nan),
+                    percent(alpha),
+                    fixed(beta),
+                    fixed(tearsheet.information_ratio(agent, bench, periods_per_year=ppy)),
+                    percent(tearsheet.tracking_error(agent, bench, periods_per_year=ppy)),
+                    percent(float(ex.iloc[-1]) if len(ex) else math.nan),
                 ],
             )
         )
@@ -107,11 +108,11 @@ def positions_html(result) -> str:
     ex = tearsheet.exposure(weights)
     conc = tearsheet.concentration(weights)
     stats = [
-        ("Invested (gross exposure)", ex["gross"], pct),
-        ("Cash", ex["cash"], pct),
-        ("Largest position", conc["largest"], pct),
-        ("Herfindahl index of the holdings", conc["herfindahl"], num),
-        ("Effective number of holdings", conc["effective_holdings"], lambda x: num(x, 1)),
+        ("Invested (gross exposure)", ex["gross"], percent),
+        ("Cash", ex["cash"], percent),
+        ("Largest position", conc["largest"], percent),
+        ("Herfindahl index of the holdings", conc["herfindahl"], fixed),
+        ("Effective number of holdings", conc["effective_holdings"], lambda x: fixed(x, 1)),
     ]
     rows = []
     for label, series, f in stats:
@@ -159,15 +160,15 @@ def _one_stock_html(conc: Concentration) -> str:
 
 
 _STATS = (
-    ("skew", "Skewness", num),
-    ("kurtosis", "Excess kurtosis", num),
-    ("var", "Value at risk (95%, 1 day)", pct),
-    ("cvar", "Conditional VaR (95%, 1 day)", pct),
-    ("best_day", "Best day", pct),
-    ("worst_day", "Worst day", pct),
-    ("best_month", "Best month", pct),
-    ("worst_month", "Worst month", pct),
-    ("win_rate", "Days with a gain", lambda x: pct(x, 1)),
+    ("skew", "Skewness", fixed),
+    ("kurtosis", "Excess kurtosis", fixed),
+    ("var", "Value at risk (95%, 1 day)", percent),
+    ("cvar", "Conditional VaR (95%, 1 day)", percent),
+    ("best_day", "Best day", percent),
+    ("worst_day", "Worst day", percent),
+    ("best_month", "Best month", percent),
+    ("worst_month", "Worst month", percent),
+    ("win_rate", "Days with a gain", lambda x: percent(x, 1)),
 )
 
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from elegantpod.finance.backtests.benchmarks import EQUAL_WEIGHT
-from elegantpod.finance.report.markup import num
+from elegantpod.finance.market.benchmarks import EQUAL_WEIGHT
 from elegantpod.finance.stats import bootstrap, metrics, selection
+from elegantpod.number_text import fixed
 
 BOOTSTRAP_SAMPLES = 2000
 """Resamples of the report's bootstrap intervals (seed 0: a report is reproducible)."""
@@ -129,12 +129,12 @@ def _sharpe_verdict(result, beat: Beat) -> str:
     if not math.isfinite(a):
         return (
             f"{prefix}{name}'s account value never changed from {start} to {end}, so it has no "
-            f"Sharpe ratio: it did not beat equal-weight buy & hold ({num(e)})."
+            f"Sharpe ratio: it did not beat equal-weight buy & hold ({fixed(e)})."
         )
     lo, hi, d = beat.difference
     head = (
         f"{prefix}From {start} to {end}, {name} had a Sharpe ratio of {a:.2f} against "
-        f"{num(e)} for equal-weight buy & hold"
+        f"{fixed(e)} for equal-weight buy & hold"
     )
     interval = f"95% interval of the difference {lo:+.2f} to {hi:+.2f}"
     if not math.isfinite(d):

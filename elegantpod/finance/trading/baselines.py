@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from elegantpod.checks.text import short
-from elegantpod.finance.backtests.benchmarks import EQUAL_WEIGHT, equal_weight, index_series
+from elegantpod.finance.market.benchmarks import EQUAL_WEIGHT, equal_weight, index_series
 from elegantpod.finance.stats import metrics
 
 INDEX_NAME = "S&P 500 index"

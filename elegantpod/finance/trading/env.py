@@ -438,15 +438,15 @@ class StockTradingEnv(EnvHooks):
     @classmethod
     def leaderboard_columns(cls, board, trials: int, spec) -> dict[str, list]:
         """``validation_dsr`` on a Sharpe-ranked leaderboard (see
-        :func:`~elegantpod.finance.backtests.leaderboard.deflated_sharpe_column`)."""
-        from elegantpod.finance.backtests.leaderboard import deflated_sharpe_column
+        :func:`~elegantpod.finance.trading.leaderboard.deflated_sharpe_column`)."""
+        from elegantpod.finance.trading.leaderboard import deflated_sharpe_column
 
         return deflated_sharpe_column(board, trials, spec)
 
     @classmethod
     def leaderboard_notes(cls, board) -> list[str]:
         """What ``validation_dsr`` means, with the trials and days it was deflated by."""
-        from elegantpod.finance.backtests.leaderboard import notes
+        from elegantpod.finance.trading.leaderboard import notes
 
         return notes(board)
 

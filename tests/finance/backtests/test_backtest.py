@@ -13,7 +13,7 @@ import torch
 
 from elegantpod.config import PodSpec
 from elegantpod.finance.backtests.backtest import backtest
-from elegantpod.finance.backtests.benchmarks import EQUAL_WEIGHT
+from elegantpod.finance.market.benchmarks import EQUAL_WEIGHT
 from elegantpod.finance.stats import metrics
 from elegantpod.finance.trading.env import StockTradingEnv
 from elegantpod.pod.pod import Pod

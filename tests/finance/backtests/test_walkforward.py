@@ -7,8 +7,8 @@ import math
 import pandas as pd
 import pytest
 
-from elegantpod.finance.backtests.benchmarks import EQUAL_WEIGHT
 from elegantpod.finance.backtests.walkforward import WalkForwardResult, rolling_splits, walk_forward
+from elegantpod.finance.market.benchmarks import EQUAL_WEIGHT
 from elegantpod.finance.market.splits import DateSplits
 
 

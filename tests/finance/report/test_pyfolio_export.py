@@ -12,8 +12,8 @@ import pytest
 
 from elegantpod.config import PodSpec
 from elegantpod.finance.backtests.backtest import backtest
-from elegantpod.finance.backtests.benchmarks import EQUAL_WEIGHT
 from elegantpod.finance.backtests.result import BacktestResult
+from elegantpod.finance.market.benchmarks import EQUAL_WEIGHT
 from elegantpod.finance.report.pyfolio_export import benchmark_returns, to_pyfolio
 from elegantpod.pod.pod import Pod
 from tests.finance.backtests.test_backtest import write_market

@@ -13,8 +13,8 @@ import pytest
 
 from elegantpod.config import PodSpec
 from elegantpod.finance.backtests.backtest import backtest
-from elegantpod.finance.backtests.benchmarks import EQUAL_WEIGHT
 from elegantpod.finance.backtests.result import BacktestResult
+from elegantpod.finance.market.benchmarks import EQUAL_WEIGHT
 from elegantpod.finance.report.report import render_html
 from elegantpod.finance.stats.verdict import verdict
 from elegantpod.pod.pod import Pod

@@ -1,9 +1,9 @@
 """What an agent is compared with: equal-weight buy & hold and an index, as values.
 
-Both a backtest (:mod:`~elegantpod.finance.backtests.backtest`) and a tournament's baselines
-(:mod:`~elegantpod.finance.trading.baselines`) put these beside an agent, on the same dates and
-scaled to the same initial amount; they live here, below both, so that neither reaches
-into the other.
+A backtest (:mod:`~elegantpod.finance.backtests.backtest`), a tournament's baselines
+(:mod:`~elegantpod.finance.trading.baselines`), the verdict and the report put these
+beside an agent, on the same dates and scaled to the same initial amount; they are
+values of the market, so they live with it, below every one of them.
 """
 
 from __future__ import annotations
