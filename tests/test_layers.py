@@ -218,6 +218,70 @@ def test_the_architecture_page_names_every_folder_and_only_real_ones():
     assert named <= top, f"the architecture page names no such folder: {named - top}"
 
 
+def folder_order(text: str, pattern: str) -> list[str]:
+    """The folders a map lists, in its order (a page's code block, a docstring)."""
+    import re
+
+    return re.findall(pattern, text, re.M)
+
+
+KNOWN_CLIMBS = {
+    # issue 60, item 1: Policy.load of a tournament's store reads the store's best entry.
+    # It goes with the one deployment resolver, above the tournament.
+    ("elegantpod.policy.policy", "elegantpod.tournament.store.reading"),
+}
+"""Imports that climb back up the architecture page's order today, each with its reason;
+the list only shrinks (an entry that no longer climbs fails the test)."""
+
+
+def _climbs(graph, order: list[str], part_of) -> set[tuple[str, str]]:
+    found = set()
+    for a, targets in graph.items():
+        for b in targets:
+            pa, pb = part_of(a), part_of(b)
+            if pa in order and pb in order and order.index(pb) > order.index(pa):
+                found.add((a, b))
+    return found
+
+
+def test_arrows_point_down_the_architecture_pages_order_of_folders():
+    """``docs/architecture.md`` lists the folders so that arrows only point down: a
+    folder imports only from folders above it, so each can be read, tested and replaced
+    knowing only what is above it."""
+    page = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    order = folder_order(page, r"^  ([a-z_]+)/ ")
+    assert order[:4] == ["checks", "envs", "search", "agents"] and order[-1] == "cli"
+
+    def top(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in order) else None
+
+    found = _climbs(import_graph(), order, top)
+    assert found <= KNOWN_CLIMBS, f"imports that climb the order: {sorted(found - KNOWN_CLIMBS)}"
+    assert found >= KNOWN_CLIMBS, f"no longer climbing, drop: {sorted(KNOWN_CLIMBS - found)}"
+
+
+def test_finance_subfolders_point_one_way():
+    """Finance's own map (its ``__init__`` docstring) lists its parts in the order arrows
+    point: market data, statistics, reports, the trading env, backtests, the command."""
+    doc = ast.get_docstring(ast.parse((PACKAGE / "finance" / "__init__.py").read_text()))
+    order = folder_order(doc or "", r"^- ``([a-z_]+)/?``")
+    assert order == ["market", "stats", "report", "trading", "backtests", "command"], order
+
+    def part(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[2] if len(parts) > 2 and parts[1] == "finance" else None
+
+    assert not _climbs(import_graph(), order, part)
+
+
+def test_the_direction_check_can_fail():
+    graph = {"elegantpod.pod.pod": {"elegantpod.policy.policy"}}
+    order = ["pod", "policy"]
+    found = _climbs(graph, order, lambda m: m.split(".")[1])
+    assert found == {("elegantpod.pod.pod", "elegantpod.policy.policy")}
+
+
 def test_every_folder_has_a_map():
     """Each folder's ``__init__`` docstring names its modules: the map a reader opens."""
     import ast

@@ -6,13 +6,16 @@ on ``StockTrading-v0`` (one pod, or a tournament ranked by validation Sharpe), t
 :func:`backtest` the best one on held-out dates and write its HTML report.
 
 Finance is a client of the generic parts (envs, pods, tournaments), never imported by
-them. Its folders:
+them. Its parts, in the order arrows point (each imports only from those above it,
+``tests/test_layers.py``):
 
-- ``market/``: prices read and checked, date splits, indicators, the shipped sample.
-- ``trading/``: ``StockTradingEnv`` and its buy-and-hold baselines.
+- ``market/``: prices read and checked, date splits, indicators, the shipped sample,
+  and the benchmarks every agent is compared with.
 - ``stats/``: metrics, bootstrap intervals, deflated Sharpe ratios, the verdict.
-- ``backtests/``: backtests, walk-forward windows, their results and benchmarks.
 - ``report/``: the self-contained HTML report and pyfolio's formats.
+- ``trading/``: ``StockTradingEnv``, its buy-and-hold baselines and what its
+  leaderboard adds.
+- ``backtests/``: backtests, walk-forward windows and their results.
 - ``command``: ``elegantpod backtest`` on the command line.
 
 >>> from elegantpod import finance

@@ -8,8 +8,6 @@ Arrows point one way, down this list:
 - ``worker/``: what runs on a Dask worker (a segment, resident pods, their channels).
 - ``client/``: the engine's loop and the runner, the only Dask glue.
 - ``assembly``: a tournament put together from its spec or its store.
-- ``html``: the static, escaped HTML tables of the tournament's views (leaderboard,
-  baselines, lineage, schedule), which a notebook shows and the dashboard reuses.
 - ``progress``: a running tournament's progress lines on a terminal (``wait()``, the
   command line and ``make demo`` print the same).
 - ``orchestrator``: :class:`Tournament`, the facade users and the dashboard call, and

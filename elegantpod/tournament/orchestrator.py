@@ -29,6 +29,7 @@ from elegantpod.tournament.core.rules import check_rules
 from elegantpod.tournament.core.spec import lone_pods_warning, make_spec
 from elegantpod.tournament.store.saved import SavedTournament
 from elegantpod.tournament.store.store import Store
+from elegantpod.widgets.html import ENV_COLUMNS
 
 PROGRESS_SECONDS = 10.0
 """How often :meth:`Tournament.wait` prints a progress line (when something changed)."""
@@ -362,8 +363,9 @@ class Tournament:
         :meth:`leaderboard_hparams` (same rows), the mutations in :meth:`lineage`.
 
         The env class may add columns after these (its ``leaderboard_columns``, see
-        :class:`~elegantpod.envs.hooks.EnvHooks`): a trading tournament ranked by Sharpe
-        ratio has ``validation_dsr`` (:mod:`elegantpod.finance.trading.leaderboard`). Cheap to
+        :class:`~elegantpod.envs.hooks.EnvHooks`), named in the frame's
+        ``attrs["env_columns"]``: a trading tournament ranked by Sharpe ratio has
+        ``validation_dsr`` (:mod:`elegantpod.finance.trading.leaderboard`). Cheap to
         read: what those columns need from files is read once (at :meth:`start`).
         """
         with self._lock:
@@ -379,6 +381,7 @@ class Tournament:
         extra = env_hooks(self.spec.env_id).leaderboard_columns(board, trials, self.spec)
         for name, values in extra.items():
             board[name] = values
+        board.attrs[ENV_COLUMNS] = list(extra)  # what a view shows beside the score
         return board
 
     def leaderboard_notes(self, board=None) -> list[str]:
@@ -559,12 +562,12 @@ __all__ = ["Tournament"]
 # ----------------------------------------------------------------------
 # How a tournament shows itself: the static HTML table a notebook falls back to, and the
 # one-line ``repr`` a terminal prints. Both read only the tournament's public views, and
-# every value in the HTML is escaped (:mod:`elegantpod.tournament.html`).
+# every value in the HTML is escaped (:mod:`elegantpod.widgets.html`).
 
 
 def tournament_html(t) -> str:
     """The leaderboard with its baselines, as escaped static HTML (no ipywidgets needed)."""
-    from elegantpod.tournament.html import baselines_html, leaderboard_html
+    from elegantpod.widgets.html import baselines_html, leaderboard_html
 
     s, spec = t.summary(), t.spec
     title = f"Tournament on {spec.env_id}: {s['status']}, {s['pods_total']} pods"

@@ -1,9 +1,12 @@
-"""The live notebook dashboard: a thin view over public ``Tournament`` methods.
+"""The notebook views of a tournament: a thin view over public ``Tournament`` methods.
 
+Below the tournament: they import nothing from it, and read only what its public
+methods return (``leaderboard``, ``pods``, ``curves``...), so ``Tournament.dashboard()``
+and its HTML table point down here.
+
+- ``html``: the static, escaped HTML tables a notebook shows without widgets.
 - ``dashboard``: the ipywidgets dashboard (leaderboard, curves, buttons), refreshed
-  from a thread; every button calls one public method. Its tables are the tournament's
-  own static HTML (:mod:`elegantpod.tournament.html`), which a notebook shows without
-  widgets too.
+  from a thread; every button calls one public method.
 """
 
 __all__ = ["Dashboard"]

@@ -21,7 +21,7 @@ import ipywidgets as W
 
 from elegantpod.agents import get_algo
 from elegantpod.policy.policy import Policy
-from elegantpod.tournament.html import (
+from elegantpod.widgets.html import (
     COLUMNS,
     baselines_html,
     fmt,

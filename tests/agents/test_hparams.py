@@ -22,7 +22,7 @@ from elegantpod.agents.offpolicy import OffPolicyConfig
 from elegantpod.agents.ppo import PPOConfig
 from elegantpod.checks.limits import Limit
 from elegantpod.search.space import Bound
-from elegantpod.tournament.html import key_hparams
+from elegantpod.widgets.html import key_hparams
 
 
 @pytest.mark.parametrize("algo", sorted(BUILTIN))

@@ -7,8 +7,8 @@ import pytest
 import elegantpod
 from elegantpod import Tournament
 from elegantpod.tournament.core.generator import GeneratorConfig
-from elegantpod.tournament.html import leaderboard_html
 from elegantpod.widgets.dashboard import Dashboard, curves_figure, parse_hparams
+from elegantpod.widgets.html import leaderboard_html
 from tests.helpers import latest_steps, wait_until
 
 
@@ -192,7 +192,7 @@ def test_one_dashboard_per_tournament(tmp_path):
 
 
 def test_scores_show_only_the_digits_their_spread_supports():
-    from elegantpod.tournament.html import fmt, fmt_score
+    from elegantpod.widgets.html import fmt, fmt_score
 
     assert fmt_score(375.7, 157.0) == "376 ± 157"
     assert fmt_score(120.4, 5.004) == "120.4 ± 5.0"

@@ -11,8 +11,8 @@ import pytest
 
 from elegantpod import Tournament
 from elegantpod.tournament.core.field_checks import StateError
-from elegantpod.tournament.html import leaderboard_html, lineage_html, schedule_html
 from elegantpod.widgets.dashboard import Dashboard
+from elegantpod.widgets.html import leaderboard_html, lineage_html, schedule_html
 from tests.helpers import CHROMIUM, need_chromium
 from tests.tournament.store.test_hostile_store import entry, make_store, record
 

@@ -10,8 +10,8 @@ from elegantpod.finance.market.benchmarks import EQUAL_WEIGHT
 from elegantpod.finance.market.prices import load, sp500_index
 from elegantpod.finance.stats import metrics
 from elegantpod.finance.trading.baselines import INDEX_NAME, baseline_scores, baseline_values
-from elegantpod.tournament.html import baselines_html
 from elegantpod.widgets.dashboard import Dashboard
+from elegantpod.widgets.html import baselines_html
 
 VALIDATION = {"data": "sp500", "start": "2017-01-03", "end": "2018-12-31"}
 

@@ -7,8 +7,8 @@ import pandas as pd
 
 from elegantpod.agents.ppo import PPOConfig
 from elegantpod.tournament.core import field_checks, views
-from elegantpod.tournament.html import MAX_ROWS, leaderboard_html, lineage_html, schedule_html
 from elegantpod.tournament.store import state as stored_state
+from elegantpod.widgets.html import MAX_ROWS, leaderboard_html, lineage_html, schedule_html
 
 LIMIT = 400_000
 """Bytes a rendered table may take (the review saw a 13 MB lineage widget)."""

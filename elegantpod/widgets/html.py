@@ -14,7 +14,6 @@ from typing import Any
 from elegantpod.agents import ALGOS
 from elegantpod.html_table import Markup, escape, table, td, tr
 from elegantpod.number_text import number
-from elegantpod.tournament.core.views import LEADERBOARD_COLUMNS
 
 COLUMNS = (
     "rank",
@@ -27,8 +26,9 @@ COLUMNS = (
     "key hparams",
     "parent",
 )
-OWN_COLUMNS = {*LEADERBOARD_COLUMNS, "hparams"}
-"""The leaderboard's own columns; any other is one the env added, shown beside the score."""
+ENV_COLUMNS = "env_columns"
+"""The key of a leaderboard DataFrame's ``attrs`` that names the columns its env added
+(``Tournament.leaderboard`` sets it): they are shown beside the score."""
 MAX_ROWS = 500
 """Rows a table view renders; the rest are counted in a last line. A store from someone
 else can hold ten thousand pods with long histories: the page must stay small."""
@@ -94,12 +94,13 @@ def leaderboard_rows(board, hparams=None) -> list[list[Markup]]:
     hyperparameters of each pod (a board with an ``hparams`` column of dicts needs none).
     """
     by_pod = {} if hparams is None else {h["pod"]: h for h in hparams.to_dict("records")}
+    # the columns the env added (EnvHooks.leaderboard_columns), beside the score: a
+    # trading board ranked by Sharpe shows how much of it is luck this way
+    env_columns = [c for c in board.attrs.get(ENV_COLUMNS, ()) if c in board.columns]
     rows = []
     for r in board.to_dict("records"):
         score = fmt_score(r["score_mean"], r["score_std"])
-        # the columns the env added (EnvHooks.leaderboard_columns), beside the score:
-        # a trading board ranked by Sharpe shows how much of it is luck this way
-        added = [f"{escape(k)} {fmt(v)}" for k, v in r.items() if k not in OWN_COLUMNS]
+        added = [f"{escape(k)} {fmt(r[k])}" for k in env_columns]
         if added:
             score = Markup(f"{score} ({'; '.join(added)})")
         rows.append(
