@@ -366,7 +366,13 @@ def _env_options(p: argparse.ArgumentParser) -> None:
         default=[],
         help="override for the evaluation env, e.g. start=2016-01-01 episode_days=null",
     )
-    p.add_argument("--fitness", default="return", help="return, sharpe, calmar, sortino...")
+    p.add_argument(
+        "--fitness",
+        default="return",
+        help="what ranks pods: the return, or a metric the env's evaluations report "
+        "(StockTrading-v0: its finance metrics, e.g. sharpe); another name is refused, "
+        "with the env's list",
+    )
 
 
 def _track_options(p: argparse.ArgumentParser) -> None:

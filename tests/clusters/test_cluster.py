@@ -474,3 +474,19 @@ def test_on_jupyterhub_the_dashboard_link_goes_through_the_users_server(monkeypa
     with dask.config.set({"distributed.dashboard.link": DASK_DEFAULT_LINK}):
         assert hub_dashboard_link() == DASK_DEFAULT_LINK
         assert format_dashboard_link("127.0.0.1", 8787) == "http://127.0.0.1:8787/status"
+
+
+def test_every_kind_of_cluster_has_a_factory_with_examples():
+    """One factory per kind, each documented with an Examples section that runs
+    (``tests/test_examples.py``; the GPU and gateway ones are marked to skip)."""
+    from elegantpod.clusters import address, cluster, gateway, gpu, local, shutdown
+
+    for factory in (
+        cluster.cluster,
+        local.local_client,
+        gpu.gpu_client,
+        address.address_client,
+        gateway.gateway_cluster,
+        shutdown.shutdown,
+    ):
+        assert "Examples\n    --------" in (factory.__doc__ or ""), factory.__qualname__

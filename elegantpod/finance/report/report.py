@@ -39,6 +39,7 @@ from elegantpod.finance.market.benchmarks import EQUAL_WEIGHT
 from elegantpod.finance.report import charts, tearsheet_html
 from elegantpod.finance.report.markup import named_table
 from elegantpod.finance.stats import bootstrap
+from elegantpod.finance.stats.metrics import BY_NAME
 from elegantpod.finance.stats.verdict import (
     BOOTSTRAP_SAMPLES,
     Beat,
@@ -51,15 +52,6 @@ from elegantpod.html_table import escape as esc
 from elegantpod.number_text import fixed, number
 from elegantpod.safe_files import atomic_write_bytes, check_report_path
 
-METRIC_LABELS = {
-    "cumulative_return": ("Cumulative return", "pct"),
-    "annual_return": ("Annual return", "pct"),
-    "annual_volatility": ("Annual volatility", "pct"),
-    "max_drawdown": ("Max drawdown", "pct"),
-    "sharpe": ("Sharpe", "ratio"),
-    "calmar": ("Calmar", "ratio"),
-    "sortino": ("Sortino", "ratio"),
-}
 _CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;
 max-width:1100px;color:#1f2328;padding:0 16px}
@@ -92,12 +84,13 @@ def fmt_metric(value: float, kind: str) -> str:
 def metrics_table_html(result) -> str:
     """The metrics table: the agent's row first, then each benchmark."""
     metrics = result.metrics()
-    head = [th("Strategy", class_="name"), *(METRIC_LABELS[m][0] for m in metrics.columns)]
+    declared = [BY_NAME[m] for m in metrics.columns]  # each metric's label and unit
+    head = [th("Strategy", class_="name"), *(m.label for m in declared)]
     rows = [
         tr(
             [
                 td(name, class_="name"),
-                *(fmt_metric(float(row[m]), METRIC_LABELS[m][1]) for m in metrics.columns),
+                *(fmt_metric(float(row[m.name]), m.unit) for m in declared),
             ],
             class_="agent" if i == 0 else None,
         )

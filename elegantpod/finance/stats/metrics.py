@@ -16,24 +16,12 @@ NaN means a bug upstream; empyrical would skip it silently, here it raises ``Val
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
-
-FITNESS_METRICS = ("sharpe", "calmar", "sortino", "annual_return", "cumulative_return")
-"""The metrics a trading env's leaderboard may rank by besides the return (higher is
-better for each): its ``fitnesses``."""
-
-METRICS: tuple[str, ...] = (
-    "cumulative_return",
-    "annual_return",
-    "annual_volatility",
-    "max_drawdown",
-    "sharpe",
-    "calmar",
-    "sortino",
-)
-"""The keys of :func:`summary`, in display order."""
 
 
 def _as_returns(returns: ArrayLike) -> np.ndarray:
@@ -307,6 +295,66 @@ def calmar_ratio(returns: ArrayLike, *, periods_per_year: float) -> float | np.n
     return _result(np.where((mdd < 0) & np.isfinite(ratio), ratio, np.nan), r)
 
 
+@dataclass(frozen=True)
+class Metric:
+    """One metric of an account's returns, declared once: what computes it, how a
+    report shows it, and whether a leaderboard may rank by it.
+
+    Everything that lists metrics reads :data:`DECLARED`: :func:`summary` and a
+    backtest's metrics table (:data:`METRICS`), the trading env's fitnesses
+    (:data:`FITNESS_METRICS`) and the report's column labels and number formats. A new
+    metric is its function and one line there.
+
+    Examples
+    --------
+    >>> from elegantpod.finance.stats.metrics import BY_NAME
+    >>> sharpe = BY_NAME["sharpe"]
+    >>> sharpe.label, sharpe.unit, sharpe.fitness
+    ('Sharpe', 'ratio', True)
+    >>> round(float(sharpe.of([0.01, -0.005, 0.02, 0.0], periods_per_year=252)), 2)
+    8.95
+    """
+
+    name: str
+    """The key in :func:`summary`, a metrics table and ``fitness=`` (a Python name)."""
+    fn: Callable[..., float | np.ndarray]
+    """The function of ``(returns)``, or of ``(returns, *, periods_per_year)`` when
+    :attr:`annualized`."""
+    label: str
+    """The column heading of a report."""
+    unit: str
+    """``"pct"``: a fraction shown in percent; ``"ratio"``: a number with 2 decimals."""
+    annualized: bool
+    """Whether it needs ``periods_per_year``."""
+    fitness: bool
+    """Whether a leaderboard may rank by it: higher is better (not so for volatility or
+    drawdown as these signs go)."""
+
+    def of(self, returns: ArrayLike, *, periods_per_year: float) -> float | np.ndarray:
+        """The metric of ``returns`` (``(T,)`` or ``(T, N)``)."""
+        if self.annualized:
+            return self.fn(returns, periods_per_year=periods_per_year)
+        return self.fn(returns)
+
+
+DECLARED: tuple[Metric, ...] = (
+    Metric("cumulative_return", cumulative_return, "Cumulative return", "pct", False, True),
+    Metric("annual_return", annual_return, "Annual return", "pct", True, True),
+    Metric("annual_volatility", annual_volatility, "Annual volatility", "pct", True, False),
+    Metric("max_drawdown", max_drawdown, "Max drawdown", "pct", False, False),
+    Metric("sharpe", sharpe_ratio, "Sharpe", "ratio", True, True),
+    Metric("calmar", calmar_ratio, "Calmar", "ratio", True, True),
+    Metric("sortino", sortino_ratio, "Sortino", "ratio", True, True),
+)
+"""Every metric, in display order: the one declaration the rest reads."""
+BY_NAME: dict[str, Metric] = {m.name: m for m in DECLARED}
+METRICS: tuple[str, ...] = tuple(m.name for m in DECLARED)
+"""The keys of :func:`summary`, in display order."""
+FITNESS_METRICS: tuple[str, ...] = tuple(m.name for m in DECLARED if m.fitness)
+"""The metrics a trading env's leaderboard may rank by besides the return (higher is
+better for each): its ``fitnesses``."""
+
+
 def summary(returns: ArrayLike, *, periods_per_year: float) -> dict[str, float | np.ndarray]:
     """All of :data:`METRICS` at once, for a report row or a leaderboard.
 
@@ -325,16 +373,7 @@ def summary(returns: ArrayLike, *, periods_per_year: float) -> dict[str, float |
     """
     r = _as_returns(returns)
     ppy = _check_periods(periods_per_year)
-    values = (
-        cumulative_return(r),
-        annual_return(r, periods_per_year=ppy),
-        annual_volatility(r, periods_per_year=ppy),
-        max_drawdown(r),
-        sharpe_ratio(r, periods_per_year=ppy),
-        calmar_ratio(r, periods_per_year=ppy),
-        sortino_ratio(r, periods_per_year=ppy),
-    )
-    return dict(zip(METRICS, values, strict=True))
+    return {m.name: m.of(r, periods_per_year=ppy) for m in DECLARED}
 
 
 def monthly_returns(values: pd.Series) -> pd.DataFrame:

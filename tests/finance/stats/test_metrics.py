@@ -378,3 +378,28 @@ def test_monthly_returns_rejects_bad_input():
     dates = pd.to_datetime(["2024-01-01", "2024-01-02"])
     with pytest.raises(ValueError, match="positive"):
         monthly_returns(pd.Series([100.0, 0.0], index=dates))
+
+
+# --- declared once ---------------------------------------------------------------------
+
+
+def test_each_metric_is_declared_once_and_every_list_reads_the_declaration():
+    """A metric's name, function, label, unit and whether pods may be ranked by it are
+    one line of ``DECLARED``: the summary, the metrics table, the trading env's fitnesses
+    and the report's columns all follow it."""
+    from elegantpod.finance.report.report import fmt_metric
+    from elegantpod.finance.stats.metrics import BY_NAME, DECLARED, FITNESS_METRICS
+    from elegantpod.finance.trading.env import StockTradingEnv
+
+    assert METRICS == tuple(m.name for m in DECLARED) and set(BY_NAME) == set(METRICS)
+    r = _random_returns(7, 252, (60,))
+    values = summary(r, periods_per_year=252)
+    for m in DECLARED:
+        assert values[m.name] == pytest.approx(m.of(r, periods_per_year=252), nan_ok=True)
+        assert (m.name in FITNESS_METRICS) == m.fitness
+        assert (m.name in StockTradingEnv.fitnesses) == m.fitness
+        assert m.unit in ("pct", "ratio") and m.label
+        shown = fmt_metric(0.1234, m.unit)
+        assert shown == ("12.34%" if m.unit == "pct" else "0.12")
+    # the signs say which way is better: volatility and drawdown never rank pods
+    assert not BY_NAME["annual_volatility"].fitness and not BY_NAME["max_drawdown"].fitness
