@@ -391,7 +391,7 @@ def test_each_metric_is_declared_once_and_every_list_reads_the_declaration():
     from elegantpod.finance.stats.metrics import BY_NAME, DECLARED, FITNESS_METRICS
     from elegantpod.finance.trading.env import StockTradingEnv
 
-    assert METRICS == tuple(m.name for m in DECLARED) and set(BY_NAME) == set(METRICS)
+    assert tuple(m.name for m in DECLARED) == METRICS and set(BY_NAME) == set(METRICS)
     r = _random_returns(7, 252, (60,))
     values = summary(r, periods_per_year=252)
     for m in DECLARED:
