@@ -162,6 +162,12 @@ RUNS = {
         skip=None if torch.cuda.is_available() else "needs CUDA (MJX on the GPU)",
     ),
     "own learner": Run(blocks=("from dataclasses import dataclass",)),
+    "own selection rule": Run(
+        blocks=("import elegantpod\n",),
+        # env steps, not seconds: a busy machine still scores enough segments to cull
+        budgets={"max_seconds=60,": "max_steps=60_000, segment_steps=4_000,"},
+    ),
+    "own metric": Run(blocks=("import numpy as np",)),
     "own cluster kind": Run(
         blocks=("import os",),
         # env steps, not seconds: a busy machine still finishes segments to rank
@@ -214,6 +220,23 @@ finally:
 """
 
 
+# The page's rule (docs/internals/selection-rules.md) replaced pods, named in the lineage.
+CHECK_OWN_SELECTION_RULE = """
+culled = [o for o in t.lineage()["origin"] if o.get("rule") == "culling"]
+assert culled and all(o.get("replaced") for o in culled), t.lineage().to_dict("records")
+"""
+
+# The page's metric (docs/internals/finance-metrics.md) by hand, and Sharpe as declared.
+CHECK_OWN_METRIC = """
+import math
+from elegantpod.finance.stats.metrics import sharpe_ratio
+r = daily[:, 0]
+assert math.isclose(omega.of(daily, periods_per_year=252)[0], r[r > 0].sum() / -r[r < 0].sum())
+declared = BY_NAME["sharpe"].of(daily, periods_per_year=252)
+assert (declared == sharpe_ratio(daily, periods_per_year=252)).all()
+"""
+
+
 def marker(code: str) -> str:
     """What tells apart blocks that share a first line (``import elegantpod``)."""
     for key, needle in (
@@ -225,6 +248,7 @@ def marker(code: str) -> str:
         ("kubernetes", 'cluster("tcp://elegantpod-scheduler:8786")'),
         ("hub sizes", "worker_gpus=1)"),
         ("gateway", "gateway=True"),
+        ("own selection rule", "register_rule(Culling"),
         ("compare family", "family=[("),
         ("compare", "elegantpod.compare("),
     ):
@@ -274,6 +298,8 @@ def _execute(cells: list[str], tmp_path: Path, monkeypatch) -> nbformat.Notebook
         "compare family",
         "own learner",
         "own cluster kind",
+        "own selection rule",
+        "own metric",
     ],
 )
 def test_a_notebook_example_runs(name, tmp_path, monkeypatch):
@@ -300,6 +326,10 @@ def test_a_notebook_example_runs(name, tmp_path, monkeypatch):
         cells.append(CHECK_OWN_LEARNER)
     if name == "own cluster kind":
         cells.append(CHECK_OWN_CLUSTER_KIND)
+    if name == "own selection rule":
+        cells.append(CHECK_OWN_SELECTION_RULE)
+    if name == "own metric":
+        cells.append(CHECK_OWN_METRIC)
     _execute(cells, tmp_path, monkeypatch)
 
 
