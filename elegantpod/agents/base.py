@@ -194,7 +194,7 @@ class Learner(ABC):
         Cheap: it builds a single sub-env on the CPU to read the spaces (which also checks
         ``env_kwargs``, e.g. a trading env's data and dates).
         """
-        from elegantpod.envs.gym import GymVecEnv
+        from elegantpod.envs.gym import NO_LIMIT_STEPS, GymVecEnv, time_limit_advice
         from elegantpod.envs.registry import make_env
 
         probe = make_env(env_id, num_envs=1, device="cpu", seed=0, **(env_kwargs or {}))
@@ -204,10 +204,10 @@ class Learner(ABC):
                 logger.warning(
                     "%r has no time limit: if a policy can keep an episode going, its "
                     "evaluations never end (one is cut at the budget's end, a tournament "
-                    "segment's after %s steps); give it one with env_kwargs="
-                    "{'max_episode_steps': N} (--env-arg max_episode_steps=N)",
+                    "segment's after %s steps); %s",
                     env_id,
-                    "100,000",
+                    f"{NO_LIMIT_STEPS:,}",
+                    time_limit_advice(env_id),
                 )
         finally:
             probe.close()

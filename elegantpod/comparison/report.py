@@ -358,6 +358,7 @@ def html_report(c) -> str:
     curves = figures.plain(_draw_curves, c)
     intervals = figures.plain(_draw_intervals, c)
     verdicts = "".join(f"<li>{escape(line)}</li>" for line in verdict_lines(c))
+    notes = c.notes()  # each rebuilds the runs table: once
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
         f"<title>{escape(c.title)}</title><style>{STYLE}</style></head><body>"
@@ -365,9 +366,9 @@ def html_report(c) -> str:
         f"<ul id='verdicts'>{verdicts}</ul>"
         + (
             "<h2>Read with care</h2><ul id='notes'>"
-            + "".join(f"<li>{escape(n)}</li>" for n in c.notes())
+            + "".join(f"<li>{escape(n)}</li>" for n in notes)
             + "</ul>"
-            if c.notes()
+            if notes
             else ""
         )
         + f"<h2>Methods</h2>{methods_table(c)}"

@@ -47,6 +47,19 @@ from elegantpod.checks.text import short
 from elegantpod.envs.base import StepResult, Tensor
 from elegantpod.envs.limits import MAX_OBS_VALUES, check_num_envs, check_seed
 
+NO_LIMIT_STEPS = 100_000
+"""Steps an evaluation waits for its episodes to end on an env without a time limit."""
+
+
+def time_limit_advice(env_id: str) -> str:
+    """How to give ``env_id`` a time limit: what the warning before training and the
+    error of an evaluation that never ends both say."""
+    return (
+        "give it one with env_kwargs={'max_episode_steps': N} (--env-arg "
+        f"max_episode_steps=N), or register {env_id!r} with max_episode_steps=N"
+    )
+
+
 FILE_KWARGS = ("xml_file",)
 """gymnasium keywords whose values name a file the env reads (every MuJoCo env's model).
 An error building an env with one never shows its text, which could quote the file."""
@@ -149,15 +162,13 @@ class GymVecEnv:
         self.num_envs = self.vec.num_envs
         self.device = torch.device(device)
         single = self.vec.single_observation_space
-        self._flatten = flattened_space(single, self.env_id)
-        """The original space where observations are flattened (see the module
-        docstring), else ``None``."""
-        self.raw_observation_space = self._flatten
+        self.raw_observation_space = flattened_space(single, self.env_id)
         """The env's own observation space where the observations the learners read are
-        its flattened form, else ``None``: a checkpoint records it, so that a deployed
-        ``Policy`` takes the env's own observations (:mod:`elegantpod.envs.spaces`)."""
+        its flattened form (see the module docstring), else ``None``: a checkpoint
+        records it, so that a deployed ``Policy`` takes the env's own observations
+        (:mod:`elegantpod.envs.spaces`)."""
         check_obs_values(single, self.env_id)  # a ready vector env's: before flatten_space
-        if self._flatten is None:
+        if self.raw_observation_space is None:
             self.observation_space = _float32_box(single)
         else:  # gymnasium flattens a Discrete into an int64 Box: ours holds float32
             flat = gymnasium.spaces.flatten_space(single)
@@ -233,17 +244,17 @@ class GymVecEnv:
 
     def _flat(self, obs) -> np.ndarray:
         """A batch of observations as the ``(num_envs, d)`` array the tensors fill."""
-        if self._flatten is None:
+        if self.raw_observation_space is None:
             return np.asarray(obs)
-        space = self._flatten
+        space = self.raw_observation_space
         rows = gymnasium.vector.utils.iterate(self.vec.observation_space, obs)
         return np.stack([gymnasium.spaces.flatten(space, o) for o in rows]).astype(np.float32)
 
     def _flat_one(self, obs) -> np.ndarray:
         """One sub-env's observation (a final one), flattened as :meth:`_flat` does."""
-        if self._flatten is None:
+        if self.raw_observation_space is None:
             return np.asarray(obs)
-        return gymnasium.spaces.flatten(self._flatten, obs).astype(np.float32)
+        return gymnasium.spaces.flatten(self.raw_observation_space, obs).astype(np.float32)
 
     def close(self) -> None:
         """Close the underlying gymnasium env (ends worker processes of async envs).

@@ -1,6 +1,9 @@
-"""An env's own observation space, kept where training flattened it: described for a
-checkpoint, read back as untrusted input, and used to flatten the env's own observations
-for a deployed policy.
+"""An env's spaces as a checkpoint records them (field ``spaces``), read back as
+untrusted input; and the env's own observation space, kept where training flattened it
+and used to flatten the env's own observations for a deployed policy.
+
+:func:`spaces_payload` writes the field and :func:`read_spaces` reads its shapes and
+action space back, so the one format has one home.
 
 Why: :class:`~elegantpod.envs.gym.GymVecEnv` flattens ``Discrete``, ``MultiDiscrete``,
 ``MultiBinary``, ``Tuple`` and ``Dict`` observations (and Boxes of more than one
@@ -34,6 +37,11 @@ MAX_SIZE = 1_000_000
 """Most values one described space may flatten to, or one Discrete may count."""
 MAX_KEY = 100
 """Longest Dict key, in characters."""
+MAX_ACTIONS = 1_000_000
+"""Most discrete actions, or action dimensions, a saved action space may declare."""
+MAX_PIXELS = 4096 * 4096 * 4
+"""Most values one saved image observation may hold (a 4K RGBA frame): an encoder for
+a larger one is refused before it is built."""
 
 
 def spaces_payload(env) -> dict[str, Any]:
@@ -53,6 +61,57 @@ def spaces_payload(env) -> dict[str, Any]:
     if raw is not None:
         out["observation_space"] = describe_space(raw)
     return out
+
+
+def read_spaces(spaces: Any, where: str) -> tuple[gymnasium.spaces.Box, gymnasium.spaces.Space]:
+    """The observation and action spaces a checkpoint's ``spaces`` describe (what
+    :func:`spaces_payload` wrote), each part checked as untrusted input; ``ValueError``
+    naming the field and the bad value (what each algorithm takes is its own
+    ``check_spaces``')."""
+    if not isinstance(spaces, dict):
+        raise ValueError(f"{where}: field 'spaces' must be a dict, got {type(spaces).__name__}")
+    shape = spaces.get("observation_shape")
+    if (
+        not isinstance(shape, list | tuple)
+        or len(shape) not in (1, 3)
+        or not all(type(d) is int and 1 <= d <= MAX_ACTIONS for d in shape)
+        or math.prod(shape) > MAX_PIXELS
+    ):
+        raise ValueError(
+            f"{where}: field 'spaces.observation_shape' must be [n] with 1 <= n <= "
+            f"{MAX_ACTIONS}, or [height, width, channels] of at most {MAX_PIXELS:,} values, "
+            f"got {str(shape)[:200]}"
+        )
+    observation_space = gymnasium.spaces.Box(-np.inf, np.inf, tuple(shape), np.float32)
+    n = spaces.get("action_n")
+    if n is not None:
+        if type(n) is not int or not 1 <= n <= MAX_ACTIONS:
+            raise ValueError(
+                f"{where}: field 'spaces.action_n' must be an integer in 1..{MAX_ACTIONS}, "
+                f"got {str(n)[:200]}"
+            )
+        return observation_space, gymnasium.spaces.Discrete(n)
+    bounds = [spaces.get("action_low"), spaces.get("action_high")]
+    for name, b in zip(("action_low", "action_high"), bounds, strict=True):
+        if (
+            not torch.is_tensor(b)
+            or b.dtype != torch.float32
+            or b.dim() != 1
+            or not 1 <= b.numel() <= MAX_ACTIONS
+            or b.isnan().any()
+        ):
+            raise ValueError(
+                f"{where}: field 'spaces.{name}' must be a 1-d float32 tensor of 1 to "
+                f"{MAX_ACTIONS} numbers, none NaN, got {str(b)[:200]}"
+            )
+    low, high = bounds
+    if low.shape != high.shape or not (low <= high).all():
+        raise ValueError(
+            f"{where}: fields 'spaces.action_low' and 'action_high' must have one shape "
+            "and low <= high"
+        )
+    box = gymnasium.spaces.Box(low.numpy(), high.numpy(), tuple(low.shape), np.float32)
+    return observation_space, box
 
 
 def describe_space(space: gymnasium.spaces.Space) -> dict[str, Any]:

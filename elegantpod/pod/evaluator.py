@@ -7,13 +7,12 @@ import time
 import torch
 
 from elegantpod.agents.base import Learner
+from elegantpod.envs.gym import NO_LIMIT_STEPS, time_limit_advice
 from elegantpod.envs.registry import make_env
 from elegantpod.types import EvalResult
 
 SEED_STRIDE = 7919
 """Evaluation ``k`` resets its env with ``seed + SEED_STRIDE * k``."""
-NO_LIMIT_STEPS = 100_000
-"""Steps an evaluation waits for its episodes to end on an env without a time limit."""
 
 
 class EvaluationIncomplete(RuntimeError):
@@ -121,9 +120,7 @@ class Evaluator:
         if self.env.max_episode_steps is None:
             text += (
                 f". {env_id!r} has no time limit, so an episode the policy never ends "
-                "never finishes: give it one, env_kwargs={'max_episode_steps': N} "
-                "(--env-arg max_episode_steps=N), or register the env with "
-                "max_episode_steps=N"
+                f"never finishes: {time_limit_advice(env_id)}"
             )
         return text
 

@@ -14,7 +14,6 @@ stands where a recurrent policy returns its state), so code written for SB3 runs
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -28,17 +27,17 @@ from elegantpod.agents import get_algo
 from elegantpod.agents.base import DeployedActor
 from elegantpod.config import PodSpec
 from elegantpod.devices import resolve_device
-from elegantpod.envs.spaces import flat_size, flatten_observations, read_space, spaces_payload
+from elegantpod.envs.spaces import (
+    flat_size,
+    flatten_observations,
+    read_space,
+    read_spaces,
+    spaces_payload,
+)
 from elegantpod.pod.checkpoint import CheckpointError, check_module_state, resolve_checkpoint
 from elegantpod.pod.saved import SavedPod
 
 Tensor = torch.Tensor
-
-MAX_ACTIONS = 1_000_000
-"""Most discrete actions, or action dimensions, a saved action space may declare."""
-MAX_PIXELS = 4096 * 4096 * 4
-"""Most values one saved image observation may hold (a 4K RGBA frame): an encoder for
-a larger one is refused before it is built."""
 
 
 class Policy:
@@ -87,7 +86,10 @@ class Policy:
             ) from None
         self.spec, self.algo, self.env_id = spec, algo, spec.env_id
         self.device = torch.device(resolve_device(device))
-        observation_space, action_space = _checked_spaces(spaces, where)
+        try:
+            observation_space, action_space = read_spaces(spaces, where)
+        except ValueError as exc:
+            raise CheckpointError(str(exc)) from None
         try:
             learner.check_spaces(observation_space, action_space)
         except ValueError as exc:
@@ -321,58 +323,6 @@ def _as_array(obs) -> np.ndarray:
     if x.dtype.kind not in "fiu":
         raise ValueError(f"observations must be real numbers, got dtype {x.dtype}")
     return x
-
-
-def _checked_spaces(spaces, where: str):
-    """The observation and action spaces a checkpoint's ``spaces`` describe, each part
-    checked as untrusted input (what each algorithm takes is its own
-    ``check_spaces``')."""
-    if not isinstance(spaces, dict):
-        raise CheckpointError(
-            f"{where}: field 'spaces' must be a dict, got {type(spaces).__name__}"
-        )
-    shape = spaces.get("observation_shape")
-    if (
-        not isinstance(shape, list | tuple)
-        or len(shape) not in (1, 3)
-        or not all(type(d) is int and 1 <= d <= MAX_ACTIONS for d in shape)
-        or math.prod(shape) > MAX_PIXELS
-    ):
-        raise CheckpointError(
-            f"{where}: field 'spaces.observation_shape' must be [n] with 1 <= n <= "
-            f"{MAX_ACTIONS}, or [height, width, channels] of at most {MAX_PIXELS:,} values, "
-            f"got {str(shape)[:200]}"
-        )
-    observation_space = gymnasium.spaces.Box(-np.inf, np.inf, tuple(shape), np.float32)
-    n = spaces.get("action_n")
-    if n is not None:
-        if type(n) is not int or not 1 <= n <= MAX_ACTIONS:
-            raise CheckpointError(
-                f"{where}: field 'spaces.action_n' must be an integer in 1..{MAX_ACTIONS}, "
-                f"got {str(n)[:200]}"
-            )
-        return observation_space, gymnasium.spaces.Discrete(n)
-    bounds = [spaces.get("action_low"), spaces.get("action_high")]
-    for name, b in zip(("action_low", "action_high"), bounds, strict=True):
-        if (
-            not torch.is_tensor(b)
-            or b.dtype != torch.float32
-            or b.dim() != 1
-            or not 1 <= b.numel() <= MAX_ACTIONS
-            or b.isnan().any()
-        ):
-            raise CheckpointError(
-                f"{where}: field 'spaces.{name}' must be a 1-d float32 tensor of 1 to "
-                f"{MAX_ACTIONS} numbers, none NaN, got {str(b)[:200]}"
-            )
-    low, high = bounds
-    if low.shape != high.shape or not (low <= high).all():
-        raise CheckpointError(
-            f"{where}: fields 'spaces.action_low' and 'action_high' must have one shape "
-            "and low <= high"
-        )
-    box = gymnasium.spaces.Box(low.numpy(), high.numpy(), tuple(low.shape), np.float32)
-    return observation_space, box
 
 
 def _load(module: nn.Module, state, field: str, where: str) -> None:
