@@ -305,6 +305,15 @@ def train(
     TrainingInterrupted
         On Ctrl-C (in the main thread): the pod stops within one gradient step, and
         ``out`` holds its checkpoint and result, so ``resume=True`` continues it.
+
+    Examples
+    --------
+    >>> import elegantpod
+    >>> result = elegantpod.train("CartPole-v1", "ppo", max_steps=8_192, progress=False,
+    ...                           out=elegantpod.workdir("doc-train"))
+    >>> result.env_steps
+    8192
+    >>> policy = elegantpod.Policy.load(result.checkpoint)  # the best evaluation's agent
     """
     check_threads(threads)
     spec = build_spec(

@@ -76,6 +76,16 @@ class Pod:
         Where ``checkpoint.pt`` goes (``None``: no checkpoints).
     resume
         Load ``out_dir/checkpoint.pt`` first and continue from its step count.
+
+    Examples
+    --------
+    >>> from elegantpod import Pod, PodSpec
+    >>> from elegantpod.pod.budget import Budget
+    >>> with Pod(PodSpec(env_id="CartPole-v1", algo="ppo", eval_episodes=2)) as pod:
+    ...     result = pod.run(Budget(steps=4_096))
+    ...     pod.set_hparams(lr=1e-3)  # the next update trains with it
+    ...     print(pod.env_steps, pod.learner.config.lr)
+    4096 0.001
     """
 
     def __init__(self, spec: PodSpec, out_dir: str | Path | None = None, resume: bool = False):

@@ -89,6 +89,20 @@ class Tournament:
     ValueError
         For a bad argument (naming the unknown keyword and the close matches) or a store
         that holds another tournament, before any cluster work.
+
+    Examples
+    --------
+    >>> import elegantpod
+    >>> client = elegantpod.cluster(n_workers=2, dashboard_address=None)
+    >>> t = elegantpod.Tournament(
+    ...     "CartPole-v1", algos=["ppo"], pods=2, client=client,
+    ...     max_steps=16_000, segment_steps=4_000, store=elegantpod.workdir("doc-example"),
+    ... )
+    >>> summary = t.start().wait()  # or t.dashboard() in a notebook, while it runs
+    >>> summary["pods_finished"] >= 2 and summary["best_score"] is not None
+    True
+    >>> policy = elegantpod.Policy.from_pod(t.best())  # the leader, apart from the pod
+    >>> elegantpod.shutdown(client)
     """
 
     def __init__(

@@ -8,13 +8,14 @@ converts the transactions' index to New York time, which raises on a naive index
 :func:`to_pyfolio` builds them from a :class:`~elegantpod.finance.backtests.result.BacktestResult`
 (read, not imported: the result's ``to_pyfolio`` calls this module):
 
->>> returns, positions, transactions = to_pyfolio(result)
->>> pyfolio.create_full_tear_sheet(returns, positions=positions,
+>>> returns, positions, transactions = to_pyfolio(result)  # doctest: +SKIP
+>>> pyfolio.create_full_tear_sheet(returns, positions=positions,  # doctest: +SKIP
 ...     transactions=transactions, benchmark_rets=benchmark_returns(result))
 
-With ``benchmark_rets`` pyfolio adds the beta and benchmark charts; pass it, since it
-has no data of its own (the original pyfolio downloaded SPY returns when it was missing,
-pyfolio-reloaded leaves those charts out).
+(``result`` is a backtest's; ``tests/finance/report/test_pyfolio_export.py`` runs
+the tear sheet on one.) With ``benchmark_rets`` pyfolio adds the beta and benchmark
+charts; pass it, since it has no data of its own (the original pyfolio downloaded SPY
+returns when it was missing, pyfolio-reloaded leaves those charts out).
 """
 
 from __future__ import annotations
