@@ -497,6 +497,7 @@ def study(
             try:
                 with tempfile.TemporaryDirectory() as d:
                     out = run(client, plan, plan.tasks[name], method, seed, Path(d) / "s")
+                line["versions"].update(out.pop("versions", {}))  # a Tune run adds Ray's
                 line.update(status="ok", **out)
                 solved = out["solved_at"]
                 log(
