@@ -30,6 +30,7 @@ release = version = elegantpod.__version__
 extensions = [
     "myst_nb",  # Markdown pages (MyST) and notebooks, executed
     "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",  # the API index's tables by task (no stub pages)
     "sphinx.ext.napoleon",  # numpydoc sections
     "cli_reference",  # the command line's reference, from its argument parser
 ]
@@ -37,6 +38,7 @@ source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}
 exclude_patterns = ["_build", "Thumbs.db", ".DS_Store", "jupyter_execute"]
 
 # -- MyST -------------------------------------------------------------------------------
+autosummary_generate = False  # the tables link to the module pages' own entries
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 4  # "#scaling-out" links, as GitHub makes them for the README
 
