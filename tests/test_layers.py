@@ -225,15 +225,6 @@ def folder_order(text: str, pattern: str) -> list[str]:
     return re.findall(pattern, text, re.M)
 
 
-KNOWN_CLIMBS = {
-    # issue 60, item 1: Policy.load of a tournament's store reads the store's best entry.
-    # It goes with the one deployment resolver, above the tournament.
-    ("elegantpod.policy.policy", "elegantpod.tournament.store.reading"),
-}
-"""Imports that climb back up the architecture page's order today, each with its reason;
-the list only shrinks (an entry that no longer climbs fails the test)."""
-
-
 def _climbs(graph, order: list[str], part_of) -> set[tuple[str, str]]:
     found = set()
     for a, targets in graph.items():
@@ -257,8 +248,7 @@ def test_arrows_point_down_the_architecture_pages_order_of_folders():
         return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in order) else None
 
     found = _climbs(import_graph(), order, top)
-    assert found <= KNOWN_CLIMBS, f"imports that climb the order: {sorted(found - KNOWN_CLIMBS)}"
-    assert found >= KNOWN_CLIMBS, f"no longer climbing, drop: {sorted(KNOWN_CLIMBS - found)}"
+    assert not found, f"imports that climb the order, with no exception: {sorted(found)}"
 
 
 def test_finance_subfolders_point_one_way():

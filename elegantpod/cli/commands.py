@@ -69,10 +69,11 @@ def _train(args) -> int:
 
 
 def _export(args) -> int:
-    """``elegantpod export``: the checkpoint's policy as a file (checked in ``check_args``)."""
-    from elegantpod.policy.policy import Policy
+    """``elegantpod export``: the policy of a checkpoint, run folder or store (its best
+    agent, checked against the store's record) as a file (checked in ``check_args``)."""
+    from elegantpod.tournament.deployment import Deployment
 
-    policy = Policy.load(args.checkpoint)
+    policy = Deployment.of(args.checkpoint).policy
     path = policy.export(args.out, args.export_format)
     print(f"{policy!r} written as {args.export_format} to {path}")
     return 0

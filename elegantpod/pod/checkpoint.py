@@ -67,6 +67,7 @@ def resolve_checkpoint(path: str | os.PathLike) -> str | os.PathLike:
             return Path(path) / name
     raise CheckpointError(
         f"checkpoint {os.fspath(path)!r} is a folder with no {BEST_FILE} or {CHECKPOINT_FILE}"
+        " (a tournament's store? elegantpod.Deployment.of(store) takes its best agent)"
     )
 
 

@@ -139,10 +139,12 @@ class Policy:
     # -- building ----------------------------------------------------------------------
     @classmethod
     def load(cls, path: str | os.PathLike, device: str = "cpu") -> Policy:
-        """The policy of a checkpoint: a file, a run folder (its ``best.pt``, else its
-        ``checkpoint.pt``) or a tournament's store (its best agent, checked to be what
-        the store's record says, as ``backtest`` takes it), read with ``weights_only``
-        and checked field by field.
+        """The policy of a checkpoint: a file or URL, or a run folder (its ``best.pt``,
+        else its ``checkpoint.pt``), read with ``weights_only`` and checked field by
+        field. A tournament's best agent, from the tournament or its store, comes
+        through :meth:`elegantpod.Deployment.of <elegantpod.tournament.deployment.Deployment.of>`
+        (``Deployment.of(store).policy``), which also checks it against the store's
+        record.
 
         Raises
         ------
@@ -151,11 +153,12 @@ class Policy:
             without a Policy, with weights that do not fit, or saved before checkpoints
             recorded their spaces (``Policy.from_pod(Pod.from_checkpoint(path))`` reads those).
         """
-        from elegantpod.tournament.store.reading import best_checkpoint
+        return cls.from_saved(SavedPod.read(resolve_checkpoint(path), "cpu"), device=device)
 
-        file = resolve_checkpoint(best_checkpoint(path))
-        saved = SavedPod.read(file, "cpu")
-        where = f"checkpoint {str(file)!r}"
+    @classmethod
+    def from_saved(cls, saved: SavedPod, device: str = "cpu") -> Policy:
+        """The policy of a checkpoint already read (:class:`~elegantpod.pod.saved.SavedPod`)."""
+        where = f"checkpoint {str(saved.path)!r}"
         if "spaces" not in saved.data:
             raise CheckpointError(
                 f"{where} has no field 'spaces' (saved by an older elegantpod): build the "

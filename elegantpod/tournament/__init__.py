@@ -12,7 +12,9 @@ Arrows point one way, down this list:
   command line and ``make demo`` print the same).
 - ``orchestrator``: :class:`Tournament`, the facade users and the dashboard call, and
   how it shows itself (an escaped HTML table, a one-line repr).
-- ``best_agent``: the best agent of a tournament, as a pod or a policy.
+- ``best_agent``: the best agent of a tournament, loaded and checked, as a pod.
+- ``deployment``: any source of an agent (a pod, a tournament, a store, a run folder,
+  a checkpoint) resolved to its policy, spec and selection (``Deployment.of``).
 
 The names below are the part's public face (``from elegantpod.tournament import Store``).
 """

@@ -3,5 +3,4 @@
 - ``backtest``: one backtest of a checkpoint or store's best agent.
 - ``walkforward``: several train / validation / backtest windows, reported together.
 - ``result``: :class:`~elegantpod.finance.backtests.result.BacktestResult` and its tables.
-- ``store_selection``: the selection a tournament's store records.
 """

@@ -13,7 +13,6 @@ much of the account its largest position held (a bet on one stock is flagged);
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,6 +24,7 @@ from elegantpod.finance.market.benchmarks import EQUAL_WEIGHT, equal_weight, ind
 from elegantpod.finance.market.names import check_name
 from elegantpod.finance.stats.verdict import UNKNOWN_SELECTION
 from elegantpod.finance.trading.env import ENV_ID, StockTradingEnv
+from elegantpod.pod.checkpoint import CheckpointError
 
 MAX_TRIALS = 10**9
 """Most trials a backtest's deflated Sharpe ratio takes (``trials=N``)."""
@@ -101,47 +101,26 @@ def backtest(
         did not pass (:class:`~elegantpod.pod.checkpoint.CheckpointError`), before anything
         runs.
     """
-    from elegantpod.pod.pod import Pod
+    from elegantpod.tournament.deployment import Deployment
 
     trials = _check_trials(trials)
     if name is not None:
         check_name(name, "agent name")
-    info: dict[str, Any] = {}
-    trained_spec = None
-    if hasattr(agent, "best") and hasattr(agent, "lineage"):
-        info.update(_tournament_info(agent))
-        agent = agent.best(device=device)
-    elif isinstance(agent, str | Path):
-        from elegantpod.finance.backtests.store_selection import best_of_store, of_checkpoint
-        from elegantpod.pod.checkpoint import (
-            check_origin,
-            checkpoint_spec,
-            load_checkpoint,
-            resolve_checkpoint,
-        )
-        from elegantpod.tournament.store.reading import is_store
-
-        if is_store(agent):
-            info.update(best_of_store(agent))  # the store's best agent
-            agent = info["checkpoint"]
-        else:
-            agent = resolve_checkpoint(agent)  # a run folder: its best.pt
-            info.update(of_checkpoint(agent))  # {} unless it lies in a store
-            info["checkpoint"] = str(agent)
-        expected = info.pop("expected", None)
-        if expected is not None:  # a store's checkpoint: what its record says it is
-            check_origin(load_checkpoint(agent), agent, **expected)
-        trained_spec = checkpoint_spec(agent)  # its own dates, even when data stands in
-        agent = _from_checkpoint(agent, data, device, allow_remote)
-    if not isinstance(agent, Pod):
+    try:
+        agent = Deployment.of(agent, device=device)
+    except TypeError:
         raise TypeError(
-            f"agent must be a Pod, a checkpoint path or a Tournament, got {type(agent).__name__}"
-        )
-    spec = agent.spec
+            "agent must be a Pod, a checkpoint path, a run folder, a Tournament or its "
+            f"store, got {type(agent).__name__}"
+        ) from None
+    spec = agent.spec  # what it trained with: its own dates, even when data stands in
     if spec.env_id != ENV_ID:
         raise ValueError(f"backtests need an agent trained on {ENV_ID!r}, not {spec.env_id!r}")
-    samples = _sample_ranges(trained_spec or spec)
-    kwargs = {**spec.env_kwargs, **env_overrides}
+    info: dict[str, Any] = agent.selection.as_dict()
+    if agent.checkpoint is not None:
+        info["checkpoint"] = agent.checkpoint
+    samples = _sample_ranges(spec)
+    kwargs = {**_env_kwargs(agent, data, allow_remote), **env_overrides}
     for key in ("start", "end", "episode_days"):
         kwargs.pop(key, None)
     if data is not None:
@@ -149,22 +128,28 @@ def backtest(
     # the data's columns put in the order the policy trades them, or refused naming the
     # tickers or features it lacks: matched by position, another order would trade one
     # stock by another's slot without an error anywhere
-    kwargs = StockTradingEnv.fit_layout(kwargs, agent.env.layout())
+    if agent.layout is not None:
+        kwargs = StockTradingEnv.fit_layout(kwargs, {k: list(v) for k, v in agent.layout.items()})
+    elif data is not None:
+        raise CheckpointError(
+            f"{agent.checkpoint!r} records no layout of its agent's inputs (saved by an "
+            "elegantpod older than that field), so nothing says which stock each output "
+            "trades on other data: backtest it on the data it was trained on"
+        )
     if start is None:
         start = _after(samples)
     env = StockTradingEnv(
         num_envs=1, device=device, seed=0, start=start, end=end, episode_days=None, **kwargs
     )
-    trained = tuple(agent.env.tickers)
-    if tuple(env.tickers) != trained:
+    if agent.layout is not None and tuple(env.tickers) != tuple(agent.layout["tickers"]):
         raise ValueError(
             f"the backtest data's tickers {list(env.tickers)} differ from the agent's "
-            f"{list(trained)}: the policy acts per stock, in that order"
+            f"{list(agent.layout['tickers'])}: the policy acts per stock, in that order"
         )
-    if env.observation_space.shape != agent.env.observation_space.shape:
+    if tuple(env.observation_space.shape) != tuple(agent.policy.obs_shape):
         raise ValueError(
             f"the backtest env's observations {env.observation_space.shape} differ from the "
-            f"agent's {agent.env.observation_space.shape} (other indicators?)"
+            f"agent's {agent.policy.obs_shape} (other indicators?)"
         )
     in_sample = _in_sample(samples, env.dates, allow_in_sample)
     bench_index = index_series(index, env.dates) if index is not None else None
@@ -175,10 +160,10 @@ def backtest(
         env_steps=agent.env_steps,
         # the dates the agent trained and was selected on, as it records them (a
         # checkpoint's own spec, even where the caller's data stood in for its file)
-        spec=(trained_spec or spec).to_dict(),
+        spec=spec.to_dict(),
         sample_ranges={label: [_day(lo), _day(hi)] for label, lo, hi in samples},
     )
-    result = _run(agent.learner, env, info, bench_index)
+    result = _run(agent.policy, env, info, bench_index)
     if trials is not None:
         selection = f"trials={trials} given"
     elif info.get("trials"):
@@ -267,30 +252,30 @@ def _in_sample(samples, dates: pd.DatetimeIndex, allowed: bool) -> str:
     return said
 
 
-def _from_checkpoint(path, data, device: str, allow_remote: bool):
-    """The checkpoint's agent; the caller's ``data`` stands in for a file or URL that the
-    checkpoint names, without its training dates (that data need not cover them). The
-    agent's env is built in the layout the checkpoint records (its tickers in order, its
-    features), from whichever data is read, or refused
-    (:func:`~elegantpod.pod.restore.fit_layout`)."""
+def _env_kwargs(agent, data, allow_remote: bool) -> dict[str, Any]:
+    """The env keywords the agent trained with, as a backtest may read them: a file or
+    URL that only a checkpoint names is read only with ``allow_remote`` or when it is
+    your own (:func:`~elegantpod.pod.checkpoint.resolve_env_kwargs`), and the caller's
+    ``data`` stands in for it (without its dates, unless it is that very file)."""
     from elegantpod.envs.registry import external_sources
-    from elegantpod.pod.checkpoint import checkpoint_spec
-    from elegantpod.pod.pod import Pod
+    from elegantpod.pod.checkpoint import resolve_env_kwargs
     from elegantpod.provenance import same_file
 
+    spec = agent.spec
+    if agent.live:  # a live pod or tournament: the data it was given
+        return dict(spec.env_kwargs)
     own = None
     if data is not None and not allow_remote:
-        spec = checkpoint_spec(path)
         named = external_sources(spec.env_kwargs) or external_sources(spec.eval_env_kwargs)
         if named and all(same_file(data, v) for v in named.values()):
             own = {"data": data}  # the very file it names: its own dates still hold
         elif named:
             own = {"data": data, "start": None, "end": None}
-    return Pod.from_checkpoint(path, device=device, env_kwargs=own, allow_remote=allow_remote)
+    return dict(resolve_env_kwargs(spec, own, agent.checkpoint, allow_remote).env_kwargs)
 
 
 @torch.inference_mode()
-def _run(learner, env: StockTradingEnv, info: dict, bench_index) -> BacktestResult:
+def _run(policy, env: StockTradingEnv, info: dict, bench_index) -> BacktestResult:
     obs = env.reset(seed=0)
     days, tickers = env.num_days, list(env.tickers)
     values = np.empty(days)
@@ -299,7 +284,8 @@ def _run(learner, env: StockTradingEnv, info: dict, bench_index) -> BacktestResu
     costs = np.zeros(days)
     lag = env.execution_lag
     for t in range(days - 1):
-        obs, _, _, truncated, step_info = env.step(learner.act(obs, deterministic=True))
+        action, _ = policy.predict(obs, deterministic=True)  # the deployed actor alone
+        obs, _, _, truncated, step_info = env.step(action)
         values[t + 1] = float(step_info["account_value"][0])
         traded[t + lag] = step_info["shares_traded"][0].cpu().numpy()
         costs[t + lag] = float(step_info["cost_paid"][0])
@@ -344,31 +330,3 @@ def _run(learner, env: StockTradingEnv, info: dict, bench_index) -> BacktestResu
         data_source=env.data.source,
         prices=pd.DataFrame(prices, index=dates, columns=tickers),
     )
-
-
-def _tournament_info(t) -> dict[str, Any]:
-    board = t.leaderboard
-    best = board.iloc[0].to_dict() if len(board) else {}
-    edges = {e["pod"]: e for e in t.lineage().to_dict("records")}
-    chain, pod = [], best.get("pod")
-    while pod is not None and pod in edges and len(chain) < 100:
-        e = edges[pod]
-        chain.append(
-            {"pod": pod, "parent": e["parent"], "algo": e["algo"], "mutation": e["mutation"]}
-        )
-        pod = e["parent"]
-    scored = t.history().dropna(subset=["score"])["score"]
-    return {
-        # the selection's trials: every evaluation the tournament scored and compared
-        # (a pod scored at 5 segments had 5 chances to look lucky): the deflated Sharpe
-        # of the report discounts the winner by how many there were
-        "trials": max(int(len(scored)), 1),
-        "trial_scores": [float(x) for x in scored.to_numpy()],
-        "name": f"{str(best.get('algo', 'agent')).upper()} {best.get('pod', '')}".strip(),
-        "pod": best.get("pod"),
-        "score": best.get("score_mean"),
-        "fitness": t.spec.fitness,
-        "checkpoint": best.get("checkpoint"),
-        "lineage": chain,
-        "tournament_store": t.store.url,
-    }

@@ -1,11 +1,11 @@
 """A tournament's store read from outside, without its lease: which folder is a store,
 which store a checkpoint lies in, and the store's best agent.
 
-Why: a backtest, ``Policy.load`` and ``elegantpod export`` take a store wherever they
+Why: a backtest, ``Deployment.of`` and ``elegantpod export`` take a store wherever they
 take a checkpoint, and mean its best agent, as ``t.best()`` does. They read the store's
 spec and newest snapshot, checked as untrusted input, and never take its lease or write:
-they may run while the tournament does. (:mod:`elegantpod.finance.backtests.store_selection` adds
-what the selection means for a deflated Sharpe ratio.)
+they may run while the tournament does. (:mod:`elegantpod.tournament.deployment` turns
+what is read into the policy and its selection.)
 """
 
 from __future__ import annotations
@@ -80,28 +80,3 @@ def best_entry(root: str | os.PathLike):
             f"store {store.url!r} has no agent on its leaderboard yet: no segment has finished"
         )
     return store, spec, records, usable[0], uid
-
-
-def best_checkpoint(path: str | os.PathLike) -> str | os.PathLike:
-    """``path`` itself, or for a tournament's store the checkpoint of its best agent,
-    checked to be what the store's record says (its tournament, env, algorithm, pod).
-
-    Raises
-    ------
-    CheckpointError
-        For a checkpoint that is not what the record says.
-    ValueError
-        For a store with no agent yet.
-    """
-    if not is_store(path):
-        return path
-    from elegantpod.pod.checkpoint import check_origin, load_checkpoint
-
-    store, spec, _, best, uid = best_entry(path)
-    checkpoint = store.resolve(best.checkpoint)
-    check_origin(
-        load_checkpoint(checkpoint),
-        checkpoint,
-        **expected_origin(spec, uid, best.algo, best.pod_id),
-    )
-    return checkpoint

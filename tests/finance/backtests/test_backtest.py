@@ -477,15 +477,23 @@ def test_the_cli_allow_remote_reads_what_a_foreign_checkpoint_names(pod, tmp_pat
     assert "selection unknown" in out  # a bare checkpoint: never silently 1 trial
 
 
-def test_policy_load_and_export_take_a_store_as_its_best_agent(
+def test_a_deployment_and_export_take_a_store_as_its_best_agent(
     store, tmp_path, capsys, monkeypatch
 ):
-    """As backtest does: a store means its best agent, checked to be what its record says."""
+    """As backtest does: a store means its best agent, checked to be what its record
+    says; ``Policy.load`` reads files and run folders, and names the way to a store."""
+    from elegantpod.pod.checkpoint import CheckpointError
     from elegantpod.policy.policy import Policy
+    from elegantpod.tournament.deployment import Deployment
     from tests.cli.test_main import main_in_process
 
     root, ckpt = store
-    from_store, from_file = Policy.load(root), Policy.load(ckpt)
+    from_store, from_file = Deployment.of(root), Deployment.of(ckpt)
+    assert from_store.checkpoint == str(ckpt) and from_store.selection.trials >= 1
+    assert from_file.selection.pod == from_store.selection.pod  # it lies in the store
+    with pytest.raises(CheckpointError, match=r"Deployment\.of\(store\)"):
+        Policy.load(root)
+    from_store, from_file = from_store.policy, Policy.load(ckpt)
     obs = torch.zeros(3, *from_file.obs_shape)
     assert torch.equal(torch.as_tensor(from_store.predict(obs)[0]),
                        torch.as_tensor(from_file.predict(obs)[0]))  # fmt: skip
