@@ -1,7 +1,10 @@
 """Backtests: run an agent deterministically over held-out dates and compare it.
 
-:func:`backtest` takes a trained agent (a pod, a checkpoint file, or a tournament's
-best), replays its policy over a date range it never trained on, and returns a
+:func:`backtest` takes a trained agent (a pod, a checkpoint file or run folder, a
+tournament or its store: whatever :meth:`Deployment.of
+<elegantpod.tournament.deployment.Deployment.of>` resolves), replays its
+:class:`~elegantpod.policy.policy.Policy` (the deployed actor alone, as it would trade)
+over a date range it never trained on, and returns a
 :class:`BacktestResult` with daily account values, every trade, and the benchmarks an
 honest report needs: equal-weight buy-and-hold of the same stocks, and an index when one
 is given. ``result.metrics()`` tabulates cumulative/annual return, volatility, max
