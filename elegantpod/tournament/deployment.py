@@ -95,8 +95,8 @@ class Deployment:
     >>> run = elegantpod.train("CartPole-v1", "ppo", max_steps=4_096, progress=False,
     ...                        out=elegantpod.workdir("doc-deployment"))
     >>> d = elegantpod.Deployment.of(run.checkpoint)  # a store or a Tournament alike
-    >>> d.spec.env_id, d.env_steps, d.selection.trials  # no tournament chose it
-    ('CartPole-v1', 4096, None)
+    >>> d.spec.env_id, d.selection.trials  # no tournament chose it
+    ('CartPole-v1', None)
     >>> actions, _ = d.policy.predict([[0.0, 0.1, 0.0, -0.1]])
     """
 
