@@ -73,10 +73,10 @@ def tree_cpu() -> float:
 def child(method: str, workers: int) -> dict[str, float]:
     """One repetition, in a fresh process: two starts of ``workers`` workers."""
     import elegantpod
-    from elegantpod.clusters import cluster as cluster_module
+    from elegantpod.clusters import local
 
     if method == "spawned":  # the start before the forkserver: each worker spawned
-        cluster_module.forkserver_workers = lambda environ: None
+        local.forkserver_workers = lambda environ: None
     out: dict[str, float] = {}
     for start in ("first", "second"):
         t0 = time.perf_counter()
