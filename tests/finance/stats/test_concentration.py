@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from elegantpod.finance.report import tearsheet
 from elegantpod.finance.report.report import render_html
+from elegantpod.finance.stats import concentration
 from elegantpod.finance.stats.verdict import verdict
 from tests.finance.report.test_report import EVIL, synthetic
 
@@ -46,7 +46,7 @@ def test_largest_position_on_known_weights():
         },
         index=dates,
     )
-    c = tearsheet.largest_position(w)
+    c = concentration.largest_position(w)
     np.testing.assert_allclose(c.largest.to_numpy(), [0.0, 0.3, 0.6, 0.7, 1.0])
     assert list(c.ticker) == ["", "B", "A", "B", "B"]
     assert c.mean == pytest.approx(0.52) and c.max == 1.0 and c.end == 1.0
@@ -58,20 +58,20 @@ def test_largest_position_on_known_weights():
     )
     assert c.to_dict()["dominated_days"] == pytest.approx(0.6)
     # exactly half is not over half; a spread account is not flagged
-    spread = tearsheet.largest_position(pd.DataFrame({"A": [0.5] * 5, "B": [0.5] * 5}))
+    spread = concentration.largest_position(pd.DataFrame({"A": [0.5] * 5, "B": [0.5] * 5}))
     assert spread.dominated_days == 0.0 and not spread.is_concentrated
     assert spread.sentence() == ""
     # over half on most days, not at the end: still a bet, said for the period
-    most = tearsheet.largest_position(pd.DataFrame({"A": [0.9, 0.9, 0.9, 0.1], "B": [0.0] * 4}))
+    most = concentration.largest_position(pd.DataFrame({"A": [0.9, 0.9, 0.9, 0.1], "B": [0.0] * 4}))
     assert most.is_concentrated and "for most of the period this was a bet" in most.sentence()
     # at the end only
-    late = tearsheet.largest_position(pd.DataFrame({"A": [0.1, 0.1, 0.1, 0.8], "B": [0.0] * 4}))
+    late = concentration.largest_position(pd.DataFrame({"A": [0.1, 0.1, 0.1, 0.8], "B": [0.0] * 4}))
     assert late.is_concentrated and "at the end this is a bet on one stock" in late.sentence()
     # one ticker: nothing to diversify into
-    alone = tearsheet.largest_position(pd.DataFrame({"A": [1.0, 1.0]}))
+    alone = concentration.largest_position(pd.DataFrame({"A": [1.0, 1.0]}))
     assert alone.end == 1.0 and not alone.is_concentrated and alone.sentence() == ""
     with pytest.raises(ValueError, match="threshold"):
-        tearsheet.largest_position(w, threshold=1.5)
+        concentration.largest_position(w, threshold=1.5)
 
 
 def test_an_agent_that_ends_all_in_one_stock_is_flagged(base, tmp_path):

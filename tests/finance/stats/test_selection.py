@@ -165,37 +165,37 @@ def test_inputs_are_checked():
     with pytest.raises(ValueError, match="at least 2 finite"):
         selection.deflated_sharpe_ratio(FAT, 3, trial_sharpes=[0.1])
     with pytest.raises(ValueError, match="level"):
-        selection.bootstrap_sharpe_ci(FAT, 252, level=1.5)
+        bootstrap.bootstrap_sharpe_ci(FAT, 252, level=1.5)
     with pytest.raises(ValueError, match="block must be in 1..T=500, got 501"):
-        selection.bootstrap_sharpe_ci(FAT, 252, block=501)
+        bootstrap.bootstrap_sharpe_ci(FAT, 252, block=501)
     with pytest.raises(ValueError, match="periods_per_year"):
-        selection.bootstrap_sharpe_ci(FAT, 0)
+        bootstrap.bootstrap_sharpe_ci(FAT, 0)
     with pytest.raises(ValueError, match="differ in length"):
-        selection.bootstrap_sharpe_difference_ci(FAT, FAT[:-1], 252)
+        bootstrap.bootstrap_sharpe_difference_ci(FAT, FAT[:-1], 252)
 
 
 def test_bootstrap_interval():
-    ci = selection.bootstrap_sharpe_ci(FAT, 252)
+    ci = bootstrap.bootstrap_sharpe_ci(FAT, 252)
     assert ci.estimate == pytest.approx(metrics.sharpe_ratio(FAT, periods_per_year=252))
     assert ci.low < ci.estimate < ci.high
     # reproducible per seed, another seed moves the ends a little
-    assert selection.bootstrap_sharpe_ci(FAT, 252) == ci
-    other = selection.bootstrap_sharpe_ci(FAT, 252, seed=1)
+    assert bootstrap.bootstrap_sharpe_ci(FAT, 252) == ci
+    other = bootstrap.bootstrap_sharpe_ci(FAT, 252, seed=1)
     assert other != ci and other.low == pytest.approx(ci.low, abs=0.2)
     # 8x the data: the interval narrows about sqrt(8) ~ 2.8x
     rng = np.random.default_rng(3)
     short, long = (rng.normal(0.0005, 0.01, n) for n in (252, 2016))
-    w_short = np.subtract(*selection.bootstrap_sharpe_ci(short, 252)[1::-1])
-    w_long = np.subtract(*selection.bootstrap_sharpe_ci(long, 252)[1::-1])
+    w_short = np.subtract(*bootstrap.bootstrap_sharpe_ci(short, 252)[1::-1])
+    w_long = np.subtract(*bootstrap.bootstrap_sharpe_ci(long, 252)[1::-1])
     assert 2.0 < w_short / w_long < 4.0
-    assert selection.default_block_length(1008) == 10
-    assert selection.default_block_length(2) == 1
+    assert bootstrap.default_block_length(1008) == 10
+    assert bootstrap.default_block_length(2) == 1
 
 
 def test_bootstrap_chunks_do_not_change_the_draws(monkeypatch):
-    ci = selection.bootstrap_sharpe_ci(FAT, 252, samples=300)
+    ci = bootstrap.bootstrap_sharpe_ci(FAT, 252, samples=300)
     monkeypatch.setattr(bootstrap, "_CHUNK", 1000)  # 2 rows of 500 days per chunk
-    assert selection.bootstrap_sharpe_ci(FAT, 252, samples=300) == ci
+    assert bootstrap.bootstrap_sharpe_ci(FAT, 252, samples=300) == ci
 
 
 def test_bootstrap_covers_the_true_sharpe():
@@ -206,7 +206,7 @@ def test_bootstrap_covers_the_true_sharpe():
     hits = 0
     for _ in range(100):
         r = rng.normal(0.0005, 0.01, 252)
-        low, high, _ = selection.bootstrap_sharpe_ci(r, 252, samples=500)
+        low, high, _ = bootstrap.bootstrap_sharpe_ci(r, 252, samples=500)
         hits += low <= true <= high
     assert hits >= 85
 
@@ -215,12 +215,12 @@ def test_paired_difference():
     rng = np.random.default_rng(5)
     market = rng.normal(0.0004, 0.01, 1000)
     agent = market + rng.normal(0.0002, 0.002, 1000)  # the market plus a little noise
-    diff = selection.bootstrap_sharpe_difference_ci(agent, market, 252)
-    a = selection.bootstrap_sharpe_ci(agent, 252)
-    b = selection.bootstrap_sharpe_ci(market, 252)
+    diff = bootstrap.bootstrap_sharpe_difference_ci(agent, market, 252)
+    a = bootstrap.bootstrap_sharpe_ci(agent, 252)
+    b = bootstrap.bootstrap_sharpe_ci(market, 252)
     assert diff.estimate == pytest.approx(a.estimate - b.estimate)
     assert diff.low < diff.estimate < diff.high
     # pairing cancels the market's luck: far narrower than either interval alone
     assert diff.high - diff.low < 0.5 * (a.high - a.low)
-    same = selection.bootstrap_sharpe_difference_ci(market, market, 252)
+    same = bootstrap.bootstrap_sharpe_difference_ci(market, market, 252)
     assert same == (0.0, 0.0, 0.0)
