@@ -80,7 +80,11 @@ def test_tournament_ranks_by_validation_sharpe(tournament):
     trials = len(t.history().dropna(subset=["score"]))
     assert trials > t.history().dropna(subset=["score"])["pod"].nunique()  # pods re-scored
     days = env.max_episode_steps
-    assert board.attrs == {"trials": trials, "validation_days": days}
+    assert board.attrs == {
+        "trials": trials,
+        "validation_days": days,
+        "env_columns": ["validation_dsr"],  # what a view shows beside the score
+    }
     want = deflated_sharpe_of_ratio(board["score_mean"].iloc[0], days, trials).dsr
     assert board["validation_dsr"].iloc[0] == pytest.approx(want)
     assert f"validation_dsr {board['validation_dsr'].iloc[0]:.4g}" in t._repr_html_()
