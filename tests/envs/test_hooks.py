@@ -92,7 +92,10 @@ def test_a_tournament_asks_the_env_class_once_and_adds_its_columns(scored, tmp_p
     assert t.baselines() == {"random policy": 22.0, "level": 7}
     assert t.baselines() == {"random policy": 22.0, "level": 7} and Scored.asked == 1
     board = t.leaderboard
-    assert list(board.columns[-1:]) == ["doubled"] and board.attrs == {"trials": 0}
+    assert list(board.columns[-1:]) == ["doubled"] and board.attrs == {
+        "trials": 0,
+        "env_columns": ["doubled"],
+    }
     assert env_hooks("Scored-v0").leaderboard_notes(board) == [
         "doubled: twice the score, over 0 trials"
     ]
