@@ -14,6 +14,7 @@ from elegantpod.pod.checkpoint import CheckpointError
 from elegantpod.pod.pod import Pod
 from elegantpod.policy.policy import Policy
 from elegantpod.tournament.deployment import Deployment, Selection
+from tests.tournament.store.test_hostile_store import entry, make_store, record
 
 OBS = np.array([[0.01, -0.02, 0.03, 0.0], [0.1, 0.2, -0.1, 0.05]], dtype=np.float32)
 
@@ -25,36 +26,16 @@ def pod():
 
 
 def _store(root: Path, pod: Pod, *, scored: int = 5, best: str = "p003") -> Path:
-    """A store as a finished tournament leaves it, written directly (no cluster)."""
-    from elegantpod.tournament.core.leaderboard import Entry
-    from elegantpod.tournament.core.record import PodRecord
-    from elegantpod.tournament.core.spec import make_spec
-    from elegantpod.tournament.store.store import Store
-
-    spec = make_spec(env="CartPole-v1", algos=("ppo",), pods=2, max_steps=10_000)
-    root.mkdir(parents=True)
-    store = Store(root)
-    store.write_json("tournament.json", spec.to_dict())
-    records = [
-        PodRecord(
-            pod_id=f"p{i:03d}", algo="ppo", hparams={}, seed=i,
-            parent=None if i < 2 else "p001", status="idle", segment=1,
-            history=[{"segment": 1, "env_steps": 2048, "score": float(i), "time": float(i)}],
-        )
+    """A store as a finished tournament leaves it (written directly, no cluster): ``scored``
+    pods scored once each, ``best`` the leader, ``pod``'s checkpoint its file."""
+    pods = [
+        record(f"p{i:03d}", seed=i, parent=None if i < 2 else "p001", segment=1,
+               history=[{"segment": 1, "env_steps": 2048, "score": float(i), "time": float(i)}])
         for i in range(scored)
     ]  # fmt: skip
-    entry = Entry(
-        pod_id=best, algo="ppo", hparams={}, score_mean=3.0, score_std=0.0, env_steps=2048,
-        wall_seconds=1.0, checkpoint=f"pods/{best}/seg-00001.pt", segment=1, parent="p001",
-    )  # fmt: skip
-    store.save_state(
-        {
-            "leaderboard": [entry.to_dict()],
-            "pods": [r.to_dict() for r in records],
-            "state": {"elapsed_seconds": 5.0},
-        }
-    )
-    ckpt = root / "pods" / best / "seg-00001.pt"
+    leader = entry(best, score_mean=3.0, score_std=0.0, parent="p001")
+    make_store(root, pods=pods, leaderboard=[leader], state={"elapsed_seconds": 5.0})
+    ckpt = root / leader["checkpoint"]
     ckpt.parent.mkdir(parents=True)
     ckpt.write_bytes(Path(pod.save(root.parent / f"{root.name}.pt")).read_bytes())
     return ckpt
@@ -106,13 +87,6 @@ def test_a_store_deploys_its_best_agent_with_the_stores_selection(pod, tmp_path)
 
 
 def test_an_empty_store_has_no_agent_to_deploy(tmp_path):
-    from elegantpod.tournament.core.spec import make_spec
-    from elegantpod.tournament.store.store import Store
-
-    root = tmp_path / "empty"
-    root.mkdir()
-    store = Store(root)
-    store.write_json("tournament.json", make_spec(env="CartPole-v1").to_dict())
-    store.save_state({"leaderboard": [], "pods": [], "state": {}})
+    make_store(tmp_path / "empty")
     with pytest.raises(ValueError, match="no agent on its leaderboard yet"):
-        Deployment.of(root)
+        Deployment.of(tmp_path / "empty")
