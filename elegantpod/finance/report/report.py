@@ -49,7 +49,7 @@ from elegantpod.finance.stats.verdict import (
 )
 from elegantpod.html_table import Markup, table, td, th, tr
 from elegantpod.html_table import escape as esc
-from elegantpod.number_text import fixed, number
+from elegantpod.number_text import fixed, number, percent
 from elegantpod.safe_files import atomic_write_bytes, check_report_path
 
 _CSS = """
@@ -75,10 +75,11 @@ margin:0 0 12px;font-size:1.05em;border-radius:6px}
 
 
 def fmt_metric(value: float, kind: str) -> str:
-    """A metric for people: percent for returns and drawdowns, 2 decimals for ratios, '-' NaN."""
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+    """A metric for people: percent for returns and drawdowns, 2 decimals for ratios, '-' NaN
+    (a :class:`~elegantpod.finance.stats.metrics.Metric`'s ``unit`` says which)."""
+    if value is None:
         return "-"
-    return f"{100 * value:.2f}%" if kind == "pct" else f"{value:.2f}"
+    return percent(value) if kind == "pct" else fixed(value)
 
 
 def metrics_table_html(result) -> str:
