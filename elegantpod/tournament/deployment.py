@@ -198,13 +198,20 @@ def _is_tournament(x: Any) -> bool:
     return all(hasattr(x, a) for a in ("best", "lineage", "history", "store"))
 
 
-def _scores(records: dict) -> list[float]:
-    """Every scored evaluation of every pod (each was compared), in the store's order."""
-    out = []
+def _of_records(store, spec: dict, records: dict) -> Selection:
+    """A store's selection as its records hold it: every scored evaluation of every pod
+    (each was compared), in the store's order, and what they were ranked by."""
+    scores = []
     for rec in records.values():
         found = [h.get("score") for h in rec.history if isinstance(h, dict)]
-        out += [float(x) for x in found if x is not None]
-    return out
+        scores += [float(x) for x in found if x is not None]
+    f = spec.get("fitness")
+    return Selection(
+        trials=len(scores) or None,
+        trial_scores=tuple(scores),
+        fitness=f if isinstance(f, str) else None,
+        store=store.url,
+    )
 
 
 def _chain(start: str | None, parents: dict[str, dict[str, Any]]) -> tuple[dict, ...]:
@@ -216,11 +223,6 @@ def _chain(start: str | None, parents: dict[str, dict[str, Any]]) -> tuple[dict,
         )
         pod = e["parent"]
     return tuple(chain)
-
-
-def _fitness(spec: dict) -> str | None:
-    f = spec.get("fitness")
-    return f if isinstance(f, str) else None
 
 
 def _of_tournament(t) -> tuple[Selection, str | None]:
@@ -252,12 +254,8 @@ def _of_store(root: str | os.PathLike) -> tuple[str, Selection, dict[str, Any]]:
         pod: {"parent": r.parent, "algo": r.algo, "mutation": r.mutation}
         for pod, r in records.items()
     }
-    scores = _scores(records)
-    selection = Selection(
-        trials=len(scores) or None,
-        trial_scores=tuple(scores),
-        fitness=_fitness(spec),
-        store=store.url,
+    selection = dataclasses.replace(
+        _of_records(store, spec, records),
         pod=best.pod_id,
         name=f"{best.algo.upper()} {best.pod_id}",
         score=best.score_mean,
@@ -274,16 +272,10 @@ def _of_checkpoint(path: str | os.PathLike) -> tuple[Selection, dict[str, Any] |
     if root is None:
         return Selection(), None
     store, spec, records, _, uid = read_store(root)
-    scores = _scores(records)
+    selection = _of_records(store, spec, records)
     pod = os.fspath(path).replace("\\", "/").rsplit("/", 2)[-2]
     rec = records.get(pod)
-    selection = Selection(
-        trials=len(scores) or None,
-        trial_scores=tuple(scores),
-        fitness=_fitness(spec),
-        store=store.url,
-    )
     if rec is None:
         return selection, None
-    named = Selection(**{**selection.__dict__, "pod": pod, "name": f"{rec.algo.upper()} {pod}"})
+    named = dataclasses.replace(selection, pod=pod, name=f"{rec.algo.upper()} {pod}")
     return named, expected_origin(spec, uid, rec.algo, pod)
