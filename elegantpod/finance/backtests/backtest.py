@@ -27,7 +27,6 @@ from elegantpod.finance.market.benchmarks import EQUAL_WEIGHT, equal_weight, ind
 from elegantpod.finance.market.names import check_name
 from elegantpod.finance.stats.verdict import UNKNOWN_SELECTION
 from elegantpod.finance.trading.env import ENV_ID, StockTradingEnv
-from elegantpod.pod.checkpoint import CheckpointError
 
 MAX_TRIALS = 10**9
 """Most trials a backtest's deflated Sharpe ratio takes (``trials=N``)."""
@@ -123,7 +122,8 @@ def backtest(
     if agent.checkpoint is not None:
         info["checkpoint"] = agent.checkpoint
     samples = _sample_ranges(spec)
-    kwargs = {**_env_kwargs(agent, data, allow_remote), **env_overrides}
+    trained = _env_kwargs(agent, data, allow_remote, device)
+    kwargs = {**trained, **env_overrides}
     for key in ("start", "end", "episode_days"):
         kwargs.pop(key, None)
     if data is not None:
@@ -131,23 +131,20 @@ def backtest(
     # the data's columns put in the order the policy trades them, or refused naming the
     # tickers or features it lacks: matched by position, another order would trade one
     # stock by another's slot without an error anywhere
-    if agent.layout is not None:
-        kwargs = StockTradingEnv.fit_layout(kwargs, {k: list(v) for k, v in agent.layout.items()})
-    elif data is not None:
-        raise CheckpointError(
-            f"{agent.checkpoint!r} records no layout of its agent's inputs (saved by an "
-            "elegantpod older than that field), so nothing says which stock each output "
-            "trades on other data: backtest it on the data it was trained on"
-        )
+    layout = agent.layout
+    if layout is None:  # a checkpoint saved before its layout field: the env it trained on
+        layout = StockTradingEnv(num_envs=1, device=device, seed=0, **trained).layout()
+    layout = {k: list(v) for k, v in layout.items()}
+    kwargs = StockTradingEnv.fit_layout(kwargs, layout)
     if start is None:
         start = _after(samples)
     env = StockTradingEnv(
         num_envs=1, device=device, seed=0, start=start, end=end, episode_days=None, **kwargs
     )
-    if agent.layout is not None and tuple(env.tickers) != tuple(agent.layout["tickers"]):
+    if list(env.tickers) != layout["tickers"]:
         raise ValueError(
             f"the backtest data's tickers {list(env.tickers)} differ from the agent's "
-            f"{list(agent.layout['tickers'])}: the policy acts per stock, in that order"
+            f"{layout['tickers']}: the policy acts per stock, in that order"
         )
     if tuple(env.observation_space.shape) != tuple(agent.policy.obs_shape):
         raise ValueError(
@@ -255,13 +252,14 @@ def _in_sample(samples, dates: pd.DatetimeIndex, allowed: bool) -> str:
     return said
 
 
-def _env_kwargs(agent, data, allow_remote: bool) -> dict[str, Any]:
+def _env_kwargs(agent, data, allow_remote: bool, device: str) -> dict[str, Any]:
     """The env keywords the agent trained with, as a backtest may read them: a file or
     URL that only a checkpoint names is read only with ``allow_remote`` or when it is
-    your own (:func:`~elegantpod.pod.checkpoint.resolve_env_kwargs`), and the caller's
-    ``data`` stands in for it (without its dates, unless it is that very file)."""
+    your own, the caller's ``data`` stands in for it (without its dates, unless it is
+    that very file), and the tickers are put in the order the checkpoint records, as a
+    pod rebuilt from it would be (:func:`~elegantpod.pod.restore.rebuilt_spec`)."""
     from elegantpod.envs.registry import external_sources
-    from elegantpod.pod.checkpoint import resolve_env_kwargs
+    from elegantpod.pod.restore import rebuilt_spec
     from elegantpod.provenance import same_file
 
     spec = agent.spec
@@ -274,7 +272,8 @@ def _env_kwargs(agent, data, allow_remote: bool) -> dict[str, Any]:
             own = {"data": data}  # the very file it names: its own dates still hold
         elif named:
             own = {"data": data, "start": None, "end": None}
-    return dict(resolve_env_kwargs(spec, own, agent.checkpoint, allow_remote).env_kwargs)
+    rebuilt, _ = rebuilt_spec(agent.checkpoint, device, env_kwargs=own, allow_remote=allow_remote)
+    return dict(rebuilt.env_kwargs)
 
 
 @torch.inference_mode()
