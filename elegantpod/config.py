@@ -10,66 +10,129 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from elegantpod.checks.json_values import check_json, parse_json
 from elegantpod.checks.limits import (
+    MAX_COUNT,
     MAX_EVAL_EPISODES,
     MAX_LEARNERS,
-    bounded,
-    check_finite,
+    MAX_SECONDS,
+    Limit,
     check_learners,
-    positive,
 )
 from elegantpod.checks.overrides import config_values
+from elegantpod.checks.settings import check_settings, setting
 from elegantpod.devices import check_device_name
 
 
 @dataclass(frozen=True, kw_only=True)
-class PodSpec:
-    """Everything a pod needs to train: env, algorithm and its hyperparameters, budget."""
+class PodSettings:
+    """The settings a tournament shares with every pod it trains, which a single pod
+    has too: declared here once, inherited by :class:`PodSpec` and by
+    :class:`~elegantpod.tournament.core.spec.TournamentSpec`, whose ``pod_spec`` copies
+    each of them into every pod's spec. A field added here is a field of both specs,
+    checked by both (:func:`~elegantpod.checks.settings.check_settings`), a flag of
+    both commands, and a setting of every pod of a tournament."""
 
-    env_id: str
-    """Native or gymnasium env id."""
-    algo: str
-    """Algorithm name: ``"ppo"``, ``"sac"``, ``"td3"``, ``"ddpg"`` or ``"dqn"``."""
-    hparams: Any = None
-    """The algorithm's frozen config (``PPOConfig`` / ``SACConfig``); ``None``: defaults."""
-    seed: int = 0
-    """Seeds torch, the envs and the evaluator."""
-    device: str = "auto"
+    env_id: str = setting(flag=False)
+    """Native or gymnasium env id (``--env`` on the command line)."""
+    device: str = setting(
+        "auto",
+        resume=True,
+        help="torch device: auto (a GPU where torch sees one, on the machine the pod runs "
+        "on, else the CPU), cpu, cuda, cuda:N, mps",
+    )
     """Torch device of envs, buffers and networks. ``"auto"`` is decided where the pod is
     built (see :func:`~elegantpod.devices.resolve_device`): a pod built on a GPU worker
     trains on that GPU even if the machine that wrote the spec has none. A built pod's
     ``spec.device`` (and so its checkpoints) names the concrete device it used."""
-    max_steps: int | None = None
-    """Env-step budget (over all sub-envs); ``None``: the algorithm's default budget."""
-    max_seconds: float | None = None
-    """Wall-clock budget in seconds; ``None``: none."""
-    target_reward: float | None = None
-    """Stop at the first evaluation whose mean return (or ``fitness``) reaches this."""
-    eval_episodes: int = 10
-    """Deterministic episodes per evaluation, run in parallel on a separate env."""
-    eval_every_steps: int | None = None
-    """Env steps between evaluations; ``None``: the algorithm's default."""
-    extra: dict[str, Any] = field(default_factory=dict)
-    """Free-form metadata carried into checkpoints (tournament lineage, notes)."""
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    target_reward: float | None = setting(
+        None,
+        resume=True,
+        help="stop at the first evaluation whose mean return (or --fitness) reaches it",
+    )
+    """Stop at the first evaluation whose mean return (or ``fitness``) reaches this (a
+    tournament: whose segment's evaluation does, confirmed as ``confirm_target`` says)."""
+    eval_episodes: int = setting(
+        10,
+        limit=Limit(0, MAX_EVAL_EPISODES, integer=True, open_low=True),
+        resume=True,
+        help="deterministic episodes per evaluation",
+    )
+    """Deterministic episodes per evaluation (a tournament: per segment's score), run in
+    parallel on a separate env."""
+    env_kwargs: dict[str, Any] = setting(default_factory=dict, flag=False)
     """Keyword arguments of the env (JSON values: they travel to Dask workers), e.g. a
-    trading env's ``data``, ``start`` and ``end``."""
-    eval_env_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Overrides of ``env_kwargs`` for the evaluator's env, e.g. validation dates."""
-    fitness: str = "return"
+    trading env's ``data``, ``start`` and ``end`` (``--env-arg KEY=VALUE``)."""
+    eval_env_kwargs: dict[str, Any] = setting(default_factory=dict, flag=False)
+    """Overrides of ``env_kwargs`` for the evaluator's env, e.g. validation dates
+    (``--eval-env-arg KEY=VALUE``)."""
+    fitness: str = setting(
+        "return",
+        help="what ranks pods: the return, or a metric the env's evaluations report "
+        "(StockTrading-v0: its finance metrics, e.g. sharpe); another name is refused, "
+        "with the env's list",
+    )
     """What ranks and stops the pod: ``"return"`` (mean evaluation return) or a metric
     the env reports (its ``EnvHooks.fitnesses``)."""
-    learners: int = 1
+    learners: int = setting(
+        1,
+        limit=Limit(0, MAX_LEARNERS, integer=True, open_low=True),
+        help="fused learners per pod (paper 4.3)",
+    )
     """Learners that train on shards of the pod's data and fuse their parameters after
-    every update epoch (paper 4.3); 1: a single learner."""
-    learner_devices: tuple[str, ...] = ()
+    every update epoch (paper 4.3; :class:`~elegantpod.agents.fusion.FusedLearners`);
+    1: a single learner."""
+
+    def check_pod_settings(self) -> None:
+        """Raise ``ValueError`` naming the first bad shared setting (declared checks,
+        then what a declaration cannot say: the device's form, the fitness the env
+        reports, JSON env keywords)."""
+        check_device_name(self.device)
+        from elegantpod.envs.registry import check_fitness  # envs import this module
+
+        check_fitness(self.fitness, self.env_id)
+        check_json("env_kwargs", self.env_kwargs)
+        check_json("eval_env_kwargs", self.eval_env_kwargs)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PodSpec(PodSettings):
+    """Everything a pod needs to train: env, algorithm and its hyperparameters, budget.
+
+    The settings it shares with a tournament's pods are :class:`PodSettings`'."""
+
+    algo: str = setting(flag=False)
+    """Algorithm name: ``"ppo"``, ``"sac"``, ``"td3"``, ``"ddpg"`` or ``"dqn"`` (``--algo``)."""
+    hparams: Any = setting(None, flag=False)
+    """The algorithm's frozen config (``PPOConfig`` / ``SACConfig``); ``None``: defaults
+    (``--set KEY=VALUE``)."""
+    seed: int = setting(0, help="seeds torch, the envs and the evaluator: same seed, same run")
+    """Seeds torch, the envs and the evaluator."""
+    max_steps: int | None = setting(
+        None,
+        limit=Limit(0, MAX_COUNT, integer=True, open_low=True),
+        help="env-step budget over all sub-envs (default: the algorithm's)",
+    )
+    """Env-step budget (over all sub-envs); ``None``: the algorithm's default budget."""
+    max_seconds: float | None = setting(
+        None, limit=Limit(0, MAX_SECONDS, open_low=True), help="wall-clock budget in seconds"
+    )
+    """Wall-clock budget in seconds; ``None``: none."""
+    eval_every_steps: int | None = setting(
+        None,
+        limit=Limit(0, MAX_COUNT, integer=True, open_low=True),
+        help="env steps between evaluations (default: the algorithm's)",
+    )
+    """Env steps between evaluations; ``None``: the algorithm's default."""
+    extra: dict[str, Any] = setting(default_factory=dict, flag=False)
+    """Free-form metadata carried into checkpoints (tournament lineage, notes)."""
+    learner_devices: tuple[str, ...] = setting((), flag=False)
     """One device per learner (the GPUs a pod owns; ``"auto"`` allowed); empty: all on
     ``device``."""
-    capture: bool | None = None
+    capture: bool | None = setting(None, flag=False)
     """Replay each PPO iteration (rollout and update) as CUDA graphs
     (:mod:`elegantpod.pod.capture`). ``None``: wherever the pod supports it (one PPO
     learner, a native env, a CUDA device), else eagerly; ``True``: refuse a pod that
@@ -77,34 +140,16 @@ class PodSpec:
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first bad field."""
-        for name in ("env_id", "algo", "device"):
-            if not isinstance(getattr(self, name), str) or not getattr(self, name):
-                raise ValueError(f"{name} must be a non-empty string, got {getattr(self, name)!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise ValueError(f"seed must be an integer, got {self.seed!r}")
-        if isinstance(self.learners, bool) or not isinstance(self.learners, int):
-            raise ValueError(f"learners must be an integer, got {self.learners!r}")
-        bounded("learners", self.learners, MAX_LEARNERS, integer=True)
+        check_settings(self)
         if self.learner_devices and len(self.learner_devices) != self.learners:
             raise ValueError(
                 f"learner_devices names {len(self.learner_devices)} device(s) for "
                 f"{self.learners} learner(s): give one per learner, or none"
             )
         # The form only: whether the device exists is asked where the pod is built.
-        for device in (self.device, *self.learner_devices):
+        for device in self.learner_devices:
             check_device_name(device)
-        if self.capture is not None and not isinstance(self.capture, bool):
-            raise ValueError(f"capture must be True, False or None, got {self.capture!r}")
-        from elegantpod.envs.registry import check_fitness  # envs import this module
-
-        check_fitness(self.fitness, self.env_id)
-        check_json("env_kwargs", self.env_kwargs)
-        check_json("eval_env_kwargs", self.eval_env_kwargs)
-        positive("max_steps", self.max_steps, allow_none=True)
-        positive("max_seconds", self.max_seconds, allow_none=True)
-        bounded("eval_episodes", self.eval_episodes, MAX_EVAL_EPISODES, integer=True)
-        positive("eval_every_steps", self.eval_every_steps, allow_none=True)
-        check_finite("target_reward", self.target_reward, allow_none=True)
+        self.check_pod_settings()
         if self.hparams is not None:
             self.hparams.validate()
             check_learners(self.learners, self.hparams.num_envs)

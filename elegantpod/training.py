@@ -20,6 +20,7 @@ from typing import Any
 from elegantpod.agents import get_algo
 from elegantpod.checks.json_values import check_json, json_safe
 from elegantpod.checks.overrides import replace_checked
+from elegantpod.checks.settings import defaults, flagged
 from elegantpod.config import PodSpec
 from elegantpod.devices import resolve_device
 from elegantpod.envs.registry import check_env_id, check_eval_env, check_fitness
@@ -51,36 +52,43 @@ class TrainingInterrupted(KeyboardInterrupt):
         self.out = out
 
 
+POD = defaults(PodSpec)
+"""The declared default of each pod setting (:class:`~elegantpod.config.PodSpec`):
+what :func:`train`'s and :func:`build_spec`'s keywords default to."""
+
+
 def build_spec(
     env: str,
     algo: str = "ppo",
     *,
-    seed: int = 0,
     num_envs: int | None = None,
-    max_steps: int | None = None,
-    max_seconds: float | None = None,
-    target_reward: float | None = None,
-    device: str = "auto",
-    eval_episodes: int = 10,
-    eval_every_steps: int | None = None,
     hparams: dict[str, Any] | None = None,
-    env_kwargs: dict[str, Any] | None = None,
-    eval_env_kwargs: dict[str, Any] | None = None,
-    fitness: str = "return",
-    learners: int = 1,
+    **settings: Any,
 ) -> PodSpec:
     """Check every input and return the :class:`PodSpec`; ``ValueError`` names a bad value.
+
+    ``settings`` are :class:`PodSpec`'s settings by name (``seed``, ``max_steps``,
+    ``eval_episodes``...: those with a command-line flag, and ``env_kwargs`` /
+    ``eval_env_kwargs``); one not given takes its declared default.
 
     Cheap by design: it builds one single sub-env to read the spaces, never a network.
     The spec keeps ``device`` as given (``"auto"`` is decided by the pod that is built
     from it), but a device this machine lacks fails here, before that sub-env.
     """
+    unknown = sorted(set(settings) - set(TRAIN_SETTINGS))
+    if unknown:
+        raise ValueError(
+            f"unknown setting(s) {unknown}: a pod's settings are {', '.join(TRAIN_SETTINGS)}"
+        )
+    given = {**{k: getattr(POD, k) for k in TRAIN_SETTINGS}, **settings}
+    device = given["device"]
     resolve_device(device)
     check_env_id(env)
-    env_kwargs, eval_env_kwargs = dict(env_kwargs or {}), dict(eval_env_kwargs or {})
-    check_json("env_kwargs", env_kwargs)
-    check_json("eval_env_kwargs", eval_env_kwargs)
-    check_fitness(fitness, env)
+    given["env_kwargs"] = dict(given["env_kwargs"] or {})
+    given["eval_env_kwargs"] = dict(given["eval_env_kwargs"] or {})
+    check_json("env_kwargs", given["env_kwargs"])
+    check_json("eval_env_kwargs", given["eval_env_kwargs"])
+    check_fitness(given["fitness"], env)
     learner_cls = get_algo(algo)
     if num_envs is not None and (isinstance(num_envs, bool) or int(num_envs) < 1):
         raise ValueError(f"num_envs must be >= 1, got {num_envs!r}")
@@ -88,27 +96,20 @@ def build_spec(
     if num_envs is not None:
         overrides["num_envs"] = int(num_envs)
     config = replace_checked(learner_cls.config_cls(), overrides)
-    learner_cls.check_env(env, env_kwargs)
-    check_eval_env(env, env_kwargs, eval_env_kwargs, fitness)
-    spec = PodSpec(
-        env_id=env,
-        algo=learner_cls.name,
-        hparams=config,
-        seed=int(seed),
-        device=str(device),
-        max_steps=max_steps,
-        max_seconds=max_seconds,
-        target_reward=target_reward,
-        eval_episodes=eval_episodes,
-        eval_every_steps=eval_every_steps,
-        env_kwargs=env_kwargs,
-        eval_env_kwargs=eval_env_kwargs,
-        fitness=fitness,
-        learners=learners,
-    )
+    learner_cls.check_env(env, given["env_kwargs"])
+    check_eval_env(env, given["env_kwargs"], given["eval_env_kwargs"], given["fitness"])
+    given["device"] = str(device)  # a torch.device too
+    if hasattr(given["seed"], "__index__") and not isinstance(given["seed"], bool):
+        given["seed"] = given["seed"].__index__()  # a numpy integer too
+    spec = PodSpec(env_id=env, algo=learner_cls.name, hparams=config, **given)
     spec.validate()
     check_memory(spec)  # a lower bound (1-dimensional observations): no env is built yet
     return spec
+
+
+TRAIN_SETTINGS = (*flagged(PodSpec), "env_kwargs", "eval_env_kwargs")
+"""The pod settings :func:`train` and :func:`build_spec` take by name: those with a
+command-line flag, and the env keywords (``--env-arg``, ``--eval-env-arg``)."""
 
 
 def prepare_out_dir(
@@ -213,23 +214,23 @@ def train(
     env: str,
     algo: str = "ppo",
     *,
-    seed: int = 0,
+    seed: int = POD.seed,
     num_envs: int | None = None,
-    max_steps: int | None = None,
-    max_seconds: float | None = None,
-    target_reward: float | None = None,
-    device: str = "auto",
+    max_steps: int | None = POD.max_steps,
+    max_seconds: float | None = POD.max_seconds,
+    target_reward: float | None = POD.target_reward,
+    device: str = POD.device,
     threads: int | None = None,
     out: str | os.PathLike | None = None,
     overwrite: bool = False,
     resume: bool = False,
     progress: bool | None = None,
-    eval_episodes: int = 10,
-    eval_every_steps: int | None = None,
+    eval_episodes: int = POD.eval_episodes,
+    eval_every_steps: int | None = POD.eval_every_steps,
     env_kwargs: dict[str, Any] | None = None,
     eval_env_kwargs: dict[str, Any] | None = None,
-    fitness: str = "return",
-    learners: int = 1,
+    fitness: str = POD.fitness,
+    learners: int = POD.learners,
     callback: Callable[[Progress], bool | None] | None = None,
     logger=None,
     **hparams: Any,
@@ -316,22 +317,13 @@ def train(
     >>> policy = elegantpod.Policy.load(result.checkpoint)  # the best evaluation's agent
     """
     check_threads(threads)
+    given = locals()  # train's keywords named after pod settings are those settings
     spec = build_spec(
         env,
         algo,
-        seed=seed,
         num_envs=num_envs,
-        max_steps=max_steps,
-        max_seconds=max_seconds,
-        target_reward=target_reward,
-        device=device,
-        eval_episodes=eval_episodes,
-        eval_every_steps=eval_every_steps,
         hparams=hparams,
-        env_kwargs=env_kwargs,
-        eval_env_kwargs=eval_env_kwargs,
-        fitness=fitness,
-        learners=learners,
+        **{name: given[name] for name in TRAIN_SETTINGS},
     )
     if resume and out is None:
         raise ValueError("resume=True needs out, the folder of the run to continue")

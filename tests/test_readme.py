@@ -168,6 +168,7 @@ RUNS = {
         budgets={"max_seconds=60,": "max_steps=60_000, segment_steps=4_000,"},
     ),
     "own metric": Run(blocks=("import numpy as np",)),
+    "own setting": Run(blocks=("import argparse",)),
     "own cluster kind": Run(
         blocks=("import os",),
         # env steps, not seconds: a busy machine still finishes segments to rank
@@ -237,6 +238,15 @@ assert (declared == sharpe_ratio(daily, periods_per_year=252)).all()
 """
 
 
+# The page's spec (docs/internals/settings.md) took its checks, flags and defaults from its
+# declarations, and the tournament's pod took the shared settings.
+CHECK_OWN_SETTING = """
+assert (args.warmup, args.learners, args.eval_episodes) == (3, 2, None)
+assert "evaluations before ranking (default: 2)" in parser.format_help()
+assert (pod.eval_episodes, pod.learners, pod.seed) == (20, 2, 7)
+"""
+
+
 def marker(code: str) -> str:
     """What tells apart blocks that share a first line (``import elegantpod``)."""
     for key, needle in (
@@ -300,6 +310,7 @@ def _execute(cells: list[str], tmp_path: Path, monkeypatch) -> nbformat.Notebook
         "own cluster kind",
         "own selection rule",
         "own metric",
+        "own setting",
     ],
 )
 def test_a_notebook_example_runs(name, tmp_path, monkeypatch):
@@ -330,6 +341,8 @@ def test_a_notebook_example_runs(name, tmp_path, monkeypatch):
         cells.append(CHECK_OWN_SELECTION_RULE)
     if name == "own metric":
         cells.append(CHECK_OWN_METRIC)
+    if name == "own setting":
+        cells.append(CHECK_OWN_SETTING)
     _execute(cells, tmp_path, monkeypatch)
 
 

@@ -93,6 +93,13 @@ MAX_STEPS = 10**12
 """Hard limit of step counts in a schedule (epsilon decay, target updates)."""
 
 
+MAX_COUNT = 10**15
+"""Upper bound of env-step budgets and counters (a thousand years at 30 M steps/s)."""
+
+MAX_SECONDS = 1e9
+"""Upper bound of wall-time budgets and counters (about 30 years)."""
+
+
 @dataclass(frozen=True)
 class Limit:
     """A hyperparameter's hard range: a config declares one per numeric field

@@ -47,6 +47,8 @@ def parser() -> argparse.ArgumentParser:
     """The ``elegantpod`` command's argument parser, subcommands and all: what the
     console script parses, and what the docs site's command-line reference prints."""
     from elegantpod import __version__
+    from elegantpod.config import PodSpec
+    from elegantpod.tournament.core.spec import TournamentSpec  # the settings' declarations
 
     p = argparse.ArgumentParser(prog="elegantpod", description="Cloud-native deep RL pods.")
     p.add_argument("--version", action="version", version=f"elegantpod {__version__}")
@@ -61,18 +63,7 @@ def parser() -> argparse.ArgumentParser:
         help="ppo, sac, td3, ddpg, dqn, or one registered by --import (required)",
     )
     t.add_argument("--num-envs", type=int, default=None, help="parallel sub-envs")
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--max-steps", type=int, default=None, help="env-step budget")
-    t.add_argument("--max-seconds", type=float, default=None, help="wall-clock budget")
-    t.add_argument(
-        "--target-reward", type=float, default=None, help="stop when eval mean reaches it"
-    )
     t.add_argument("--set", action="append", metavar="KEY=VALUE", default=[], help="hyperparameter")
-    t.add_argument(
-        "--device",
-        default="auto",
-        help="auto (default: the GPU if torch sees one, else the CPU), cpu, cuda, cuda:N, mps",
-    )
     t.add_argument(
         "--threads",
         type=int,
@@ -84,16 +75,7 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--resume", action="store_true", help="continue the run in --out")
     t.add_argument("--json", action="store_true", help="print the result as one JSON line")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
-    t.add_argument("--learners", type=int, default=1, help="fused learners (paper 4.3)")
-    t.add_argument(
-        "--eval-episodes", type=int, default=10, help="deterministic episodes per evaluation"
-    )
-    t.add_argument(
-        "--eval-every-steps",
-        type=int,
-        default=None,
-        help="env steps between evaluations (default: the algorithm's)",
-    )
+    add_settings(t, PodSpec)
     _env_options(t)
     _track_options(t)
     r = sub.add_parser("tournament", help="run a tournament of pods on Dask")
@@ -105,37 +87,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--algos", default=None, help="comma-separated algorithms, e.g. ppo,sac (default ppo)"
     )
-    r.add_argument("--pods", type=int, default=None, help="population size (default 4)")
     where = r.add_mutually_exclusive_group()
     where.add_argument("--workers", type=int, default=None, help="local worker processes")
     where.add_argument("--address", default=None, help="existing Dask scheduler address")
-    r.add_argument("--target-reward", type=float, default=None)
-    r.add_argument(
-        "--confirm-target",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="a crossing of --target-reward ends the tournament only when one more "
-        "evaluation on fresh episodes reaches it too (default: on)",
-    )
-    r.add_argument("--max-seconds", type=float, default=None)
-    r.add_argument("--max-steps", type=int, default=None, help="env steps over all pods")
-    r.add_argument(
-        "--segment-steps",
-        type=int,
-        default=None,
-        help="env steps per segment (default: the algorithm's own, unless --segment-seconds "
-        "is given); with --resume: changes the store's",
-    )
-    r.add_argument(
-        "--segment-seconds",
-        type=float,
-        default=None,
-        help="wall seconds per segment. A segment is one pod's turn on a worker: it trains, "
-        "is evaluated and checkpointed, then the tournament ranks it and may replace it by a "
-        "mutated child of a better pod; it ends at --segment-steps or --segment-seconds, "
-        "whichever comes first. With --resume: changes the store's",
-    )
-    r.add_argument("--seed", type=int, default=None)
     r.add_argument(
         "--store", default=None, help="directory or fsspec URL of the tournament (required)"
     )
@@ -158,7 +112,6 @@ def parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--json", action="store_true", help="print the summary as one JSON line")
     r.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-    r.add_argument("--eval-episodes", type=int, default=None, help="episodes per evaluation")
     r.add_argument(
         "--set",
         action="append",
@@ -167,31 +120,12 @@ def parser() -> argparse.ArgumentParser:
         help="base hyperparameter of one algorithm's pods, e.g. ppo.lr=3e-4 sac.hidden=[256,256]",
     )
     r.add_argument(
-        "--device",
-        default=None,
-        help="torch device in each pod; default auto: the worker's GPU if it has one",
-    )
-    r.add_argument(
-        "--pods-per-gpu",
-        type=int,
-        default=None,
-        help="pods sharing one GPU (1, 2, 4...); default: from the GPU's memory",
-    )
-    r.add_argument(
         "--search-space",
         metavar="FILE",
         default=None,
         help='JSON or YAML file of the search space per algorithm, e.g. {"ppo": {"lr": '
         '{"loguniform": [1e-4, 1e-2]}, "epochs": {"choice": [2, 4, 8]}}} (see '
         "elegantpod.search); over each learner's own",
-    )
-    r.add_argument(
-        "--init",
-        choices=("base", "sample"),
-        default=None,
-        help="first pods of each algorithm: the base hyperparameters, then variations of "
-        "them (base, the default) or draws of every searched hyperparameter, yours "
-        "included (sample)",
     )
     r.add_argument(
         "--rules",
@@ -203,6 +137,7 @@ def parser() -> argparse.ArgumentParser:
         "replaced: a sweep with --init base, random search with --init sample), or names "
         "given to register_rule by an --import module",
     )
+    add_settings(r, TournamentSpec, resumable=True)
     _env_options(r)
     _track_options(r)
     b = sub.add_parser("backtest", help="backtest a trading agent and write its report")
@@ -339,6 +274,43 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def add_settings(p: argparse.ArgumentParser, spec_cls: type, *, resumable: bool = False) -> None:
+    """A flag for each setting ``spec_cls`` declares with ``flag=True``
+    (:mod:`elegantpod.checks.settings`): ``--eval-episodes``, typed by its annotation,
+    its help and default from its declaration. Every such flag defaults to ``None``
+    (not given): the spec's own default stands then, and a resume keeps the store's.
+    ``resumable``: the command resumes a store, and the help says which settings a
+    resume may change."""
+    from elegantpod.checks.settings import defaults, flagged, kind
+
+    default = vars(defaults(spec_cls))
+    for name, s in flagged(spec_cls).items():
+        of, _ = kind(spec_cls, name)
+        shown = default.get(name)
+        note = "" if shown is None else f" (default: {_shown(shown)})"
+        if resumable and s.resume:
+            note += "; --resume may change it"
+        flag = "--" + name.replace("_", "-")
+        if of is bool:
+            p.add_argument(
+                flag, action=argparse.BooleanOptionalAction, default=None, help=s.help + note
+            )
+        elif s.choices:
+            p.add_argument(flag, choices=s.choices, default=None, help=s.help + note)
+        else:
+            metavar = {int: "N", float: "X"}.get(of, name.rsplit("_", 1)[-1].upper())
+            if name.endswith("_seconds"):
+                metavar = "SECONDS"
+            p.add_argument(flag, type=of or str, default=None, metavar=metavar, help=s.help + note)
+
+
+def _shown(value) -> str:
+    """A declared default as the command line writes it."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
 def given_options(argv: list[str]) -> set[str]:
     """The ``argparse`` destinations that ``argv`` gives explicitly (a default is not
     given: the file's value stands then)."""
@@ -365,13 +337,6 @@ def _env_options(p: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         default=[],
         help="override for the evaluation env, e.g. start=2016-01-01 episode_days=null",
-    )
-    p.add_argument(
-        "--fitness",
-        default="return",
-        help="what ranks pods: the return, or a metric the env's evaluations report "
-        "(StockTrading-v0: its finance metrics, e.g. sharpe); another name is refused, "
-        "with the env's list",
     )
 
 
@@ -477,7 +442,7 @@ def max_threads() -> int:
 
 def check_args(args) -> None:
     """Refuse values that would fail late, crash or do something other than asked,
-    before any import or cluster work; each error names the value and what is accepted."""
+    before any training or cluster work; each error names the value and what is accepted."""
     import re
 
     device = getattr(args, "device", None)

@@ -9,7 +9,9 @@ import signal
 import sys
 
 from elegantpod.checks.overrides import env_kwargs, parse_assignments
+from elegantpod.checks.settings import flagged
 from elegantpod.cli.args import algo_hparams, search_space_file, tracking_logger
+from elegantpod.config import PodSpec
 
 
 def _from_files(args):
@@ -38,15 +40,11 @@ def _train(args) -> int:
         flag = {"logger": "--track"}.get(taken[0], "--" + taken[0].replace("_", "-"))
         raise ValueError(f"--set {taken[0]}=... is not a hyperparameter: use {flag}")
     files.check_hparams(args.algo, {**hparams, "num_envs": num_envs} if num_envs else hparams)
+    settings = {name: getattr(args, name) for name in flagged(PodSpec)}
     result = train(
         args.env,
         args.algo,
-        seed=args.seed,
         num_envs=num_envs,
-        max_steps=args.max_steps,
-        max_seconds=args.max_seconds,
-        target_reward=args.target_reward,
-        device=args.device,
         threads=args.threads,
         out=args.out,
         overwrite=args.overwrite,
@@ -54,11 +52,8 @@ def _train(args) -> int:
         progress=not args.quiet,
         env_kwargs={**files.env_kwargs, **env_kwargs(args.env_arg)},
         eval_env_kwargs={**files.eval_env_kwargs, **env_kwargs(args.eval_env_arg)},
-        fitness=args.fitness,
-        learners=args.learners,
-        eval_episodes=args.eval_episodes,
-        eval_every_steps=args.eval_every_steps,
         logger=tracking_logger(args),
+        **{name: value for name, value in settings.items() if value is not None},
         **hparams,
     )
     if args.json:
@@ -103,35 +98,22 @@ def train_line(result) -> str:
 def tournament_options(args) -> dict:
     """The keyword arguments of ``Tournament`` (or ``Tournament.resume``) that the flags
     and files give: files first, the flags over them (``--set`` key by key)."""
+    from elegantpod.tournament.core.spec import TournamentSpec
+
     files = _from_files(args)
     hparams = files.tournament_hparams(args.algos if not args.resume else None)
     for algo, given in algo_hparams(args.set).items():
         hparams[algo] = {**hparams.get(algo, {}), **given}
     for algo, values in hparams.items():
         files.check_hparams(algo, values)
-    budget = {
-        "target_reward": args.target_reward,
-        "confirm_target": args.confirm_target,
-        "max_seconds": args.max_seconds,
-        "max_steps": args.max_steps,
-    }
     given = {
+        **{name: getattr(args, name) for name in flagged(TournamentSpec)},
         "env": args.env,
         "algos": args.algos,
-        "pods": args.pods,
-        "seed": args.seed,
-        "segment_steps": args.segment_steps,
-        "segment_seconds": args.segment_seconds,
-        "eval_episodes": args.eval_episodes,
-        "device": args.device,
-        "pods_per_gpu": args.pods_per_gpu,
         "env_kwargs": {**files.env_kwargs, **env_kwargs(args.env_arg)} or None,
         "eval_env_kwargs": {**files.eval_env_kwargs, **env_kwargs(args.eval_env_arg)} or None,
-        "fitness": None if args.fitness == "return" else args.fitness,
         "hparams": hparams or None,
         "search_space": search_space_file(args.search_space) if args.search_space else None,
-        "init": args.init,
-        **budget,
     }
     if args.rules is not None:  # over the files' generator settings, key by key
         names = [n.strip() for n in args.rules.split(",") if n.strip()]

@@ -4,9 +4,8 @@ A run file is a mapping whose keys are the command's long options (``max_steps``
 ``max-steps``), plus ``hparams`` (``train``: ``{lr: 3.0e-4}``, or per algorithm,
 ``{sac: {...}, td3: {...}}``, of which ``train`` takes its ``--algo``'s; ``tournament``:
 per algorithm), ``env_kwargs`` / ``eval_env_kwargs`` (mappings; ``env_arg`` and
-``eval_env_arg`` too), ``search_space`` and the tournament spec's fields that have no
-flag (``leaderboard_size``, ``generator``, ``max_retries``, ``failed_replacements``,
-``learners``), ``description`` (free text), and ``train:`` / ``tournament:`` sections
+``eval_env_arg`` too), ``search_space`` and ``generator`` (a tournament's mappings),
+``description`` (free text), and ``train:`` / ``tournament:`` sections
 for keys that only one command takes, so that one file serves both. A ``spec.json`` that
 ``train --out`` wrote, or a store's ``tournament.json``, is read as the run it records.
 
@@ -65,14 +64,6 @@ _URL = re.compile(r"^\s*([A-Za-z][A-Za-z0-9+.\-]*)://|::")
 ALIASES = {"env_arg": "env_kwargs", "eval_env_arg": "eval_env_kwargs"}
 MAPPINGS = ("env_kwargs", "eval_env_kwargs", "hparams", "generator", "search_space")
 """Options whose value is a mapping, merged key by key across the layers."""
-TOURNAMENT_FIELDS = {
-    "leaderboard_size": int,
-    "max_retries": int,
-    "failed_replacements": int,
-    "learners": int,
-}
-"""Tournament spec fields a file may set that have no flag (``generator`` and
-``search_space`` are mappings)."""
 Where = tuple[RunFile, tuple[str, ...]]
 
 
@@ -110,9 +101,7 @@ def options(command: str) -> dict[str, Option]:
     table.pop("set", None)  # hparams, in a file
     table["hparams"] = Option("hparams", dict)
     table["description"] = Option("description", str)
-    if command == "tournament":
-        for name, kind in TOURNAMENT_FIELDS.items():
-            table[name] = Option(name, kind)
+    if command == "tournament":  # the spec's mappings that no flag gives whole
         table["generator"] = Option("generator", dict)
         table["search_space"] = Option("search_space", dict)
     return table
@@ -288,7 +277,8 @@ class RunConfig:
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     eval_env_kwargs: dict[str, Any] = field(default_factory=dict)
     spec_fields: dict[str, Any] = field(default_factory=dict)
-    """Tournament spec fields without a flag (``generator``, ``search_space``...)."""
+    """The tournament spec's mappings that no flag gives whole (``generator``,
+    ``search_space``)."""
     where: dict[tuple[str, ...], Where] = field(default_factory=dict)
     """``("max_steps",)``, ``("hparams", "sac", "lr")``, ``("env_kwargs", "data")``..."""
 
@@ -448,7 +438,7 @@ def apply_run_files(args, argv: list[str]) -> RunConfig | None:
     )
     cfg = RunConfig()
     for key, value in merged.items():
-        if key in MAPPINGS or key in TOURNAMENT_FIELDS:
+        if key in MAPPINGS:
             if key in ("hparams", "env_kwargs", "eval_env_kwargs"):
                 setattr(cfg, key, value)
             else:

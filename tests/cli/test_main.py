@@ -741,9 +741,9 @@ def test_segment_seconds_is_parsed_and_defaults_to_the_spec_default():
     [
         ("0", "segment_seconds must be > 0, got 0.0"),
         ("-1", "segment_seconds must be > 0, got -1.0"),
-        ("nan", "segment_seconds must be > 0, got nan"),
-        ("inf", "segment_seconds must be finite, got inf"),
-        ("1e999", "segment_seconds must be finite, got inf"),
+        ("nan", "segment_seconds must be a finite number, got nan"),
+        ("inf", "segment_seconds must be a finite number, got inf"),
+        ("1e999", "segment_seconds must be a finite number, got inf"),
         ("1e12", "segment_seconds must be <= 1,000,000,000.0 (a hard limit)"),
     ],
 )

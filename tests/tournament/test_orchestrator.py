@@ -292,7 +292,7 @@ def test_store_of_another_env_is_refused_and_untouched(tmp_path):
 
 def test_infinite_values_are_refused_up_front(tmp_path):
     for kwargs, message in [
-        ({"max_seconds": float("inf")}, "max_seconds must be finite"),
+        ({"max_seconds": float("inf")}, "max_seconds must be a finite number"),
         ({"target_reward": float("inf")}, "target_reward must be a finite"),
         ({"hparams": {"ppo": {"lr": float("inf")}}}, "lr must be a finite"),
     ]:

@@ -27,7 +27,7 @@ import math
 import re
 from typing import Any
 
-from elegantpod.checks.limits import check_finite
+from elegantpod.checks.limits import MAX_SECONDS, check_finite
 from elegantpod.checks.text import short
 
 POD_ID = re.compile(r"^p[0-9]{3,9}$")
@@ -38,10 +38,6 @@ TOURNAMENT_UID = re.compile(r"^[0-9a-f]{32}$")
 """A tournament's identity, made once and saved in its state: every checkpoint it writes
 names it, so a checkpoint from another tournament is refused (see
 :func:`elegantpod.pod.checkpoint.check_origin`)."""
-MAX_COUNT = 10**15
-"""Upper bound of env-step counters (a thousand years at 30 M steps/s)."""
-MAX_SECONDS = 1e9
-"""Upper bound of wall-time counters (about 30 years)."""
 MAX_INDEX = 10**9 - 1
 """Upper bound of pod indexes, segments, retries and death counts (nine digits: what the
 pod id and checkpoint name patterns allow)."""

@@ -5,23 +5,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from elegantpod.agents import get_algo
-from elegantpod.checks.json_values import check_json
-from elegantpod.checks.limits import (
-    MAX_EVAL_EPISODES,
-    MAX_LEARNERS,
-    bounded,
-    check_finite,
-    check_learners,
-    positive,
-)
+from elegantpod.checks.limits import MAX_COUNT, MAX_SECONDS, Limit, check_learners
 from elegantpod.checks.overrides import replace_checked
+from elegantpod.checks.settings import check_settings, declared, defaults, setting
 from elegantpod.checks.text import short
-from elegantpod.config import PodSpec
-from elegantpod.envs.registry import check_env_id, check_eval_env, check_fitness
+from elegantpod.config import PodSettings, PodSpec
+from elegantpod.envs.registry import check_env_id, check_eval_env
 from elegantpod.pod.memory import check_memory
 from elegantpod.search.plain import space_from_dict, space_to_dict
 from elegantpod.tournament.core import field_checks, search_spaces
@@ -33,21 +26,32 @@ MAX_RETRIES = 1_000
 """Hard limit of ``max_retries`` and of ``failed_replacements`` per pod slot."""
 MAX_NAME = 200
 """Longest env id or device name (real ones are a few dozen characters)."""
+MAX_SEED = 2**32
+"""Largest tournament seed, either sign (each pod's seed is derived from it)."""
 
 
 @dataclass(frozen=True, kw_only=True)
-class TournamentSpec:
-    """What a tournament trains, for how long, and how it breeds pods."""
+class TournamentSpec(PodSettings):
+    """What a tournament trains, for how long, and how it breeds pods.
 
-    env_id: str
-    """Env every pod trains on."""
-    algos: tuple[str, ...] = ("ppo",)
-    """Algorithms in the population; the generator keeps them mixed."""
-    pods: int = 4
+    The env, device, evaluation, fitness and fused learners of every pod are the
+    :class:`~elegantpod.config.PodSettings` it inherits (:meth:`pod_spec` copies each);
+    every field is declared once with :func:`~elegantpod.checks.settings.setting`, which
+    the checks, the command line's flags and a resume's rules read."""
+
+    algos: tuple[str, ...] = setting(("ppo",), flag=False)
+    """Algorithms in the population; the generator keeps them mixed (``--algos``,
+    comma-separated)."""
+    pods: int = setting(
+        4, limit=Limit(0, MAX_PODS, integer=True, open_low=True), help="population size"
+    )
     """Population size: pods alive at once (those in flight follow the workers)."""
-    target_reward: float | None = None
-    """End when a segment's evaluation reaches it (confirmed, see ``confirm_target``)."""
-    confirm_target: bool = True
+    confirm_target: bool = setting(
+        True,
+        resume=True,
+        help="a crossing of --target-reward ends the tournament only when one more "
+        "evaluation on fresh episodes reaches it too",
+    )
     """A segment whose evaluation reaches ``target_reward`` evaluates its agent once more
     on fresh episodes (new seeds), and ends the tournament only if that evaluation
     reaches the target too; the confirmation's seconds count in the tournament's clock.
@@ -55,53 +59,91 @@ class TournamentSpec:
     one-episode Sharpe crossed 1.0 within a second of training), and a time to target
     measured on one lucky evaluation rewards the method that evaluates most often.
     False: the first crossing ends it."""
-    max_seconds: float | None = None
+    max_seconds: float | None = setting(
+        None,
+        limit=Limit(0, MAX_SECONDS, open_low=True),
+        resume=True,
+        help="wall-clock budget of the whole tournament, across resumes",
+    )
     """Wall-clock budget of the whole tournament (across resumes)."""
-    max_steps: int | None = None
+    max_steps: int | None = setting(
+        None,
+        limit=Limit(0, MAX_COUNT, integer=True, open_low=True),
+        resume=True,
+        help="env steps over all pods",
+    )
     """Budget of env steps simulated by all pods together."""
-    segment_steps: int | None = None
+    segment_steps: int | None = setting(
+        None,
+        limit=Limit(0, MAX_COUNT, integer=True, open_low=True),
+        resume=True,
+        help="env steps per segment (default: the algorithm's own, unless --segment-seconds "
+        "is given)",
+    )
     """Env steps per segment; ``None``: the algorithm's default."""
-    segment_seconds: float | None = None
+    segment_seconds: float | None = setting(
+        None,
+        limit=Limit(0, MAX_SECONDS, open_low=True),
+        resume=True,
+        help="wall seconds per segment. A segment is one pod's turn on a worker: it trains, "
+        "is evaluated and checkpointed, then the tournament ranks it and may replace it by a "
+        "mutated child of a better pod; it ends at --segment-steps or --segment-seconds, "
+        "whichever comes first",
+    )
     """Wall seconds per segment (whichever budget ends first)."""
-    leaderboard_size: int = 8
+    leaderboard_size: int = setting(
+        8,
+        limit=Limit(0, MAX_PODS, integer=True, open_low=True),
+        resume=True,
+        help="entries the leaderboard keeps",
+    )
     """Entries the leaderboard keeps (k)."""
-    seed: int = 0
+    seed: int = setting(
+        0,
+        limit=Limit(-MAX_SEED, MAX_SEED, integer=True, domain=True),
+        help="seeds the generator and, through it, each pod",
+    )
     """Seeds pods (each gets its own) and the generator."""
-    device: str = "auto"
-    """Torch device inside each pod; ``"auto"``: resolved on the worker, its GPU where it
-    has one, else the CPU (so a client machine without a GPU can drive GPU workers)."""
-    pods_per_gpu: int | None = None
+    pods_per_gpu: int | None = setting(
+        None,
+        resume=True,
+        help="pods sharing one GPU at once (1, 2, 4... 64); default: from the GPU's memory",
+    )
     """Pods that share one GPU at once (1, 2, 4... a power of two, so that the fractional
     ``GPU`` resources add up exactly); ``None``: from the GPU's memory and the pods'
     estimated size, at most the GPU worker's threads."""
-    eval_episodes: int = 10
-    """Deterministic episodes that score a segment."""
-    hparams: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Base hyperparameters per algorithm, e.g. ``{"sac": {"lr": 3e-4}}``."""
-    generator: GeneratorConfig = field(default_factory=GeneratorConfig)
-    """Parent selection and mutation."""
-    max_retries: int = 3
+    hparams: dict[str, dict[str, Any]] = setting(default_factory=dict, flag=False)
+    """Base hyperparameters per algorithm, e.g. ``{"sac": {"lr": 3e-4}}`` (``--set
+    ALGO.KEY=VALUE``)."""
+    generator: GeneratorConfig = setting(default_factory=GeneratorConfig, flag=False, resume=True)
+    """Parent selection and mutation (``--rules`` names its rules)."""
+    max_retries: int = setting(
+        3,
+        limit=Limit(0, MAX_RETRIES, integer=True),
+        resume=True,
+        help="resubmissions of a segment after Dask gives up on it (KilledWorker)",
+    )
     """Resubmissions of a segment after Dask gives up on it (``KilledWorker``)."""
-    failed_replacements: int = 8
+    failed_replacements: int = setting(
+        8,
+        limit=Limit(0, MAX_RETRIES * MAX_PODS, integer=True),
+        resume=True,
+        help="failed pods replaced by new ones over the whole tournament",
+    )
     """Failed pods replaced by new ones over the whole tournament; a setup that fails
     every pod stops after this many instead of breeding failures forever."""
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Keyword arguments of every pod's env (JSON values), e.g. a trading env's data and
-    training dates."""
-    eval_env_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Overrides of ``env_kwargs`` for evaluation, e.g. validation dates."""
-    learners: int = 1
-    """Fused learners per pod (see :class:`~elegantpod.agents.fusion.FusedLearners`)."""
-    fitness: str = "return"
-    """What the leaderboard ranks: the mean evaluation return, or a finance metric of the
-    evaluation episodes (``"sharpe"``, ``"calmar"``...: the env's ``EnvHooks.fitnesses``)."""
-    search_space: dict[str, dict[str, Any]] = field(default_factory=dict)
+    search_space: dict[str, dict[str, Any]] = setting(default_factory=dict, flag=False, resume=True)
     """This tournament's own search space per algorithm,
     ``{"ppo": {"lr": loguniform(1e-4, 1e-2)}}`` (:mod:`elegantpod.search`): each domain replaces the
     learner's of that name, or adds one; mutation, restarts and ``init="sample"`` draw
     from the result. Checked against the learner's hard limits; saved as plain JSON. A
-    resume may give a new one: it replaces the store's whole."""
-    init: str = "base"
+    resume may give a new one: it replaces the store's whole (``--search-space FILE``)."""
+    init: str = setting(
+        "base",
+        choices=search_spaces.INITS,
+        help="first pods of each algorithm: the base hyperparameters, then variations of "
+        "them (base) or draws of every searched hyperparameter, yours included (sample)",
+    )
     """How the first pods of each algorithm start. The first always takes the base
     hyperparameters (the user's own choice is never missing from the population); the
     others are, with ``"base"``, variations of the base's numbers (categorical choices
@@ -115,43 +157,9 @@ class TournamentSpec:
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first bad field, before any cluster work."""
         _check_shapes({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
-        bounded("pods", self.pods, MAX_PODS, integer=True)
-        if isinstance(self.seed, int) and not -(2**32) <= self.seed <= 2**32:
-            raise ValueError(f"seed must be within +-2**32, got {short(self.seed)}")
-        bounded("learners", self.learners, MAX_LEARNERS, integer=True)
-        bounded("leaderboard_size", self.leaderboard_size, MAX_PODS, integer=True)
-        positive("eval_episodes", self.eval_episodes)
-        bounded("eval_episodes", self.eval_episodes, MAX_EVAL_EPISODES, integer=True)
-        for name in ("max_seconds", "segment_seconds"):
-            if getattr(self, name) is not None:
-                bounded(name, getattr(self, name), field_checks.MAX_SECONDS)
-        for name in ("max_steps", "segment_steps"):
-            if getattr(self, name) is not None:
-                bounded(name, getattr(self, name), field_checks.MAX_COUNT)
-        check_finite("target_reward", self.target_reward, allow_none=True)
-        if not isinstance(self.confirm_target, bool):
-            raise ValueError(
-                f"confirm_target must be True or False, got {short(self.confirm_target)}"
-            )
-        for name in (
-            "pods",
-            "leaderboard_size",
-            "eval_episodes",
-            "seed",
-            "max_retries",
-            "failed_replacements",
-            "learners",
-        ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"{name} must be an integer, got {short(value)}")
-        for name in ("max_steps", "segment_steps"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-                raise ValueError(f"{name} must be an integer, got {short(value)}")
-        from elegantpod.devices import check_device_name
-
-        check_device_name(self.device)
+        check_settings(self)
+        if len(self.device) > MAX_NAME:
+            raise ValueError(f"device must be a device name, got {short(self.device)}")
         if self.pods_per_gpu is not None:
             n = self.pods_per_gpu
             if isinstance(n, bool) or not isinstance(n, int) or n < 1 or n & (n - 1) or n > 64:
@@ -161,41 +169,17 @@ class TournamentSpec:
                 )
         if not self.algos:
             raise ValueError("algos must name at least one algorithm")
-        for name, high in (
-            ("max_retries", MAX_RETRIES),
-            ("failed_replacements", MAX_RETRIES * MAX_PODS),
-        ):
-            if not 0 <= getattr(self, name) <= high:
-                raise ValueError(
-                    f"{name} must be in [0, {high:,}], got {short(getattr(self, name))}"
-                )
         self.generator.validate()
-        if self.init not in search_spaces.INITS:
-            raise ValueError(
-                f"init must be one of {list(search_spaces.INITS)}, got {short(self.init)}"
-            )
-        check_fitness(self.fitness, self.env_id)
-        check_json("env_kwargs", self.env_kwargs)
-        check_json("eval_env_kwargs", self.eval_env_kwargs)
+        self.check_pod_settings()
 
     def pod_spec(self, algo: str, hparams: Any, seed: int = 0) -> PodSpec:
         """The spec of a pod of this tournament: ``algo`` trained with ``hparams`` (its
-        learner's frozen config) and seeded ``seed``; env, device, evaluation, fitness and
-        learners are the tournament's. What a worker builds a pod from, and what its
+        learner's frozen config) and seeded ``seed``; every
+        :class:`~elegantpod.config.PodSettings` field (env, device, evaluation, fitness,
+        learners...) is the tournament's. What a worker builds a pod from, and what its
         size is estimated from."""
-        return PodSpec(
-            env_id=self.env_id,
-            algo=algo,
-            hparams=hparams,
-            seed=seed,
-            device=self.device,
-            target_reward=self.target_reward,
-            eval_episodes=self.eval_episodes,
-            env_kwargs=self.env_kwargs,
-            eval_env_kwargs=self.eval_env_kwargs,
-            fitness=self.fitness,
-            learners=self.learners,
-        )
+        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(PodSettings)}
+        return PodSpec(algo=algo, hparams=hparams, seed=seed, **shared)
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as JSON-able values (what ``tournament.json`` holds)."""
@@ -226,7 +210,7 @@ class TournamentSpec:
             )
         _check_shapes(d)
         d = dict(d)
-        d["algos"] = tuple(d.get("algos", ("ppo",)))
+        d["algos"] = tuple(d.get("algos", defaults(TournamentSpec).algos))
         g = dict(d.get("generator") or {})
         if "perturb_factors" in g:
             g["perturb_factors"] = tuple(g["perturb_factors"])
@@ -255,7 +239,7 @@ def _check_shapes(d: dict[str, Any]) -> None:
     env_id = d.get("env_id")
     if not isinstance(env_id, str) or not 0 < len(env_id) <= MAX_NAME:
         raise ValueError(f"env_id must be an env id (a short string), got {short(env_id)}")
-    algos = d.get("algos", ["ppo"])
+    algos = d.get("algos", defaults(TournamentSpec).algos)
     if not isinstance(algos, list | tuple) or not all(isinstance(a, str) for a in algos):
         raise ValueError(f"algos must be a list of algorithm names, got {short(algos)}")
     for name in ("generator", "env_kwargs", "eval_env_kwargs", "search_space"):
@@ -270,23 +254,9 @@ def _check_shapes(d: dict[str, Any]) -> None:
 
 
 # ---------------------------------------------------------------------------- building
-RESUME_CHANGEABLE = (
-    "target_reward",
-    "confirm_target",
-    "max_seconds",
-    "max_steps",
-    "segment_steps",
-    "segment_seconds",
-    "leaderboard_size",
-    "eval_episodes",
-    "generator",
-    "max_retries",
-    "failed_replacements",
-    "device",
-    "pods_per_gpu",
-    "search_space",
-)
-"""Spec fields a resume may change; any other given value must equal the store's."""
+RESUME_CHANGEABLE = tuple(name for name, s in declared(TournamentSpec).items() if s.resume)
+"""Spec fields a resume may change (those declared ``resume=True``); any other given
+value must equal the store's."""
 
 
 def resume_changes(spec: TournamentSpec, overrides: dict[str, Any], where: str) -> dict:
@@ -363,7 +333,7 @@ def make_spec(**options: Any) -> TournamentSpec:
     for key in options:
         if key not in {f.name for f in dataclasses.fields(TournamentSpec)}:
             raise ValueError(unknown_option(key))
-    algos = options.get("algos", ("ppo",))
+    algos = options.get("algos", defaults(TournamentSpec).algos)
     if isinstance(algos, str):
         algos = tuple(a.strip() for a in algos.split(",") if a.strip())
     options["algos"] = tuple(get_algo(a).name for a in algos)  # "PPO" -> "ppo"

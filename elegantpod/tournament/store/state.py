@@ -22,9 +22,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from elegantpod.checks.limits import MAX_COUNT
 from elegantpod.checks.text import short
 from elegantpod.tournament.core.field_checks import (
-    MAX_COUNT,
     MAX_HISTORY,
     TOURNAMENT_UID,
     StateError,
