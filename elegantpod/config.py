@@ -15,7 +15,7 @@ from typing import Any
 
 from elegantpod.checks.json_values import check_json, parse_json
 from elegantpod.checks.limits import (
-    MAX_COUNT,
+    MAX_ENV_STEPS,
     MAX_EVAL_EPISODES,
     MAX_LEARNERS,
     MAX_SECONDS,
@@ -113,7 +113,7 @@ class PodSpec(PodSettings):
     """Seeds torch, the envs and the evaluator."""
     max_steps: int | None = setting(
         None,
-        limit=Limit(0, MAX_COUNT, integer=True, open_low=True),
+        limit=Limit(0, MAX_ENV_STEPS, integer=True, open_low=True),
         help="env-step budget over all sub-envs (default: the algorithm's)",
     )
     """Env-step budget (over all sub-envs); ``None``: the algorithm's default budget."""
@@ -123,7 +123,7 @@ class PodSpec(PodSettings):
     """Wall-clock budget in seconds; ``None``: none."""
     eval_every_steps: int | None = setting(
         None,
-        limit=Limit(0, MAX_COUNT, integer=True, open_low=True),
+        limit=Limit(0, MAX_ENV_STEPS, integer=True, open_low=True),
         help="env steps between evaluations (default: the algorithm's)",
     )
     """Env steps between evaluations; ``None``: the algorithm's default."""

@@ -93,6 +93,12 @@ MAX_STEPS = 10**12
 """Hard limit of step counts in a schedule (epsilon decay, target updates)."""
 
 
+MAX_ENV_STEPS = 2**62
+"""Hard limit of a pod's env-step budget, evaluation interval and step counter: past any
+real run (a million years at 100 M steps/s) yet within a 64-bit integer with room to
+add, so "never" is a value too (a segment's "evaluate only at the end", 2**60, which
+checkpoints hold; the GPU benchmarks' "no evaluation", 2**62)."""
+
 MAX_COUNT = 10**15
 """Upper bound of env-step budgets and counters (a thousand years at 30 M steps/s)."""
 

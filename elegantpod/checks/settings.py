@@ -143,7 +143,8 @@ def check_setting(spec_cls: type, name: str, value: Any, s: Setting) -> None:
         return
     if of is bool:
         if not isinstance(value, bool):
-            raise ValueError(f"{name} must be True or False, got {short(value)}")
+            either = "True, False or None" if optional else "True or False"
+            raise ValueError(f"{name} must be {either}, got {short(value)}")
     elif of is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValueError(f"{name} must be an integer, got {short(value)}")

@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from elegantpod.checks.limits import MAX_ENV_STEPS
 from elegantpod.checks.text import UNPRINTABLE
 from elegantpod.config import PodSpec
 from elegantpod.pod.checkpoint import (
@@ -23,9 +24,6 @@ from elegantpod.pod.checkpoint import (
     origin_of,
     spec_from_payload,
 )
-
-MAX_STEPS = 2**62
-"""Most env steps a checkpoint may count (a counter of int64 tensors and JSON)."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +69,7 @@ class SavedPod:
         if (
             isinstance(env_steps, bool)
             or not isinstance(env_steps, int)
-            or not 0 <= env_steps <= MAX_STEPS
+            or not 0 <= env_steps <= MAX_ENV_STEPS
         ):
             raise CheckpointError(
                 f"{where}: field 'env_steps' must be an integer >= 0 (at most 2**62), got "

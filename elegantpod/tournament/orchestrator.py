@@ -17,6 +17,7 @@ import warnings
 from typing import Any
 
 from elegantpod.agents import get_algo
+from elegantpod.checks.settings import defaults
 from elegantpod.envs.registry import env_hooks
 from elegantpod.number_text import number
 from elegantpod.tournament.assembly import assemble, empty_store, replace_tournament
@@ -26,11 +27,14 @@ from elegantpod.tournament.client.runner import scale_cluster, tournament_cluste
 from elegantpod.tournament.core import views
 from elegantpod.tournament.core.protocol import TournamentStatus
 from elegantpod.tournament.core.rules import check_rules
-from elegantpod.tournament.core.spec import lone_pods_warning, make_spec
+from elegantpod.tournament.core.spec import TournamentSpec, lone_pods_warning, make_spec
 from elegantpod.tournament.store.saved import SavedTournament
 from elegantpod.tournament.store.store import Store
 from elegantpod.widgets.html import ENV_COLUMNS
 
+TOURNAMENT = defaults(TournamentSpec)
+"""The declared default of each tournament setting: what :class:`Tournament`'s own
+arguments default to (the others are ``**options``, the spec's defaults)."""
 PROGRESS_SECONDS = 10.0
 """How often :meth:`Tournament.wait` prints a progress line (when something changed)."""
 
@@ -108,14 +112,14 @@ class Tournament:
     def __init__(
         self,
         env,
-        algos=("ppo",),
-        pods: int = 4,
+        algos=TOURNAMENT.algos,
+        pods: int = TOURNAMENT.pods,
         *,
         store,
         client=None,
-        target_reward: float | None = None,
-        max_seconds: float | None = None,
-        max_steps: int | None = None,
+        target_reward: float | None = TOURNAMENT.target_reward,
+        max_seconds: float | None = TOURNAMENT.max_seconds,
+        max_steps: int | None = TOURNAMENT.max_steps,
         mutation_policy=None,
         loggers=None,
         overwrite: bool = False,

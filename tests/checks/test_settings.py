@@ -125,8 +125,8 @@ def test_the_tournament_and_a_resume_read_the_declarations():
     from elegantpod.tournament.orchestrator import Tournament
 
     params = inspect.signature(Tournament).parameters
-    assert params["pods"].default == defaults(TournamentSpec).pods
-    assert params["algos"].default == defaults(TournamentSpec).algos
+    for name in ("algos", "pods", "target_reward", "max_seconds", "max_steps"):
+        assert params[name].default == getattr(defaults(TournamentSpec), name), name
     assert set(RESUME_CHANGEABLE) == {n for n, s in declared(TournamentSpec).items() if s.resume}
     assert {"max_seconds", "eval_episodes", "generator"} <= set(RESUME_CHANGEABLE)
     assert not {"env_id", "algos", "pods", "fitness", "learners"} & set(RESUME_CHANGEABLE)
