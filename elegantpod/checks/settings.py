@@ -29,12 +29,11 @@ the API reference show); ``help`` is the one line ``--help`` prints.
 from __future__ import annotations
 
 import dataclasses
-import math
 import types
 from dataclasses import dataclass, field
 from typing import Any
 
-from elegantpod.checks.limits import Limit, check_limit
+from elegantpod.checks.limits import Limit, check_finite, check_limit
 from elegantpod.checks.text import short
 
 SETTING = "elegantpod.setting"
@@ -145,18 +144,10 @@ def check_setting(spec_cls: type, name: str, value: Any, s: Setting) -> None:
         if not isinstance(value, bool):
             either = "True, False or None" if optional else "True or False"
             raise ValueError(f"{name} must be {either}, got {short(value)}")
-    elif of is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"{name} must be an integer, got {short(value)}")
-    elif of is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ValueError(f"{name} must be a number, got {short(value)}")
-        try:
-            finite = math.isfinite(value)
-        except OverflowError:  # an integer of hundreds of digits
-            finite = False
-        if not finite and s.limit is None:
-            raise ValueError(f"{name} must be a finite number, got {short(value)}")
+    elif of is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ValueError(f"{name} must be an integer, got {short(value)}")
+    elif of is float and s.limit is None:  # a limit checks that it is a finite number
+        check_finite(name, value)
     elif of is str and (not isinstance(value, str) or not value):
         raise ValueError(f"{name} must be a non-empty string, got {short(value)}")
     if s.limit is not None:
