@@ -18,6 +18,7 @@ from elegantpod.checks.limits import (
     MAX_ENV_STEPS,
     MAX_EVAL_EPISODES,
     MAX_LEARNERS,
+    MAX_POD_SEED,
     MAX_SECONDS,
     Limit,
     check_learners,
@@ -34,7 +35,11 @@ class PodSettings:
     :class:`~elegantpod.tournament.core.spec.TournamentSpec`, whose ``pod_spec`` copies
     each of them into every pod's spec. A field added here is a field of both specs,
     checked by both (:func:`~elegantpod.checks.settings.check_settings`), a flag of
-    both commands, and a setting of every pod of a tournament."""
+    both commands and a key of their run files, and a setting of every pod of a
+    tournament. One thing more is written by hand: :func:`~elegantpod.training.train`'s
+    keyword of that name, whose default reads the declaration (``POD``) and whose
+    entry in its docstring says it to a Python user; ``tests/checks/test_settings.py``
+    fails until it is there."""
 
     env_id: str = setting(flag=False)
     """Native or gymnasium env id (``--env`` on the command line)."""
@@ -109,7 +114,11 @@ class PodSpec(PodSettings):
     hparams: Any = setting(None, flag=False)
     """The algorithm's frozen config (``PPOConfig`` / ``SACConfig``); ``None``: defaults
     (``--set KEY=VALUE``)."""
-    seed: int = setting(0, help="seeds torch, the envs and the evaluator: same seed, same run")
+    seed: int = setting(
+        0,
+        limit=Limit(-MAX_POD_SEED, MAX_POD_SEED, integer=True, domain=True),
+        help="seeds torch, the envs and the evaluator: same seed, same run",
+    )
     """Seeds torch, the envs and the evaluator."""
     max_steps: int | None = setting(
         None,

@@ -93,6 +93,11 @@ MAX_STEPS = 10**12
 """Hard limit of step counts in a schedule (epsilon decay, target updates)."""
 
 
+MAX_POD_SEED = 2**61
+"""Largest pod seed, either sign: half an env's largest seed (2**62,
+:data:`elegantpod.envs.limits.MAX_SEED`), the other half room for the offsets a pod adds
+to its seed (its evaluation env's, each learner's, 7,919 per evaluation)."""
+
 MAX_ENV_STEPS = 2**62
 """Hard limit of a pod's env-step budget, evaluation interval and step counter: past any
 real run (a million years at 100 M steps/s) yet within a 64-bit integer with room to

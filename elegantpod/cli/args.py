@@ -43,12 +43,18 @@ def _run_file_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``elegantpod`` command's argument parser, subcommands and all: what the
-    console script parses, and what the docs site's command-line reference prints."""
+    console script parses, and what the docs site's command-line reference prints.
+
+    ``command``: the one about to run, whose flags must all be there; the tournament's
+    setting flags are then left out of any other command's parser. Why: they are read
+    from :class:`~elegantpod.tournament.core.spec.TournamentSpec`, whose layer imports
+    torch and Dask (two seconds), and ``--version``, ``--help``, ``presets``, ``train``,
+    ``export`` or ``backtest`` need neither to parse. ``None``: every flag (the docs'
+    reference, the tests)."""
     from elegantpod import __version__
-    from elegantpod.config import PodSpec
-    from elegantpod.tournament.core.spec import TournamentSpec  # the settings' declarations
+    from elegantpod.config import PodSpec  # light: checks and devices only
 
     p = argparse.ArgumentParser(prog="elegantpod", description="Cloud-native deep RL pods.")
     p.add_argument("--version", action="version", version=f"elegantpod {__version__}")
@@ -137,7 +143,10 @@ def parser() -> argparse.ArgumentParser:
         "replaced: a sweep with --init base, random search with --init sample), or names "
         "given to register_rule by an --import module",
     )
-    add_settings(r, TournamentSpec, resumable=True)
+    if command in (None, "tournament"):
+        from elegantpod.tournament.core.spec import TournamentSpec  # torch and Dask
+
+        add_settings(r, TournamentSpec, resumable=True)
     _env_options(r)
     _track_options(r)
     b = sub.add_parser("backtest", help="backtest a trading agent and write its report")
@@ -311,10 +320,16 @@ def _shown(value) -> str:
     return str(value)
 
 
+def command_of(argv: list[str]) -> str:
+    """The subcommand ``argv`` runs (``""``: none, as for ``--version``): the top level
+    takes only ``--version`` and ``--help``, so it is the first word that is no option."""
+    return next((a for a in argv if not a.startswith("-")), "")
+
+
 def given_options(argv: list[str]) -> set[str]:
     """The ``argparse`` destinations that ``argv`` gives explicitly (a default is not
     given: the file's value stands then)."""
-    p = parser()
+    p = parser(command_of(argv))
     sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
     for command in sub.choices.values():
         for action in command._actions:

@@ -119,7 +119,7 @@ def tournament_options(args) -> dict:
         names = [n.strip() for n in args.rules.split(",") if n.strip()]
         rules = [] if names == ["none"] else names
         given["generator"] = {**dict(files.spec_fields.get("generator") or {}), "rules": rules}
-    # generator, search_space, leaderboard_size... from the files, under the flags
+    # generator and search_space from the files, under the flags
     return {**files.spec_fields, **{k: v for k, v in given.items() if v is not None}}
 
 

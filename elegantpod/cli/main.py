@@ -15,7 +15,7 @@ import shlex
 import sys
 import time
 
-from elegantpod.cli.args import check_args, parser
+from elegantpod.cli.args import check_args, command_of, parser
 from elegantpod.cli.commands import _export, _tournament, _train
 from elegantpod.cli.run_config import apply_run_files
 
@@ -103,7 +103,7 @@ def _safe_path_for_children():
 def _main(argv: list[str] | None) -> int:
     """:func:`main` once the working folder is off the path."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = parser().parse_args(argv)
+    args = parser(command_of(argv)).parse_args(argv)
     if args.command == "presets" or getattr(args, "preset", None) == "list":
         from elegantpod.cli.presets import preset_lines
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from elegantpod.checks.limits import MAX_STEPS
+from elegantpod.checks.limits import MAX_ENV_STEPS
 
 
 @dataclass(frozen=True)
@@ -43,10 +43,13 @@ class Budget:
             value = getattr(self, name)
             if value is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_STEPS:
-                raise ValueError(
-                    f"Budget.{name} must be an integer in [1, {MAX_STEPS}], got {value!r}"
-                )
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int)
+                or not 0 < value <= MAX_ENV_STEPS
+            ):
+                # the spec's own limit (PodSpec.max_steps): a spec that passes runs
+                raise ValueError(f"Budget.{name} must be an integer in [1, 2**62], got {value!r}")
         s = self.seconds
         if s is not None and (
             isinstance(s, bool)

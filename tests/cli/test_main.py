@@ -877,3 +877,18 @@ def test_an_unknown_rule_is_one_error_naming_it_before_any_cluster(tmp_path, cap
     lines = err.strip().splitlines()
     assert status == 2 and len(lines) == 1 and "unknown selection rule 'explot'" in lines[0], err
     assert not (tmp_path / "t").exists()
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["presets"], ["train", "--help"]])
+def test_a_light_command_parses_without_torch_or_dask(argv):
+    """The tournament's setting flags are read from its spec, whose layer imports torch
+    and Dask: a command that needs neither parses without them (it took 2 s, not 0.1)."""
+    code = (
+        "import sys\nfrom elegantpod.cli.main import main\n"
+        f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+        "print(sorted({'torch', 'distributed'} & set(sys.modules)), file=sys.stderr)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr[-2000:]
+    assert done.stdout.strip()  # it did print its version, presets or help

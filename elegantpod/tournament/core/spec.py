@@ -25,9 +25,11 @@ MAX_PODS = 10_000
 MAX_RETRIES = 1_000
 """Hard limit of ``max_retries`` and of ``failed_replacements`` per pod slot."""
 MAX_NAME = 200
-"""Longest env id or device name (real ones are a few dozen characters)."""
-MAX_SEED = 2**32
-"""Largest tournament seed, either sign (each pod's seed is derived from it)."""
+"""Longest env id (real ones are a few dozen characters)."""
+MAX_TOURNAMENT_SEED = 2**32
+"""Largest tournament seed, either sign: each pod's seed is derived from it
+(``seed * 1,000,003 + index``), which keeps the pods' seeds far inside
+:data:`~elegantpod.checks.limits.MAX_POD_SEED`."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,7 +102,7 @@ class TournamentSpec(PodSettings):
     """Entries the leaderboard keeps (k)."""
     seed: int = setting(
         0,
-        limit=Limit(-MAX_SEED, MAX_SEED, integer=True, domain=True),
+        limit=Limit(-MAX_TOURNAMENT_SEED, MAX_TOURNAMENT_SEED, integer=True, domain=True),
         help="seeds the generator and, through it, each pod",
     )
     """Seeds pods (each gets its own) and the generator."""
@@ -158,8 +160,6 @@ class TournamentSpec(PodSettings):
         """Raise ``ValueError`` naming the first bad field, before any cluster work."""
         _check_shapes({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
         check_settings(self)
-        if len(self.device) > MAX_NAME:
-            raise ValueError(f"device must be a device name, got {short(self.device)}")
         if self.pods_per_gpu is not None:
             n = self.pods_per_gpu
             if isinstance(n, bool) or not isinstance(n, int) or n < 1 or n & (n - 1) or n > 64:
