@@ -258,15 +258,25 @@ def rebuilt_spec(
     ``env_kwargs`` names them or ``allow_remote`` says so (see
     :func:`~elegantpod.pod.checkpoint.resolve_env_kwargs`).
     """
-    path = resolve_checkpoint(path)
-    saved = SavedPod.read(path)
+    saved = SavedPod.read(resolve_checkpoint(path))
+    return spec_to_rebuild(saved, device, env_kwargs, allow_remote), saved
+
+
+def spec_to_rebuild(
+    saved: SavedPod,
+    device: str | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    allow_remote: bool = False,
+) -> PodSpec:
+    """:func:`rebuilt_spec` of a checkpoint already read: for a caller that has read it
+    for something else too (a deployment), so that it is read once."""
     spec = saved.spec
     if device is not None:
         spec = dataclasses.replace(spec, device=device, learner_devices=())
     else:
-        check_devices(spec, path)
-    spec = resolve_env_kwargs(spec, env_kwargs, path, allow_remote)
-    return fit_layout(spec, saved, given=bool(env_kwargs)), saved
+        check_devices(spec, saved.path)
+    spec = resolve_env_kwargs(spec, env_kwargs, saved.path, allow_remote)
+    return fit_layout(spec, saved, given=bool(env_kwargs))
 
 
 def fit_layout(spec: PodSpec, saved: SavedPod, given: bool) -> PodSpec:

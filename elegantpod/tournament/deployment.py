@@ -118,6 +118,9 @@ class Deployment:
     order it trades them, and its features): what other data must be put in."""
     selection: Selection = field(default_factory=Selection)
     """How it was chosen."""
+    saved: SavedPod | None = field(default=None, repr=False, compare=False)
+    """The checkpoint as read and checked (``None``: a live pod or tournament), so that
+    what else needs it (a backtest's env keywords) does not read it again."""
 
     @classmethod
     def of(cls, source: Any, *, device: str = "cpu") -> Deployment:
@@ -165,9 +168,10 @@ class Deployment:
         else:
             path = resolve_checkpoint(source)  # a run folder: its best.pt
             selection, expected = _of_checkpoint(path)
+        data = load_checkpoint(path, map_location="cpu")  # read once (a URL: fetched once)
         if expected is not None:  # a store's checkpoint: what its record says it is
-            check_origin(load_checkpoint(path), path, **expected)
-        saved = SavedPod.read(path, "cpu")
+            check_origin(data, path, **expected)
+        saved = SavedPod.parse(data, path)
         return cls(
             policy=Policy.from_saved(saved, device=device),
             spec=saved.spec,
@@ -175,6 +179,7 @@ class Deployment:
             checkpoint=os.fspath(path),
             layout=saved.layout,
             selection=selection,
+            saved=saved,
         )
 
     @classmethod

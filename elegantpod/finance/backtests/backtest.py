@@ -257,9 +257,10 @@ def _env_kwargs(agent, data, allow_remote: bool, device: str) -> dict[str, Any]:
     URL that only a checkpoint names is read only with ``allow_remote`` or when it is
     your own, the caller's ``data`` stands in for it (without its dates, unless it is
     that very file), and the tickers are put in the order the checkpoint records, as a
-    pod rebuilt from it would be (:func:`~elegantpod.pod.restore.rebuilt_spec`)."""
+    pod rebuilt from it would be (:func:`~elegantpod.pod.restore.spec_to_rebuild`, on the
+    checkpoint the deployment read)."""
     from elegantpod.envs.registry import external_sources
-    from elegantpod.pod.restore import rebuilt_spec
+    from elegantpod.pod.restore import spec_to_rebuild
     from elegantpod.provenance import same_file
 
     spec = agent.spec
@@ -272,7 +273,7 @@ def _env_kwargs(agent, data, allow_remote: bool, device: str) -> dict[str, Any]:
             own = {"data": data}  # the very file it names: its own dates still hold
         elif named:
             own = {"data": data, "start": None, "end": None}
-    rebuilt, _ = rebuilt_spec(agent.checkpoint, device, env_kwargs=own, allow_remote=allow_remote)
+    rebuilt = spec_to_rebuild(agent.saved, device, env_kwargs=own, allow_remote=allow_remote)
     return dict(rebuilt.env_kwargs)
 
 
