@@ -247,6 +247,21 @@ assert (pod.eval_episodes, pod.learners, pod.seed) == (20, 2, 7)
 """
 
 
+CHECKS = {
+    "quickstart": CHECK_QUICKSTART,
+    "trading": "import os\n" + CHECK_TRADING,
+    "one pod": CHECK_DEPLOY,
+    "compare": "import os\n" + CHECK_COMPARE,
+    "compare family": CHECK_COMPARE_FAMILY,
+    "own learner": CHECK_OWN_LEARNER,
+    "own cluster kind": CHECK_OWN_CLUSTER_KIND,
+    "own selection rule": CHECK_OWN_SELECTION_RULE,
+    "own metric": CHECK_OWN_METRIC,
+    "own setting": CHECK_OWN_SETTING,
+}
+"""The cell run after each example's blocks: what the example must have done."""
+
+
 def marker(code: str) -> str:
     """What tells apart blocks that share a first line (``import elegantpod``)."""
     for key, needle in (
@@ -323,26 +338,8 @@ def test_a_notebook_example_runs(name, tmp_path, monkeypatch):
         if first in run.glue:
             cells.append(run.glue[first])
         cells.append(shrink(code, run.budgets) if i == 0 else code)  # the first holds them
-    if name == "quickstart":
-        cells.append(CHECK_QUICKSTART)
-    if name == "trading":
-        cells.append("import os\n" + CHECK_TRADING)
-    if name == "one pod":
-        cells.append(CHECK_DEPLOY)
-    if name == "compare":
-        cells.append("import os\n" + CHECK_COMPARE)
-    if name == "compare family":
-        cells.append(CHECK_COMPARE_FAMILY)
-    if name == "own learner":
-        cells.append(CHECK_OWN_LEARNER)
-    if name == "own cluster kind":
-        cells.append(CHECK_OWN_CLUSTER_KIND)
-    if name == "own selection rule":
-        cells.append(CHECK_OWN_SELECTION_RULE)
-    if name == "own metric":
-        cells.append(CHECK_OWN_METRIC)
-    if name == "own setting":
-        cells.append(CHECK_OWN_SETTING)
+    if name in CHECKS:
+        cells.append(CHECKS[name])
     _execute(cells, tmp_path, monkeypatch)
 
 
