@@ -12,6 +12,7 @@ import contextlib
 import logging
 import os
 import shlex
+import signal
 import sys
 import time
 
@@ -236,6 +237,10 @@ def _quiet_dask() -> None:
 _QUIT_NOW = False
 """Set when a second Ctrl-C ended a tournament: :func:`entry` then exits at once."""
 
+_ENDING = False
+"""Set by :func:`entry` once the command has returned: a Ctrl-C from then on (while the
+interpreter exits and distributed's exit hooks close what is left) quits at once."""
+
 
 def entry() -> None:
     """The ``elegantpod`` command (its console script, and ``python -m elegantpod.cli``):
@@ -248,14 +253,52 @@ def entry() -> None:
     the store keeps its last snapshot (files are written atomically), the lease of a
     process that is gone is taken back without ``--force``, and the worker processes end
     with their parent (distributed's workers watch it).
+
+    A Ctrl-C that lands after the command has returned (the user pressed it twice and the
+    first one's clean stop was already done) quits at once too, with status 130, instead
+    of raising into an exit hook, which printed "Exception ignored in atexit callback" and
+    a traceback after the one line. (In the last moments of the exit Python has put the
+    default action back, and such a Ctrl-C ends the process by the signal: a shell reads
+    that as status 130 as well.)
     """
-    code = main()
+    global _ENDING
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        # not where the caller made Ctrl-C ignored (a background job of a script)
+        signal.signal(signal.SIGINT, _on_ctrl_c)
+    try:
+        code = main()
+        _ENDING = True
+    except KeyboardInterrupt:  # landed between the command's end and the line above
+        _ENDING, code = True, 130
     if _QUIT_NOW:
-        _end_children()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+        _quit(code)
     sys.exit(code)
+
+
+def _on_ctrl_c(signum, frame) -> None:
+    """The command's Ctrl-C: a ``KeyboardInterrupt`` while the command runs (each command
+    says what it keeps, and a tournament or training run puts its own handler on top),
+    an exit at once after it returned."""
+    if not _ENDING:
+        signal.default_int_handler(signum, frame)
+    _quit(130)
+
+
+_QUITTING = False
+
+
+def _quit(code: int) -> None:
+    """End the process now with ``code``: its worker processes first, so that nothing
+    they print follows the command's last line (once: a Ctrl-C while they are being
+    ended skips to the exit)."""
+    global _QUITTING
+    if not _QUITTING:
+        _QUITTING = True
+        _end_children()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a write this signal interrupted
+            stream.flush()
+    os._exit(code)
 
 
 def _end_children() -> None:
