@@ -262,9 +262,10 @@ def entry() -> None:
     that as status 130 as well.)
     """
     global _ENDING
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        # not where the caller made Ctrl-C ignored (a background job of a script)
-        signal.signal(signal.SIGINT, _on_ctrl_c)
+    # whatever the command inherited, as the tournament's and training's own handlers
+    # do: a shell starts a script's background job with Ctrl-C ignored (the test suite
+    # runs so in CI), and a SIGINT sent to the command still asks it to stop
+    signal.signal(signal.SIGINT, _on_ctrl_c)
     try:
         code = main()
         _ENDING = True
