@@ -281,7 +281,7 @@ def _on_ctrl_c(signum, frame) -> None:
     says what it keeps, and a tournament or training run puts its own handler on top),
     an exit at once after it returned."""
     if not _ENDING:
-        signal.default_int_handler(signum, frame)
+        raise KeyboardInterrupt
     _quit(130)
 
 

@@ -17,7 +17,6 @@ import warnings
 from typing import Any
 
 from elegantpod.agents import get_algo
-from elegantpod.checks.settings import defaults
 from elegantpod.envs.registry import env_hooks
 from elegantpod.number_text import number
 from elegantpod.tournament.assembly import assemble, empty_store, replace_tournament
@@ -27,14 +26,11 @@ from elegantpod.tournament.client.runner import scale_cluster, tournament_cluste
 from elegantpod.tournament.core import views
 from elegantpod.tournament.core.protocol import TournamentStatus
 from elegantpod.tournament.core.rules import check_rules
-from elegantpod.tournament.core.spec import TournamentSpec, lone_pods_warning, make_spec
+from elegantpod.tournament.core.spec import TOURNAMENT, lone_pods_warning, make_spec
 from elegantpod.tournament.store.saved import SavedTournament
 from elegantpod.tournament.store.store import Store
 from elegantpod.widgets.html import ENV_COLUMNS
 
-TOURNAMENT = defaults(TournamentSpec)
-"""The declared default of each tournament setting: what :class:`Tournament`'s own
-arguments default to (the others are ``**options``, the spec's defaults)."""
 PROGRESS_SECONDS = 10.0
 """How often :meth:`Tournament.wait` prints a progress line (when something changed)."""
 

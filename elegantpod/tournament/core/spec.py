@@ -210,7 +210,7 @@ class TournamentSpec(PodSettings):
             )
         _check_shapes(d)
         d = dict(d)
-        d["algos"] = tuple(d.get("algos", defaults(TournamentSpec).algos))
+        d["algos"] = tuple(d.get("algos", TOURNAMENT.algos))
         g = dict(d.get("generator") or {})
         if "perturb_factors" in g:
             g["perturb_factors"] = tuple(g["perturb_factors"])
@@ -233,13 +233,19 @@ class TournamentSpec(PodSettings):
         return json.dumps(self.to_dict(), sort_keys=True)
 
 
+TOURNAMENT = defaults(TournamentSpec)
+"""The declared default of each tournament setting, made once: what a spec read from a
+file without ``algos`` takes, and what the arguments of
+:class:`~elegantpod.tournament.orchestrator.Tournament` default to."""
+
+
 def _check_shapes(d: dict[str, Any]) -> None:
     """``ValueError`` naming the first field of a spec dict whose JSON shape is wrong."""
     field_checks.check_depth(d, "the spec")
     env_id = d.get("env_id")
     if not isinstance(env_id, str) or not 0 < len(env_id) <= MAX_NAME:
         raise ValueError(f"env_id must be an env id (a short string), got {short(env_id)}")
-    algos = d.get("algos", defaults(TournamentSpec).algos)
+    algos = d.get("algos", TOURNAMENT.algos)
     if not isinstance(algos, list | tuple) or not all(isinstance(a, str) for a in algos):
         raise ValueError(f"algos must be a list of algorithm names, got {short(algos)}")
     for name in ("generator", "env_kwargs", "eval_env_kwargs", "search_space"):
@@ -333,7 +339,7 @@ def make_spec(**options: Any) -> TournamentSpec:
     for key in options:
         if key not in {f.name for f in dataclasses.fields(TournamentSpec)}:
             raise ValueError(unknown_option(key))
-    algos = options.get("algos", defaults(TournamentSpec).algos)
+    algos = options.get("algos", TOURNAMENT.algos)
     if isinstance(algos, str):
         algos = tuple(a.strip() for a in algos.split(",") if a.strip())
     options["algos"] = tuple(get_algo(a).name for a in algos)  # "PPO" -> "ppo"
